@@ -1,0 +1,304 @@
+"""The Go-flavoured JSON reader/writer.  Expectations were checked against Go 1.26."""
+
+from __future__ import annotations
+
+import pytest
+
+from cpa.gojson import (
+    MAX_DEPTH,
+    MISSING,
+    GoJsonError,
+    JsonObject,
+    JsonValue,
+    Number,
+    as_object,
+    field_lookup,
+    format_go_float,
+    go_bool,
+    go_float,
+    go_int,
+    go_marshal,
+    match_field,
+    members_by_field,
+    parse,
+)
+
+# ------------------------------------------------------------------------------- syntax
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("null", None),
+        ("true", True),
+        (" false ", False),
+        ("0", Number("0")),
+        ("-0", Number("-0")),
+        ("1.5e-3", Number("1.5e-3")),
+        ("2.0", Number("2.0")),
+        ("1E+2", Number("1E+2")),
+        ('"a"', "a"),
+        ("[]", ()),
+        ("[1, [2]]", (Number("1"), (Number("2"),))),
+        ("{}", JsonObject(())),
+        ('{"a":1,"a":2}', JsonObject((("a", Number("1")), ("a", Number("2"))))),
+        ("\t\n\r {\"k\" : null } \n", JsonObject((("k", None),))),
+    ],
+)
+def test_parse_valid(text: str, expected: JsonValue) -> None:
+    assert parse(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   ",
+        "{",
+        "[1,]",
+        '{"a":1,}',
+        '{"a":1 // comment\n}',
+        "/* c */ {}",
+        "# c\n{}",
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "01",
+        "-01",
+        "1.",
+        ".5",
+        "+1",
+        "1e",
+        "0x10",
+        "{} {}",
+        "{}x",
+        "[] ,",
+        "{'a':1}",
+        "{a:1}",
+        '{"a" 1}',
+        '"tab\there"',
+        '"new\nline"',
+        '"bad \\x escape"',
+        '"\\u12"',
+        '"unterminated',
+        "True",
+        "nul",
+        "\ufeff{}",  # Go does not skip a byte-order mark
+        "\u00a0{}",  # only space, tab, CR and LF are whitespace
+        "[" * 1000 + "]" * 1000,
+    ],
+)
+def test_parse_rejects(text: str) -> None:
+    with pytest.raises(GoJsonError):
+        parse(text)
+
+
+def test_nesting_limit() -> None:
+    """Go allows 10000 levels; we stop at MAX_DEPTH (far beyond any real document) with a
+    clear error instead of a RecursionError."""
+    assert parse("[" * MAX_DEPTH + "]" * MAX_DEPTH) is not None
+    with pytest.raises(GoJsonError, match="nested"):
+        parse("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1))
+
+
+def test_syntax_error_position_is_reported() -> None:
+    with pytest.raises(GoJsonError, match=r"line 2 column 9"):
+        parse('{"a": 1,\n "b": 2,}')
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (r'"\" \\ \/ \b \f \n \r \t"', '" \\ / \b \f \n \r \t'),
+        (r'"\u00e9\u00E9"', "éé"),
+        (r'"\ud83d\ude00"', "\U0001f600"),
+        (r'"\ud83d"', "\ufffd"),  # lone high surrogate
+        (r'"\ude00x"', "\ufffdx"),  # lone low surrogate
+        (r'"\ud83d\u0041"', "\ufffdA"),  # high surrogate followed by a non-surrogate
+        ('"raw \ud800 surrogate"', "raw \ufffd surrogate"),
+        ('"ünïcödé ✓"', "ünïcödé ✓"),
+    ],
+)
+def test_string_escapes(text: str, expected: str) -> None:
+    assert parse(text) == expected
+
+
+# ------------------------------------------------------------------------- typed values
+
+
+@pytest.mark.parametrize(
+    ("literal", "expected"),
+    [("0", 0), ("-0", 0), ("7", 7), ("-3", -3), ("9223372036854775807", 2**63 - 1),
+     ("-9223372036854775808", -(2**63))],
+)
+def test_go_int_accepts(literal: str, expected: int) -> None:
+    assert go_int(parse(literal), "x") == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1.5", r"^linear\.min: expected an integer, got 1\.5$"),
+        ("2.0", "expected an integer, got 2.0"),
+        ("1e2", "expected an integer, got 1e2"),
+        ('"2"', 'expected an integer, got the string "2"'),
+        ("true", "expected an integer, got true"),
+        ("null", "expected an integer, got null"),
+        ("[1]", "expected an integer, got an array"),
+        ("{}", "expected an integer, got an object"),
+        ("9223372036854775808", "out of range"),
+        ("-9223372036854775809", "out of range"),
+    ],
+)
+def test_go_int_rejects(text: str, message: str) -> None:
+    with pytest.raises(GoJsonError, match=message):
+        go_int(parse(text), "linear.min")
+
+
+@pytest.mark.parametrize(
+    ("literal", "expected"),
+    [("16", 16.0), ("0.5", 0.5), ("1e2", 100.0), ("-0", -0.0), ("1e-400", 0.0),
+     ("1.7976931348623157e308", 1.7976931348623157e308)],
+)
+def test_go_float_accepts(literal: str, expected: float) -> None:
+    assert go_float(parse(literal), "x") == expected
+
+
+@pytest.mark.parametrize("text", ["1e400", "-1e400", '"1"', "true", "[]", "{}", "null"])
+def test_go_float_rejects(text: str) -> None:
+    with pytest.raises(GoJsonError, match=r"linear\.coresPerReplica"):
+        go_float(parse(text), "linear.coresPerReplica")
+
+
+def test_go_bool() -> None:
+    assert go_bool(parse("true"), "x") is True
+    assert go_bool(parse("false"), "x") is False
+    for text in ['"true"', "1", "0", "null", "[]"]:
+        with pytest.raises(GoJsonError, match="expected true or false"):
+            go_bool(parse(text), "x")
+
+
+def test_as_object() -> None:
+    assert as_object(parse("null"), "linear") is None
+    assert as_object(parse("{}"), "linear") == JsonObject(())
+    for text in ["[]", '"{}"', "1", "true"]:
+        with pytest.raises(GoJsonError, match=r"^linear: expected a JSON object"):
+            as_object(parse(text), "linear")
+
+
+# ------------------------------------------------------------------------ field matching
+
+FIELDS = ("coresPerReplica", "nodesPerReplica", "min", "max", "preventSinglePointFailure")
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("min", "min"),
+        ("MIN", "min"),
+        ("Min", "min"),
+        ("CoresPerReplica", "coresPerReplica"),
+        ("CORESPERREPLICA", "coresPerReplica"),
+        ("nodesperreplica", "nodesPerReplica"),
+        ("coresPerReplica ", None),
+        ("cores_per_replica", None),
+        ("mins", None),
+        ("", None),
+        # Go folds U+017F LONG S to S and U+212A KELVIN SIGN to K ...
+        ("\u017fingle", None),
+        ("coresPerReplica".replace("s", "\u017f"), "coresPerReplica"),
+        ("preventSinglePointFailure".replace("S", "\u017f"), "preventSinglePointFailure"),
+        # ... but not U+0131 DOTLESS I or U+0130 CAPITAL I WITH DOT to i.
+        ("m\u0131n", None),
+        ("m\u0130n", None),
+    ],
+)
+def test_match_field(key: str, expected: str | None) -> None:
+    assert match_field(key, FIELDS) == expected
+
+
+def test_kelvin_sign_matches_k() -> None:
+    assert match_field("\u212aey", ("key",)) == "key"
+    assert match_field("\u212aEY", ("Key", "other")) == "Key"
+
+
+def test_exact_match_wins_over_folded() -> None:
+    # Two fields that fold alike: the exact spelling decides, else the first one.
+    assert match_field("Foo", ("FOO", "Foo")) == "Foo"
+    assert match_field("FOO", ("FOO", "Foo")) == "FOO"
+    assert match_field("foo", ("FOO", "Foo")) == "FOO"
+
+
+def test_field_lookup_last_matching_member_wins() -> None:
+    obj = as_object(parse('{"min": 1, "MIN": 2, "other": 3}'), "x")
+    assert obj is not None
+    assert field_lookup(obj, "min") == Number("2")
+    assert field_lookup(obj, "max") is MISSING
+    obj = as_object(parse('{"MIN": 2, "min": null}'), "x")
+    assert obj is not None
+    assert field_lookup(obj, "min") is None
+
+
+def test_members_by_field_keeps_document_order_and_duplicates() -> None:
+    obj = as_object(parse('{"max":1,"junk":0,"Min":2,"min":3}'), "x")
+    assert obj is not None
+    assert members_by_field(obj, FIELDS) == [
+        ("max", Number("1")), ("min", Number("2")), ("min", Number("3"))
+    ]
+
+
+# ------------------------------------------------------------------------------ output
+
+
+@pytest.mark.parametrize(
+    ("number", "text"),
+    [
+        (0.0, "0"),
+        (-0.0, "-0"),
+        (16.0, "16"),
+        (256.0, "256"),
+        (1.5, "1.5"),
+        (0.1, "0.1"),
+        (-2.5, "-2.5"),
+        (100.0, "100"),
+        (1e20, "100000000000000000000"),
+        (1e21, "1e+21"),
+        (1.5e21, "1.5e+21"),
+        (1e-6, "0.000001"),
+        (1.25e-6, "0.00000125"),
+        (1e-7, "1e-7"),
+        (1.5e-7, "1.5e-7"),
+        (1e-10, "1e-10"),
+        (5e-324, "5e-324"),
+        (1.7976931348623157e308, "1.7976931348623157e+308"),
+        (123456789012345678901.0, "123456789012345680000"),
+        (2.0**53 + 2, "9007199254740994"),
+        (0.000123, "0.000123"),
+    ],
+)
+def test_format_go_float(number: float, text: str) -> None:
+    assert format_go_float(number) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"b":1,"a":[true,null,"x"]}', '{"a":[true,null,"x"],"b":1}'),
+        ('{"a":1,"a":2}', '{"a":2}'),
+        ('{"a":1.0,"b":1e2,"c":-0}', '{"a":1,"b":100,"c":-0}'),
+        ('"<&>"', r'"\u003c\u0026\u003e"'),
+        (r'"\b\f\n\r\t\u0001\u001f\"\\/"', r'"\b\f\n\r\t\u0001\u001f\"\\/"'),
+        (r'"\u2028\u2029\u007f é"', '"\\u2028\\u2029\x7f é"'),
+        (r'"\ud800"', '"\ufffd"'),
+        ('{"é":1,"z":2,"A":3}', '{"A":3,"z":2,"é":1}'),
+        ("[]", "[]"),
+        ("{}", "{}"),
+    ],
+)
+def test_go_marshal(text: str, expected: str) -> None:
+    assert go_marshal(parse(text)) == expected
+
+
+def test_go_marshal_rejects_float_overflow() -> None:
+    with pytest.raises(GoJsonError, match="out of range"):
+        go_marshal(parse('{"a":[1e400]}'))
