@@ -1,0 +1,370 @@
+"""Command-line flags, parsed the way upstream's pflag + glog command line parses them.
+
+Manifests written for the Go binary must keep working unchanged, so this is a small
+re-implementation of pflag's syntax (``--f=v``, ``--f v``, bare booleans, ``-`` and ``_``
+interchangeable, one-letter glog flags usable as ``-v``) rather than argparse, whose
+abbreviation matching and option syntax differ in ways a Go user would trip over.
+
+Two failure classes, with upstream's exit codes:
+* :class:`UsageError` (exit 2): unknown flag, missing value, unparsable value.
+* :func:`validate` returns every problem at once (exit 1), so an operator fixes a manifest in
+  one round trip.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cpa.selector import SelectorError, parse_selector
+
+EXIT_USAGE = 2
+EXIT_INVALID = 1
+
+
+class UsageError(Exception):
+    """A flag the command line cannot be parsed with; upstream exits 2 for these."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One scale target: ``kind/name`` after lower-casing, as upstream normalises it."""
+
+    kind: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+
+@dataclass(slots=True)
+class Options:
+    """Everything the daemon needs from its command line (and ``MY_POD_NAMESPACE``)."""
+
+    target: str = ""
+    configmap: str = ""
+    namespace: str = ""
+    poll_period_seconds: int = 10
+    default_params: dict[str, str] | None = None
+    nodelabels: str = ""
+    max_sync_failures: int = 0
+    version: bool = False
+    help: bool = False
+    # glog flags: accepted for compatibility; only --v changes what we do.
+    v: int = 0
+    vmodule: str = ""
+    logtostderr: bool = True
+    alsologtostderr: bool = False
+    stderrthreshold: int = 2
+    log_dir: str = ""
+    log_link: str = ""
+    logbuflevel: int = 0
+    log_backtrace_at: str = ""
+    # ours
+    kubeconfig: str = ""
+    health_port: int = 8080
+    log_format: str = "text"
+    targets: tuple[Target, ...] = field(default_factory=tuple)
+
+
+def _parse_go_int(text: str, bits: int = 64) -> int:
+    """``strconv.ParseInt(s, 0, bits)``: base prefixes and underscores, as pflag's int does."""
+    s = text
+    sign = 1
+    if s[:1] in ("+", "-"):
+        sign = -1 if s[0] == "-" else 1
+        s = s[1:]
+    base, prefixed = 10, False
+    if s[:2].lower() in ("0x", "0b", "0o"):
+        base, prefixed = {"x": 16, "b": 2, "o": 8}[s[1].lower()], True
+        s = s[2:]
+    elif len(s) > 1 and s[0] == "0":
+        base, prefixed = 8, True
+        s = s[1:]
+    # Go allows "_" only between digits, or between a base prefix and a digit.
+    if "_" in s and (s.endswith("_") or "__" in s or (s.startswith("_") and not prefixed)):
+        raise ValueError(text)
+    digits = s.replace("_", "")
+    if not digits or not digits.isascii() or not digits.isalnum():
+        raise ValueError(text)
+    value = sign * int(digits, base)
+    if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+        raise ValueError(text)
+    return value
+
+
+def _parse_decimal_int(text: str, bits: int = 64) -> int:
+    """``strconv.Atoi`` / ``ParseInt(s, 10, bits)``: what glog's flags use."""
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        raise ValueError(text)
+    value = int(text, 10)
+    if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+        raise ValueError(text)
+    return value
+
+
+_BOOL_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
+_BOOL_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
+
+
+def _parse_bool(text: str) -> bool:
+    """``strconv.ParseBool``."""
+    if text in _BOOL_TRUE:
+        return True
+    if text in _BOOL_FALSE:
+        return False
+    raise ValueError(text)
+
+
+_SEVERITIES = {"INFO": 0, "WARNING": 1, "ERROR": 2, "FATAL": 3}
+
+
+def _parse_severity(text: str) -> int:
+    """glog's ``--stderrthreshold``: a severity name (any case) or its number."""
+    if text.upper() in _SEVERITIES:
+        return _SEVERITIES[text.upper()]
+    return _parse_decimal_int(text, 32)
+
+
+def _parse_backtrace(text: str) -> str:
+    """glog's ``--log_backtrace_at``: empty, or ``file.go:LINE`` with LINE > 0."""
+    if text == "":
+        return text
+    parts = text.split(":")
+    if len(parts) != 2 or "." not in parts[0]:
+        raise ValueError("syntax error: expect file.go:234")
+    line = _parse_decimal_int(parts[1])
+    if line <= 0:
+        raise ValueError("negative or zero value for level")
+    return text
+
+
+def _parse_vmodule(text: str) -> str:
+    """glog's ``--vmodule``: comma-separated ``pattern=N``."""
+    if text == "":
+        return text
+    for item in text.split(","):
+        parts = item.split("=")
+        if len(parts) != 2 or not parts[0]:
+            raise ValueError("syntax error: expect comma-separated list of filename=N")
+        _parse_decimal_int(parts[1], 32)
+        try:
+            fnmatch.translate(parts[0])
+        except Exception as exc:  # pragma: no cover - translate rarely raises
+            raise ValueError(str(exc)) from exc
+    return text
+
+
+def _parse_default_params(text: str) -> dict[str, str]:
+    """``--default-params``: upstream decodes it while parsing flags, so bad JSON is exit 2."""
+    from cpa.params import default_params_to_data
+
+    return default_params_to_data(text)
+
+
+def _parse_log_format(text: str) -> str:
+    if text not in ("text", "json"):
+        raise ValueError("must be text or json")
+    return text
+
+
+def _parse_str(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class _Flag:
+    name: str
+    attr: str
+    parse: Callable[[str], Any]
+    help: str
+    is_bool: bool = False
+    metavar: str = ""
+
+
+_FLAGS: tuple[_Flag, ...] = (
+    _Flag("target", "target", _parse_str,
+          "Comma-separated targets to scale, kind/name, e.g. deployment/coredns. Kinds: "
+          "deployment, replicaset, replicationcontroller, statefulset.", metavar="string"),
+    _Flag("configmap", "configmap", _parse_str,
+          "ConfigMap holding the scaling parameters (created from --default-params if "
+          "missing).", metavar="string"),
+    _Flag("namespace", "namespace", _parse_str,
+          "Namespace of the targets and the ConfigMap (default: $MY_POD_NAMESPACE).",
+          metavar="string"),
+    _Flag("poll-period-seconds", "poll_period_seconds", _parse_go_int,
+          "Seconds between polls (default 10).", metavar="int"),
+    _Flag("default-params", "default_params", _parse_default_params,
+          "JSON object of default ConfigMap data, e.g. "
+          '{"linear":{"coresPerReplica":256,"nodesPerReplica":16}}.', metavar="json"),
+    _Flag("nodelabels", "nodelabels", _parse_str,
+          "Label selector for the Nodes to count, e.g. a=b,c=d.", metavar="string"),
+    _Flag("max-sync-failures", "max_sync_failures", _parse_go_int,
+          "Exit 1 after this many consecutive failed polls (0: never).", metavar="int"),
+    _Flag("version", "version", _parse_bool, "Print the version and exit.", is_bool=True),
+    _Flag("help", "help", _parse_bool, "Show this help and exit.", is_bool=True),
+    _Flag("v", "v", lambda s: _parse_decimal_int(s, 32),
+          "Log verbosity: 0 scale decisions and errors, 1 mode changes, 2 parameters, "
+          "4 every poll's counts.", metavar="int"),
+    _Flag("vmodule", "vmodule", _parse_vmodule, "Accepted for glog compatibility.",
+          metavar="string"),
+    _Flag("logtostderr", "logtostderr", _parse_bool,
+          "Accepted for glog compatibility; logs always go to stderr.", is_bool=True),
+    _Flag("alsologtostderr", "alsologtostderr", _parse_bool,
+          "Accepted for glog compatibility.", is_bool=True),
+    _Flag("stderrthreshold", "stderrthreshold", _parse_severity,
+          "Accepted for glog compatibility.", metavar="severity"),
+    _Flag("log-dir", "log_dir", _parse_str, "Accepted for glog compatibility.",
+          metavar="string"),
+    _Flag("log-link", "log_link", _parse_str, "Accepted for glog compatibility.",
+          metavar="string"),
+    _Flag("logbuflevel", "logbuflevel", _parse_go_int, "Accepted for glog compatibility.",
+          metavar="int"),
+    _Flag("log-backtrace-at", "log_backtrace_at", _parse_backtrace,
+          "Accepted for glog compatibility.", metavar="file:N"),
+    _Flag("kubeconfig", "kubeconfig", _parse_str,
+          "Kubeconfig file for running outside a cluster (default: $KUBECONFIG, else "
+          "in-cluster config).", metavar="path"),
+    _Flag("health-port", "health_port", _parse_go_int,
+          "Port of the /healthz and /last-poll server (default 8080).", metavar="int"),
+    _Flag("log-format", "log_format", _parse_log_format, "text (default) or json.",
+          metavar="format"),
+)
+
+_BY_NAME: dict[str, _Flag] = {f.name: f for f in _FLAGS}
+# pflag.PFlagFromGoFlag gives one-letter Go flags a shorthand: "-v=2" works.
+_SHORTHANDS: dict[str, _Flag] = {f.name: f for f in _FLAGS if len(f.name) == 1}
+
+
+def _normalize(name: str) -> str:
+    """Upstream's WordSepNormalizeFunc: ``_`` and ``-`` are the same in flag names."""
+    return name.replace("_", "-")
+
+
+def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Options:
+    """Parse ``argv`` (without the program name) with pflag rules; raise :class:`UsageError`.
+
+    Positional arguments are ignored, as upstream's ``pflag.Parse`` leaves them unused.
+    """
+    env = os.environ if environ is None else environ
+    opts = Options(namespace=env.get("MY_POD_NAMESPACE", ""),
+                   kubeconfig=env.get("KUBECONFIG", ""))
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            break
+        if not arg.startswith("-") or arg == "-":
+            continue
+        if arg.startswith("--"):
+            body = arg[2:]
+            name, equals, value = body.partition("=")
+            has_value = bool(equals)
+            flag = _BY_NAME.get(_normalize(name))
+            if flag is None or name.startswith("-") or not name:
+                raise UsageError(f"unknown flag: --{name}")
+            shown = f"--{name}"
+        else:
+            body = arg[1:]
+            letter, rest = body[:1], body[1:]
+            flag = _SHORTHANDS.get(letter)
+            if flag is None:
+                raise UsageError(f"unknown shorthand flag: {letter!r} in {arg}")
+            has_value = bool(rest)
+            value = rest[1:] if rest.startswith("=") else rest
+            shown = f"-{letter}"
+        if not has_value:
+            if flag.is_bool:
+                value = "true"
+            elif i < len(args):
+                value = args[i]
+                i += 1
+            else:
+                raise UsageError(f"flag needs an argument: {shown}")
+        try:
+            setattr(opts, flag.attr, flag.parse(value))
+        except ValueError as exc:
+            detail = str(exc)
+            reason = f": {detail}" if detail and detail != value else ""
+            raise UsageError(
+                f"invalid argument {value!r} for {shown} flag{reason}"
+            ) from exc
+    return opts
+
+
+TARGET_KINDS = ("deployment", "replicationcontroller", "replicaset", "statefulset")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def parse_targets(text: str) -> tuple[tuple[Target, ...], list[str]]:
+    """Split ``--target`` as upstream does (lower-case all, split on commas, trim each)."""
+    problems: list[str] = []
+    targets: list[Target] = []
+    if text.strip() == "":
+        return (), ["--target parameter cannot be empty: pass e.g. --target=deployment/coredns"]
+    for raw in text.lower().split(","):
+        item = raw.strip()
+        kind, slash, name = item.partition("/")
+        if not slash or kind not in TARGET_KINDS:
+            problems.append(
+                f"--target: {item!r} is not kind/name with kind one of "
+                f"{', '.join(TARGET_KINDS)} (separate several targets with commas)")
+            continue
+        if not name:
+            problems.append(f"--target: {item!r} has an empty name")
+            continue
+        if len(name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(name):
+            problems.append(
+                f"--target: {item!r}: {name!r} is not a valid object name (lower-case letters, "
+                "digits, '-' and '.'; separate several targets with commas, not spaces)")
+            continue
+        targets.append(Target(kind, name))
+    return tuple(targets), problems
+
+
+def validate(opts: Options) -> list[str]:
+    """Check the parsed options; return every problem found (empty list: valid).
+
+    Fills ``opts.targets`` as a side effect so the targets are parsed in one place.
+    """
+    problems: list[str] = []
+    opts.target = opts.target.lower()
+    opts.targets, target_problems = parse_targets(opts.target)
+    problems.extend(target_problems)
+    if opts.configmap == "":
+        problems.append("--configmap parameter cannot be empty: pass the ConfigMap's name")
+    if opts.namespace == "":
+        problems.append(
+            "--namespace parameter cannot be empty: pass --namespace or set MY_POD_NAMESPACE")
+    if opts.poll_period_seconds < 1:
+        problems.append(
+            f"--poll-period-seconds must be at least 1, got {opts.poll_period_seconds}")
+    if opts.nodelabels:
+        try:
+            parse_selector(opts.nodelabels)
+        except SelectorError as exc:
+            problems.append(f"--nodelabels: {exc}")
+    if not 0 < opts.health_port < 65536:
+        problems.append(f"--health-port must be between 1 and 65535, got {opts.health_port}")
+    return problems
+
+
+def usage(prog: str) -> str:
+    """The ``--help`` text: every flag with its spelling as manifests use it."""
+    lines = [f"Usage of {prog}:"]
+    for flag in _FLAGS:
+        spelled = f"--{flag.name}" + (f" {flag.metavar}" if flag.metavar else "")
+        lines.append(f"      {spelled:<34} {flag.help}")
+    lines.append("Names may use '_' or '-' interchangeably (--log_dir == --log-dir).")
+    return "\n".join(lines)
+
+
+def flag_names() -> list[str]:
+    """Every accepted flag name, for the README's table and its test."""
+    return [f.name for f in _FLAGS]
