@@ -1,0 +1,124 @@
+"""Entry points: the daemon (``cluster-proportional-autoscaler``, ``cpa run``) and ``cpa``.
+
+Thin shells: parse flags, wire the pieces, map outcomes to upstream's exit codes
+(2 usage error, 1 invalid flags or too many failed polls, 0 on SIGTERM/SIGINT).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from cpa import __version__, flags, logs
+
+DAEMON_NAME = "cluster-proportional-autoscaler"
+
+
+def _usage_exit(prog: str, message: str) -> int:
+    print(f"{prog}: {message} (see --help)", file=sys.stderr)
+    return flags.EXIT_USAGE
+
+
+def run_daemon(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
+    """Parse flags, sync the node cache, serve health, poll until told to stop."""
+    try:
+        opts = flags.parse_args(argv)
+    except flags.UsageError as exc:
+        return _usage_exit(prog, str(exc))
+    if opts.help:
+        print(flags.usage(prog))
+        return 0
+    if opts.version:
+        print(__version__)
+        return 0
+    logs.configure(opts.v, opts.log_format)
+    log = logs.get_logger("main")
+    problems = flags.validate(opts)
+    if problems:
+        for problem in problems:
+            print(f"{prog}: {problem}", file=sys.stderr)
+        print(f"{prog}: failed to validate all input parameters", file=sys.stderr)
+        return flags.EXIT_INVALID
+
+    # Imported here so --help/--version and flag errors stay instant.
+    from cpa.autoscaler import Autoscaler
+    from cpa.health import HealthState, serve
+    from cpa.kubeapi import KubeApi
+    from cpa.kubeconfig import ConfigError, load
+    from cpa.nodecache import NodeCache
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("shutdown", signal=signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    try:
+        conn = load(opts.kubeconfig)
+    except ConfigError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return flags.EXIT_INVALID
+    api = KubeApi(conn)
+    log.info("starting", version=__version__, server=conn.server, config=conn.source,
+             namespace=opts.namespace, configmap=opts.configmap,
+             targets=[str(t) for t in opts.targets], nodelabels=opts.nodelabels or None,
+             poll_period_seconds=opts.poll_period_seconds)
+    cache = NodeCache(api, opts.nodelabels)
+    cache.start()
+    while not cache.wait_synced(1.0):
+        if stop.is_set():
+            cache.stop()
+            return 0
+    health = HealthState()
+    try:
+        server = serve(health, opts.health_port)
+    except OSError as exc:
+        print(f"{prog}: cannot serve health on port {opts.health_port}: {exc} "
+              "(choose another with --health-port)", file=sys.stderr)
+        cache.stop()
+        return flags.EXIT_INVALID
+    code = Autoscaler(opts, api, cache.counts, health).run(stop)
+    cache.stop()
+    server.shutdown()
+    log.info("stopped", exit_code=code)
+    return code
+
+
+def daemon_main() -> None:
+    """Console script ``cluster-proportional-autoscaler``: upstream's binary name."""
+    sys.exit(run_daemon(sys.argv[1:], os.path.basename(sys.argv[0]) or DAEMON_NAME))
+
+
+_CPA_USAGE = """usage: cpa [--version] <command> [flags]
+
+commands:
+  run       run the autoscaler daemon (same flags as cluster-proportional-autoscaler)
+  explain   show what the autoscaler would do, and why, without writing anything
+
+`cpa <command> --help` describes a command's flags."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console script ``cpa`` (and ``python -m cpa``)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_CPA_USAGE)
+        return 0 if args else flags.EXIT_USAGE
+    if args[0] == "--version":
+        print(__version__)
+        return 0
+    command, rest = args[0], args[1:]
+    if command == "run":
+        return run_daemon(rest, "cpa run")
+    if command == "explain":
+        from cpa.explain import explain_main
+
+        return explain_main(rest)
+    return _usage_exit("cpa", f"unknown command {command!r}: use run or explain")

@@ -1,0 +1,66 @@
+"""The parameters ConfigMap: GET it, and create it from ``--default-params`` when absent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cpa import logs
+from cpa.kubeapi import ApiError, KubeApi
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigMapData:
+    """What a poll needs of the ConfigMap: its version (to skip re-parsing) and its data."""
+
+    resource_version: str
+    data: dict[str, str] | None
+
+
+def _path(namespace: str, name: str = "") -> str:
+    return f"/api/v1/namespaces/{namespace}/configmaps" + (f"/{name}" if name else "")
+
+
+def _from_doc(doc: dict[str, object]) -> ConfigMapData:
+    meta = doc.get("metadata")
+    rv = str(meta.get("resourceVersion", "")) if isinstance(meta, dict) else ""
+    data = doc.get("data")
+    return ConfigMapData(rv, {str(k): str(v) for k, v in data.items()}
+                         if isinstance(data, dict) else None)
+
+
+def fetch(api: KubeApi, namespace: str, name: str) -> ConfigMapData:
+    """GET the ConfigMap; raises ApiError (404 when it does not exist)."""
+    return _from_doc(api.get_json(_path(namespace, name)))
+
+
+def get_or_create(api: KubeApi, namespace: str, name: str,
+                  defaults: dict[str, str] | None) -> ConfigMapData:
+    """GET the ConfigMap; on NotFound create it from the defaults (lazily, every time it is
+    missing, so a deleted ConfigMap comes back on the next poll).
+
+    Upstream creates on any GET error; we only do so on NotFound (ours): creating after,
+    say, a 403 or a timeout would just fail again or race an existing object.
+    """
+    try:
+        return fetch(api, namespace, name)
+    except ApiError as exc:
+        if not exc.not_found:
+            raise ApiError(exc.status, exc.reason,
+                           f"cannot get ConfigMap {namespace}/{name}: {exc.message}") from exc
+        if defaults is None:
+            raise ApiError(404, "NotFound",
+                           f"ConfigMap {namespace}/{name} not found and no --default-params "
+                           "given: create the ConfigMap or pass --default-params") from exc
+    body = {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace}, "data": defaults}
+    try:
+        created = _from_doc(api.send_json("POST", _path(namespace), body))
+    except ApiError as exc:
+        if exc.conflict:  # created by someone else since our GET
+            return fetch(api, namespace, name)
+        raise ApiError(exc.status, exc.reason,
+                       f"cannot create ConfigMap {namespace}/{name} from --default-params: "
+                       f"{exc.message}") from exc
+    logs.get_logger("configmap").info("configmap.created", namespace=namespace, name=name,
+                                      data=defaults)
+    return created

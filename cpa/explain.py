@@ -1,0 +1,209 @@
+"""``cpa explain``: what the autoscaler would do, and why, without writing anything.
+
+It runs the same parsing and the same :func:`cpa.formulas.decide` as the daemon, so its
+answer is the daemon's answer; only the source of counts and parameters differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cpa.formulas import ClusterCounts, Decision, decide
+from cpa.params import Params, ParamsError, default_params_to_data, parse_configmap_data
+from cpa.quantity import QuantityError, cores_rounded_up, cpu_millicores
+
+
+class ExplainError(Exception):
+    """Bad input to explain; exit 1 with this message."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cpa explain", allow_abbrev=False,
+        description="Compute the replicas the autoscaler would write, step by step. "
+                    "Nothing is written to the cluster.")
+    src = p.add_argument_group("parameters (one of)")
+    src.add_argument("--data", metavar="JSON",
+                     help='the ConfigMap\'s data as a JSON object of strings, e.g. '
+                          '\'{"linear": "{\\"nodesPerReplica\\": 16}"}\'')
+    src.add_argument("--configmap-file", metavar="PATH", help="a ConfigMap manifest (YAML/JSON)")
+    src.add_argument("--default-params", metavar="JSON",
+                     help="the --default-params flag's value; with --from-cluster, used only "
+                          "when the ConfigMap does not exist (as the daemon would create it)")
+    cl = p.add_argument_group("cluster")
+    cl.add_argument("--nodes", type=int, help="total nodes")
+    cl.add_argument("--cores", help="total allocatable cores (a quantity: 1536, 3920m)")
+    cl.add_argument("--schedulable-nodes", type=int, help="default: --nodes")
+    cl.add_argument("--schedulable-cores", help="default: --cores")
+    cl.add_argument("--from-cluster", action="store_true",
+                    help="read Nodes and the ConfigMap from the cluster (read-only)")
+    cl.add_argument("--configmap", default="", help="with --from-cluster")
+    cl.add_argument("--namespace", default="", help="with --from-cluster")
+    cl.add_argument("--nodelabels", default="", help="with --from-cluster")
+    cl.add_argument("--kubeconfig", default="", help="with --from-cluster (default $KUBECONFIG, "
+                                                      "else in-cluster)")
+    p.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    return p
+
+
+def _cores(text: str, flag: str) -> int:
+    try:
+        return cores_rounded_up(cpu_millicores(text))
+    except QuantityError as exc:
+        raise ExplainError(f"{flag}: {exc}") from exc
+
+
+def _data_from_file(path: str) -> dict[str, str] | None:
+    import yaml
+
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ExplainError(f"--configmap-file: cannot read {path}: {exc}") from exc
+    if not isinstance(doc, dict) or doc.get("kind", "ConfigMap") != "ConfigMap":
+        raise ExplainError(f"--configmap-file: {path} is not a ConfigMap manifest")
+    data = doc.get("data")
+    if data is None:
+        return None
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise ExplainError(f"--configmap-file: {path}: data must map keys to strings")
+    return {str(k): v for k, v in data.items()}
+
+
+def _data_from_json(text: str) -> dict[str, str]:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ExplainError(f"--data: not JSON: {exc}") from exc
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise ExplainError('--data: expected a JSON object of strings, e.g. '
+                           '{"linear": "{\\"nodesPerReplica\\":16}"}')
+    return data
+
+
+def _defaults(text: str) -> dict[str, str]:
+    try:
+        return default_params_to_data(text)
+    except ValueError as exc:
+        raise ExplainError(f"--default-params: {exc}") from exc
+
+
+def _from_cluster(args: argparse.Namespace) -> tuple[ClusterCounts, dict[str, str] | None, str]:
+    from cpa import configmap
+    from cpa.kubeapi import ApiError, KubeApi
+    from cpa.kubeconfig import ConfigError, load
+    from cpa.nodecache import NodeCache
+
+    if not args.configmap or not args.namespace:
+        raise ExplainError("--from-cluster needs --configmap and --namespace")
+    try:
+        api = KubeApi(load(args.kubeconfig))
+        cache = NodeCache(api, args.nodelabels)
+        cache.sync_once()
+        counts = cache.counts()
+        try:
+            cm = configmap.fetch(api, args.namespace, args.configmap)
+            return counts, cm.data, (f"ConfigMap {args.namespace}/{args.configmap} "
+                                     f"(resourceVersion {cm.resource_version})")
+        except ApiError as exc:
+            if exc.not_found and args.default_params:
+                return counts, _defaults(args.default_params), (
+                    f"--default-params (ConfigMap {args.namespace}/{args.configmap} does not "
+                    "exist; the daemon would create it with these)")
+            raise
+    except (ApiError, ConfigError) as exc:
+        raise ExplainError(str(exc)) from exc
+
+
+def gather(args: argparse.Namespace) -> tuple[ClusterCounts, Params, str]:
+    """Resolve the counts and the parameters from the arguments."""
+    sources = [x for x in (args.data, args.configmap_file) if x is not None]
+    if len(sources) > 1:
+        raise ExplainError("give only one of --data and --configmap-file")
+    if args.from_cluster:
+        if args.nodes is not None or args.cores is not None:
+            raise ExplainError("--from-cluster reads the counts; drop --nodes/--cores")
+        counts, data, origin = _from_cluster(args)
+        if sources:
+            data = (_data_from_json(args.data) if args.data is not None
+                    else _data_from_file(args.configmap_file))
+            origin = "--data" if args.data is not None else args.configmap_file
+    else:
+        if args.nodes is None or args.cores is None:
+            raise ExplainError("give --nodes and --cores (or --from-cluster)")
+        cores = _cores(args.cores, "--cores")
+        counts = ClusterCounts(
+            total_nodes=args.nodes, total_cores=cores,
+            schedulable_nodes=args.nodes if args.schedulable_nodes is None
+            else args.schedulable_nodes,
+            schedulable_cores=cores if args.schedulable_cores is None
+            else _cores(args.schedulable_cores, "--schedulable-cores"))
+        if args.data is not None:
+            data, origin = _data_from_json(args.data), "--data"
+        elif args.configmap_file is not None:
+            data, origin = _data_from_file(args.configmap_file), args.configmap_file
+        elif args.default_params is not None:
+            data, origin = _defaults(args.default_params), "--default-params"
+        else:
+            raise ExplainError("give the parameters: --data, --configmap-file or "
+                               "--default-params")
+    if min(counts.total_nodes, counts.total_cores, counts.schedulable_nodes,
+           counts.schedulable_cores) < 0:
+        raise ExplainError("node and core counts cannot be negative")
+    try:
+        params = parse_configmap_data(data)
+    except ParamsError as exc:
+        raise ExplainError(f"invalid parameters from {origin}: {exc}") from exc
+    return counts, params, origin
+
+
+def render_text(counts: ClusterCounts, decision: Decision, origin: str) -> str:
+    lines = [
+        f"Cluster: {counts.total_nodes} nodes with {counts.total_cores} cores in total; "
+        f"{counts.schedulable_nodes} schedulable nodes with {counts.schedulable_cores} cores.",
+        f"Parameters: {decision.mode} mode, from {origin}.",
+    ]
+    lines += [f"{i}. {step.text}" for i, step in enumerate(decision.steps, 1)]
+    lines.append(f"=> {decision.replicas} replicas")
+    return "\n".join(lines)
+
+
+def render_json(counts: ClusterCounts, params: Params, decision: Decision,
+                origin: str) -> dict[str, Any]:
+    from cpa.autoscaler import params_fields
+
+    return {
+        "mode": decision.mode,
+        "replicas": decision.replicas,
+        "nodes": decision.nodes,
+        "cores": decision.cores,
+        "counts": {"total_nodes": counts.total_nodes, "total_cores": counts.total_cores,
+                   "schedulable_nodes": counts.schedulable_nodes,
+                   "schedulable_cores": counts.schedulable_cores},
+        "params": params_fields(params),
+        "source": origin,
+        "steps": [{"key": s.key, "text": s.text} for s in decision.steps],
+    }
+
+
+def explain_main(argv: Sequence[str]) -> int:
+    args = _parser().parse_args(list(argv))
+    try:
+        counts, params, origin = gather(args)
+    except ExplainError as exc:
+        if args.output == "json":
+            print(json.dumps({"error": str(exc)}))
+        else:
+            print(f"cpa explain: {exc}", file=sys.stderr)
+        return 1
+    decision = decide(params, counts)
+    if args.output == "json":
+        print(json.dumps(render_json(counts, params, decision, origin), indent=2))
+    else:
+        print(render_text(counts, decision, origin))
+    return 0

@@ -1,0 +1,58 @@
+"""The health endpoints upstream serves on :8080, with upstream's paths and bodies."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class HealthState:
+    """The outcome of the last poll, shared between the poll loop and the HTTP server."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._error: str | None = None
+
+    def record(self, error: str | None) -> None:
+        with self._lock:
+            self._error = error
+
+    @property
+    def error(self) -> str | None:
+        with self._lock:
+            return self._error
+
+
+def _handler(state: HealthState) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/healthz":
+                self._reply(200, b"")
+            elif self.path == "/last-poll":
+                error = state.error
+                if error is None:
+                    self._reply(200, b"")
+                else:
+                    self._reply(500, f"Encountered error at last poll cycle: {error}".encode())
+            else:
+                self._reply(404, b"404 page not found\n")
+
+        def _reply(self, status: int, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            """Probes every few seconds would drown the useful logs."""
+
+    return Handler
+
+
+def serve(state: HealthState, port: int, host: str = "") -> ThreadingHTTPServer:
+    """Start the server in a daemon thread and return it (``shutdown()`` stops it)."""
+    server = ThreadingHTTPServer((host, port), _handler(state))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
+    return server

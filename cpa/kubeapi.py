@@ -1,0 +1,147 @@
+"""The one place that sends HTTP requests to the Kubernetes API server.
+
+Raw urllib3 rather than the generated client: the poll's objects are tiny (a ConfigMap and
+a Scale per target) and the node watch must decode bytes straight into trimmed records;
+the generated models would cost tens of MiB to import and gigabytes to hold a large
+NodeList. Errors become :class:`ApiError` carrying the HTTP status and the server's message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+import urllib3
+
+from cpa import __version__
+from cpa.kubeconfig import Connection
+
+USER_AGENT = f"cluster-proportional-autoscaler-py/{__version__}"
+DEFAULT_TIMEOUT = 30.0
+
+
+class ApiError(Exception):
+    """A failed API request; ``status`` 0 means no HTTP answer (connection problem)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{message} (HTTP {status} {reason})" if status else message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+
+def _error_from(status: int, data: bytes) -> ApiError:
+    reason, message = "", data.decode("utf-8", "replace").strip()[:500]
+    try:
+        doc = json.loads(data)
+        if isinstance(doc, dict):
+            reason = str(doc.get("reason", ""))
+            message = str(doc.get("message", message))
+    except ValueError:
+        pass
+    return ApiError(status, reason, message or f"HTTP {status}")
+
+
+class KubeApi:
+    """A thread-safe client for one API server connection."""
+
+    def __init__(self, conn: Connection, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.conn = conn
+        self.timeout = timeout
+        self._pool = urllib3.PoolManager(
+            num_pools=2, maxsize=4, ssl_context=conn.ssl_context, retries=False)
+
+    def _headers(self, content_type: str | None = None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        auth = self.conn.authorization()
+        if auth:
+            headers["Authorization"] = auth
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    def url(self, path: str, query: Mapping[str, str] | None = None) -> str:
+        return self.conn.server + path + ("?" + urlencode(query) if query else "")
+
+    def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
+                body: Any = None, timeout: float | None = None) -> bytes:
+        """Send one request; return the body of a 2xx answer, raise :class:`ApiError`."""
+        data = json.dumps(body).encode() if body is not None else None
+        try:
+            resp = self._pool.request(
+                method, self.url(path, query), body=data,
+                headers=self._headers("application/json" if data is not None else None),
+                timeout=urllib3.Timeout(total=timeout or self.timeout), preload_content=True)
+        except urllib3.exceptions.HTTPError as exc:
+            raise ApiError(0, "ConnectionError",
+                           f"{method} {path}: cannot reach the API server at "
+                           f"{self.conn.server}: {exc}") from exc
+        if not 200 <= resp.status < 300:
+            raise _error_from(resp.status, resp.data)
+        return bytes(resp.data)
+
+    def get_json(self, path: str, query: Mapping[str, str] | None = None) -> dict[str, Any]:
+        doc = json.loads(self.request("GET", path, query=query))
+        if not isinstance(doc, dict):
+            raise ApiError(0, "BadResponse", f"GET {path}: expected a JSON object")
+        return doc
+
+    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
+        doc = json.loads(self.request(method, path, body=body))
+        return doc if isinstance(doc, dict) else {}
+
+    def stream(self, path: str, query: Mapping[str, str], read_timeout: float
+               ) -> urllib3.BaseHTTPResponse:
+        """Open a long-running GET (a watch) and return the unread response.
+
+        The caller reads it with :func:`lines` and must ``release_conn()`` it.
+        """
+        try:
+            resp = self._pool.request(
+                "GET", self.url(path, query), headers=self._headers(),
+                timeout=urllib3.Timeout(connect=self.timeout, read=read_timeout),
+                preload_content=False)
+        except urllib3.exceptions.HTTPError as exc:
+            raise ApiError(0, "ConnectionError",
+                           f"GET {path}: cannot reach the API server at {self.conn.server}: "
+                           f"{exc}") from exc
+        if not 200 <= resp.status < 300:
+            data = resp.read()
+            resp.release_conn()
+            raise _error_from(resp.status, data)
+        return resp
+
+    def get_raw(self, path: str, query: Mapping[str, str]) -> bytes:
+        """A GET whose body the caller decodes itself (a NodeList page, into trimmed records)."""
+        return self.request("GET", path, query=query)
+
+
+def lines(resp: urllib3.BaseHTTPResponse, chunk: int = 65536) -> Iterator[bytes]:
+    """Split a streamed watch response into its newline-delimited JSON events."""
+    pending = b""
+    for data in resp.stream(chunk, decode_content=True):
+        if not data:
+            continue
+        pending += data
+        if b"\n" not in data:
+            continue
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending

@@ -1,0 +1,201 @@
+"""Where the API server is and how to authenticate to it.
+
+In a pod (upstream's only mode) this reads the service-account files. Outside a cluster it
+reads a kubeconfig. We read the common kubeconfig fields ourselves and hand only exotic auth
+(``exec`` plugins, ``auth-provider``) to the official ``kubernetes`` client's loader: importing
+that package costs about 31 MiB of RSS, which alone would eat half of a 64 MiB budget, so
+the daemon's common paths never import it.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import ssl
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+TOKEN_REREAD_SECONDS = 60.0
+
+
+class ConfigError(Exception):
+    """No usable API server configuration; the message says what to provide."""
+
+
+@dataclass(slots=True)
+class Connection:
+    """Everything an HTTP client needs to reach the API server."""
+
+    server: str
+    ssl_context: ssl.SSLContext | None
+    authorization: Callable[[], str | None]  # the Authorization header value, or None
+    source: str  # "in-cluster" or the kubeconfig path, for logs
+
+
+class _FileToken:
+    """A bearer token read from a file and re-read periodically.
+
+    Projected service-account tokens rotate (about hourly); client-go re-reads the file, so
+    must we, or the daemon starts failing with 401 after the first rotation.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+        self._value: str | None = None
+        self._read_at = 0.0
+
+    def __call__(self) -> str | None:
+        now = time.monotonic()
+        with self._lock:
+            if self._value is None or now - self._read_at >= TOKEN_REREAD_SECONDS:
+                try:
+                    self._value = self._path.read_text().strip()
+                    self._read_at = now
+                except OSError as exc:
+                    if self._value is None:
+                        raise ConfigError(f"cannot read token file {self._path}: {exc}") from exc
+            return f"Bearer {self._value}"
+
+
+def _context(ca_file: str | None, ca_data: bytes | None, insecure: bool) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(
+        cafile=ca_file, cadata=ca_data.decode() if ca_data is not None else None)
+    if insecure:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def in_cluster() -> Connection:
+    """Service-account config, exactly the files and variables client-go uses in a pod."""
+    host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
+    port = os.environ.get("KUBERNETES_SERVICE_PORT", "")
+    if not host or not port:
+        raise ConfigError(
+            "not running in a cluster (KUBERNETES_SERVICE_HOST/PORT are unset): pass "
+            "--kubeconfig or set KUBECONFIG to run outside a cluster")
+    token_path = SA_DIR / "token"
+    ca_path = SA_DIR / "ca.crt"
+    if not token_path.exists() or not ca_path.exists():
+        raise ConfigError(
+            f"service-account files missing in {SA_DIR}: is automountServiceAccountToken "
+            "disabled for this pod?")
+    if ":" in host:
+        host = f"[{host}]"
+    token = _FileToken(token_path)
+    token()
+    return Connection(f"https://{host}:{port}", _context(str(ca_path), None, False), token,
+                      "in-cluster")
+
+
+def _b64(value: str) -> bytes:
+    return base64.b64decode(value)
+
+
+def _resolve(base: Path, path: str) -> str:
+    p = Path(os.path.expanduser(path))
+    return str(p if p.is_absolute() else base / p)
+
+
+def _named(items: Any, name: str, what: str, path: Path) -> dict[str, Any]:
+    for item in items or []:
+        if isinstance(item, dict) and item.get("name") == name:
+            inner = item.get(what)
+            return inner if isinstance(inner, dict) else {}
+    raise ConfigError(f"kubeconfig {path}: no {what} named {name!r}")
+
+
+def from_kubeconfig(path: str) -> Connection:
+    """Load the current context of a kubeconfig file."""
+    import yaml
+
+    file = Path(os.path.expanduser(path.split(os.pathsep)[0]))
+    try:
+        doc = yaml.safe_load(file.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read kubeconfig {file}: {exc}") from exc
+    ctx_name = doc.get("current-context")
+    if not ctx_name:
+        raise ConfigError(f"kubeconfig {file} has no current-context")
+    context = _named(doc.get("contexts"), ctx_name, "context", file)
+    cluster = _named(doc.get("clusters"), context.get("cluster", ""), "cluster", file)
+    user = _named(doc.get("users"), context.get("user", ""), "user", file) \
+        if context.get("user") else {}
+    if "exec" in user or "auth-provider" in user:
+        return _via_official_client(str(file), cluster)
+    server = str(cluster.get("server", "")).rstrip("/")
+    if not server:
+        raise ConfigError(f"kubeconfig {file}: cluster of context {ctx_name!r} has no server")
+    base = file.parent
+    ssl_ctx: ssl.SSLContext | None = None
+    if server.startswith("https://"):
+        ca_file = _resolve(base, cluster["certificate-authority"]) \
+            if cluster.get("certificate-authority") else None
+        ca_data = _b64(cluster["certificate-authority-data"]) \
+            if cluster.get("certificate-authority-data") else None
+        ssl_ctx = _context(ca_file, ca_data, bool(cluster.get("insecure-skip-tls-verify")))
+        _load_client_cert(ssl_ctx, user, base)
+    header: str | None = None
+    if user.get("token"):
+        header = f"Bearer {user['token']}"
+    elif user.get("tokenFile"):
+        return Connection(server, ssl_ctx, _FileToken(Path(_resolve(base, user["tokenFile"]))),
+                          str(file))
+    elif user.get("username") and user.get("password"):
+        basic = base64.b64encode(f"{user['username']}:{user['password']}".encode()).decode()
+        header = f"Basic {basic}"
+    return Connection(server, ssl_ctx, lambda: header, str(file))
+
+
+def _load_client_cert(ctx: ssl.SSLContext, user: dict[str, Any], base: Path) -> None:
+    cert_file = user.get("client-certificate")
+    key_file = user.get("client-key")
+    if cert_file and key_file:
+        ctx.load_cert_chain(_resolve(base, cert_file), _resolve(base, key_file))
+        return
+    cert_data = user.get("client-certificate-data")
+    key_data = user.get("client-key-data")
+    if cert_data and key_data:
+        # ssl can only load a key pair from files; keep them only as long as loading takes.
+        with tempfile.TemporaryDirectory() as tmp:
+            cert_path, key_path = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
+            cert_path.write_bytes(_b64(cert_data))
+            key_path.write_bytes(_b64(key_data))
+            key_path.chmod(0o600)
+            ctx.load_cert_chain(str(cert_path), str(key_path))
+
+
+def _via_official_client(path: str, cluster: dict[str, Any]) -> Connection:
+    """exec / auth-provider users: let the official client run the plugin and refresh it."""
+    from kubernetes import client, config  # heavy import, only on this path
+
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=path, client_configuration=cfg)  # type: ignore[no-untyped-call]
+
+    def token() -> str | None:
+        if cfg.refresh_api_key_hook is not None:
+            cfg.refresh_api_key_hook(cfg)
+        value = cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken")
+        if not value:
+            return None
+        value = str(value)
+        return value if value.startswith(("Bearer ", "Basic ")) else f"Bearer {value}"
+
+    ctx = _context(cfg.ssl_ca_cert, None, not cfg.verify_ssl)
+    if cfg.cert_file and cfg.key_file:
+        ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
+    return Connection(str(cfg.host).rstrip("/"), ctx, token, path)
+
+
+def load(kubeconfig: str) -> Connection:
+    """``--kubeconfig`` / ``KUBECONFIG`` if given, else the in-cluster service account."""
+    if kubeconfig:
+        return from_kubeconfig(kubeconfig)
+    return in_cluster()

@@ -1,0 +1,283 @@
+"""The poll loop's rules, against an in-memory fake of the few API calls it makes.
+
+This is a unit test of the loop's logic only; the same rules are checked end to end against
+a real kube-apiserver in tests/integration.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from cpa.autoscaler import Autoscaler
+from cpa.flags import parse_args, validate
+from cpa.formulas import ClusterCounts
+from cpa.health import HealthState
+from cpa.kubeapi import ApiError
+
+DEFAULTS = ('{"linear":{"coresPerReplica":256,"nodesPerReplica":16,'
+            '"preventSinglePointFailure":true,"includeUnschedulableNodes":true}}')
+CM = "/api/v1/namespaces/kube-system/configmaps/kube-dns-autoscaler"
+
+
+class FakeApi:
+    """ConfigMaps and scales in dicts; records every request like an audit log."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.rv = 100
+        self.conflicts: dict[str, int] = {}
+        self.down = False
+
+    def _bump(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.rv += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+        return obj
+
+    def add_scale(self, path: str, replicas: int) -> None:
+        self.objects[path] = self._bump({"kind": "Scale", "spec": {"replicas": replicas}})
+
+    def set_configmap(self, data: dict[str, str]) -> None:
+        self.objects[CM] = self._bump({"kind": "ConfigMap", "data": data})
+
+    def get_json(self, path: str, query: Any = None) -> dict[str, Any]:
+        self.calls.append(("GET", path))
+        if self.down:
+            raise ApiError(0, "ConnectionError", "connection refused")
+        if path not in self.objects:
+            raise ApiError(404, "NotFound", f"{path} not found")
+        return json.loads(json.dumps(self.objects[path]))
+
+    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
+        self.calls.append((method, path))
+        if method == "POST":
+            full = f"{path}/{body['metadata']['name']}"
+            if full in self.objects:
+                raise ApiError(409, "AlreadyExists", "exists")
+            self.objects[full] = self._bump(body)
+            return self.objects[full]
+        assert method == "PUT"
+        if self.conflicts.get(path, 0) > 0:
+            self.conflicts[path] -= 1
+            self._bump(self.objects[path])
+            raise ApiError(409, "Conflict", "the object has been modified")
+        current = self.objects[path]
+        if body["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"]:
+            raise ApiError(409, "Conflict", "stale resourceVersion")
+        current["spec"]["replicas"] = body["spec"]["replicas"]
+        self._bump(current)
+        return current
+
+
+def scale_path(kind: str, name: str) -> str:
+    group = "/api/v1" if kind == "replicationcontrollers" else "/apis/apps/v1"
+    return f"{group}/namespaces/kube-system/{kind}/{name}/scale"
+
+
+COREDNS = scale_path("deployments", "coredns")
+
+
+def make(api: FakeApi, counts: ClusterCounts, *extra: str,
+         target: str = "Deployment/coredns") -> Autoscaler:
+    opts = parse_args(["--namespace=kube-system", "--configmap=kube-dns-autoscaler",
+                       f"--target={target}", *extra], {})
+    assert validate(opts) == []
+    return Autoscaler(opts, api, lambda: counts)  # type: ignore[arg-type]
+
+
+def counts(nodes: int, cores: int, sched_nodes: int | None = None,
+           sched_cores: int | None = None) -> ClusterCounts:
+    return ClusterCounts(nodes, cores, nodes if sched_nodes is None else sched_nodes,
+                         cores if sched_cores is None else sched_cores)
+
+
+def test_seed_walkthrough_creates_configmap_and_scales() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    a = make(api, counts(16, 128), f"--default-params={DEFAULTS}")
+    result = a.poll_once()
+    assert result.error is None
+    assert api.objects[CM]["data"] == {
+        "linear": '{"coresPerReplica":256,"includeUnschedulableNodes":true,'
+                  '"nodesPerReplica":16,"preventSinglePointFailure":true}'}
+    assert api.objects[COREDNS]["spec"]["replicas"] == 2
+
+
+def test_no_write_when_replicas_already_right() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 2)
+    a = make(api, counts(16, 128), f"--default-params={DEFAULTS}")
+    a.poll_once()
+    api.calls.clear()
+    a.poll_once()
+    assert api.calls == [("GET", CM), ("GET", COREDNS)]  # 1 ConfigMap GET + 1 scale GET
+
+
+def test_missing_configmap_without_defaults_fails_the_poll() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    health = HealthState()
+    opts = parse_args(["--namespace=kube-system", "--configmap=kube-dns-autoscaler",
+                       "--target=deployment/coredns"], {})
+    validate(opts)
+    a = Autoscaler(opts, api, lambda: counts(3, 3), health)  # type: ignore[arg-type]
+    result = a.poll_once()
+    assert result.error is not None and "--default-params" in result.error
+    assert health.error == result.error
+    assert api.objects[COREDNS]["spec"]["replicas"] == 1
+
+
+def test_deleted_configmap_is_recreated() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    a = make(api, counts(16, 128), f"--default-params={DEFAULTS}")
+    a.poll_once()
+    del api.objects[CM]
+    assert a.poll_once().error is None
+    assert CM in api.objects
+
+
+def test_get_error_other_than_not_found_does_not_create() -> None:
+    api = FakeApi()
+    api.down = True
+    a = make(api, counts(1, 1), f"--default-params={DEFAULTS}")
+    assert a.poll_once().error
+    assert ("POST", "/api/v1/namespaces/kube-system/configmaps") not in api.calls
+
+
+@pytest.mark.parametrize("data,fragment", [
+    ({"linear": "{bad json"}, "linear"),
+    ({"linear": '{"nodesPerReplica":1}', "ladder": '{"nodesToReplicas":[[1,1]]}'}, "one"),
+    ({"bogus": "{}"}, "bogus"),
+    ({}, "key"),
+])
+def test_invalid_configmap_fails_and_scales_nothing(data: dict[str, str], fragment: str) -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(data)
+    a = make(api, counts(10, 10))
+    result = a.poll_once()
+    assert result.error is not None and fragment in result.error
+    assert api.objects[COREDNS]["spec"]["replicas"] == 1
+    # fixed -> scaling resumes on the next poll
+    api.set_configmap({"linear": '{"nodesPerReplica":2}'})
+    assert a.poll_once().error is None
+    assert api.objects[COREDNS]["spec"]["replicas"] == 5
+
+
+def test_params_reparsed_only_on_new_resource_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cpa.autoscaler as mod
+
+    calls: list[Any] = []
+    real = mod.parse_configmap_data
+
+    def counting(data: Any) -> Any:
+        calls.append(data)
+        return real(data)
+
+    monkeypatch.setattr(mod, "parse_configmap_data", counting)
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap({"linear": '{"nodesPerReplica":2}'})
+    a = make(api, counts(10, 10))
+    for _ in range(3):
+        a.poll_once()
+    assert len(calls) == 1
+    api.set_configmap({"ladder": '{"nodesToReplicas":[[1,1],[5,7]]}'})  # mode switch
+    a.poll_once()
+    assert len(calls) == 2
+    assert api.objects[COREDNS]["spec"]["replicas"] == 7
+
+
+def test_every_target_is_attempted_and_failure_reported() -> None:
+    api = FakeApi()
+    paths = [scale_path("deployments", "a"), scale_path("replicasets", "b"),
+             scale_path("replicationcontrollers", "c"), scale_path("statefulsets", "d")]
+    for p in paths:
+        api.add_scale(p, 1)
+    del api.objects[paths[1]]  # replicaset/b is missing
+    api.set_configmap({"linear": '{"nodesPerReplica":1}'})
+    a = make(api, counts(3, 3),
+             target="deployment/a,replicaset/b,replicationcontroller/c,statefulset/d")
+    result = a.poll_once()
+    assert result.error is not None and "replicaset/b" in result.error
+    for p in (paths[0], paths[2], paths[3]):
+        assert api.objects[p]["spec"]["replicas"] == 3
+
+
+def test_conflict_is_retried_once_with_a_fresh_get() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap({"linear": '{"nodesPerReplica":1}'})
+    api.conflicts[COREDNS] = 1
+    a = make(api, counts(4, 4))
+    assert a.poll_once().error is None
+    assert api.objects[COREDNS]["spec"]["replicas"] == 4
+    assert api.calls.count(("GET", COREDNS)) == 2
+
+
+def test_two_conflicts_fail_the_poll() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap({"linear": '{"nodesPerReplica":1}'})
+    api.conflicts[COREDNS] = 2
+    result = make(api, counts(4, 4)).poll_once()
+    assert result.error is not None and "coredns" in result.error
+
+
+def test_max_sync_failures_exits_1() -> None:
+    api = FakeApi()
+    api.down = True
+    a = make(api, counts(1, 1), "--max-sync-failures=3", "--poll-period-seconds=1")
+    clock = [0.0]
+    a._clock = lambda: clock[0]  # type: ignore[method-assign]
+
+    class InstantStop(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            clock[0] += timeout or 0
+            return False
+
+    assert a.run(InstantStop()) == 1
+    assert a.polls == 3
+
+
+def test_slow_polls_do_not_pile_up() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap({"linear": '{"nodesPerReplica":1}'})
+    a = make(api, counts(1, 1), "--poll-period-seconds=10")
+    clock = [0.0]
+    starts: list[float] = []
+    real_poll = a.poll_once
+
+    def slow_poll() -> Any:
+        starts.append(clock[0])
+        clock[0] += 25.0  # each poll takes 2.5 periods
+        return real_poll()
+
+    a.poll_once = slow_poll  # type: ignore[method-assign]
+    a._clock = lambda: clock[0]  # type: ignore[method-assign]
+    waits: list[float] = []
+
+    class Stop(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            waits.append(timeout or 0)
+            clock[0] += timeout or 0
+            return len(starts) >= 4
+
+    a.run(Stop())
+    assert starts == [0.0, 30.0, 60.0, 90.0]  # next boundary, never back-to-back
+    assert all(w > 0 for w in waits)
+
+
+def test_stop_ends_the_loop_with_0() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap({"linear": '{"nodesPerReplica":1}'})
+    stop = threading.Event()
+    stop.set()
+    assert make(api, counts(1, 1)).run(stop) == 0
