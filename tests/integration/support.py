@@ -1,0 +1,251 @@
+"""Helpers for integration tests: the real autoscaler as a subprocess, and cluster objects.
+
+Every process started here is stopped by its PID (``AutoscalerProcess.stop``), and each
+test's objects live in its own namespace; Nodes are cluster-scoped, so tests that count them
+start from an empty node list (the ``no_nodes`` fixture in conftest).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import urllib3
+
+from tests.controlplane import AdminClient, ApiError
+
+T = TypeVar("T")
+
+KUBE_DNS_DEFAULTS = ('{"linear":{"coresPerReplica":256,"nodesPerReplica":16,'
+                     '"preventSinglePointFailure":true,"includeUnschedulableNodes":true}}')
+
+
+def wait_until(what: str, fn: Callable[[], T | None], timeout: float = 30.0,
+               interval: float = 0.2) -> T:
+    """Poll ``fn`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+        except (ApiError, urllib3.exceptions.HTTPError, OSError) as exc:
+            last = exc
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def daemon_command() -> list[str]:
+    """The installed console script, exactly what the image's entrypoint runs."""
+    exe = shutil.which("cluster-proportional-autoscaler")
+    if exe:
+        return [exe]
+    return [sys.executable, "-c", "from cpa.cli import daemon_main; daemon_main()"]
+
+
+class AutoscalerProcess:
+    """The real ``cluster-proportional-autoscaler`` process, logs to a file, stop by PID."""
+
+    def __init__(self, kubeconfig: Path, args: Sequence[str], log_path: Path,
+                 poll_period: int = 1, verbosity: int = 2) -> None:
+        self.health_port = free_port()
+        self.log_path = log_path
+        self.argv = [*daemon_command(), f"--kubeconfig={kubeconfig}",
+                     f"--health-port={self.health_port}",
+                     f"--poll-period-seconds={poll_period}", f"--v={verbosity}",
+                     "--log-format=json", *args]
+        self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG",
+                                                               "MY_POD_NAMESPACE")}
+        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=env)
+        self._http = urllib3.PoolManager(retries=False, timeout=2.0)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def health(self, path: str) -> tuple[int, str]:
+        resp = self._http.request("GET", f"http://127.0.0.1:{self.health_port}{path}")
+        return resp.status, resp.data.decode()
+
+    def last_poll(self) -> tuple[int, str]:
+        return self.health("/last-poll")
+
+    def wait_healthy(self, timeout: float = 60.0) -> None:
+        wait_until("the health server", lambda: self._alive_and(
+            lambda: self.health("/healthz")[0] == 200), timeout)
+
+    def _alive_and(self, fn: Callable[[], bool]) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"autoscaler exited with {self.proc.returncode}:\n{self.logs()}")
+        return fn()
+
+    def wait_poll_ok(self, timeout: float = 30.0) -> None:
+        wait_until("a successful poll", lambda: self._alive_and(
+            lambda: self.last_poll()[0] == 200), timeout)
+
+    def wait_poll_error(self, fragment: str, timeout: float = 30.0) -> str:
+        def check() -> str | None:
+            status, body = self.last_poll()
+            return body if status == 500 and fragment in body else None
+        return wait_until(f"/last-poll 500 mentioning {fragment!r}",
+                          lambda: self._alive_and(lambda: bool(check())) and check(), timeout)
+
+    def logs(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        out = []
+        for line in self.logs().splitlines():
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(doc, dict) and doc.get("event") == name:
+                out.append(doc)
+        return out
+
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def wait_exit(self, timeout: float) -> int:
+        return self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        """Stop by PID: SIGTERM, then SIGKILL if it does not go."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._log.close()
+
+
+# --- objects ---------------------------------------------------------------------------
+def node_object(name: str, cpu: str = "8", *, ready: bool = True, unschedulable: bool = False,
+                labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                                              **(labels or {})}},
+        "spec": {"unschedulable": unschedulable} if unschedulable else {},
+        "status": {
+            "capacity": {"cpu": cpu, "memory": "32Gi", "pods": "110"},
+            "allocatable": {"cpu": cpu, "memory": "30Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                            "reason": "KubeletReady" if ready else "KubeletNotReady",
+                            "lastHeartbeatTime": "2026-11-30T00:00:00Z",
+                            "lastTransitionTime": "2026-11-30T00:00:00Z"}],
+        },
+    }
+
+
+def create_nodes(admin: AdminClient, prefix: str, count: int, cpu: str = "8",
+                 start: int = 0, **kw: Any) -> list[str]:
+    names = []
+    for i in range(start, start + count):
+        name = f"{prefix}-{i:04d}"
+        admin.post("/api/v1/nodes", node_object(name, cpu, **kw))
+        names.append(name)
+    return names
+
+
+def delete_all_nodes(admin: AdminClient) -> None:
+    admin.delete("/api/v1/nodes")
+    wait_until("no nodes left", lambda: not admin.get("/api/v1/nodes")["items"], 30)
+
+
+def set_node_ready(admin: AdminClient, name: str, ready: bool) -> None:
+    node = admin.get(f"/api/v1/nodes/{name}")
+    for cond in node["status"]["conditions"]:
+        if cond["type"] == "Ready":
+            cond["status"] = "True" if ready else "False"
+    admin.patch(f"/api/v1/nodes/{name}/status",
+                {"status": {"conditions": node["status"]["conditions"]}})
+
+
+def cordon(admin: AdminClient, name: str, unschedulable: bool = True) -> None:
+    admin.patch(f"/api/v1/nodes/{name}", {"spec": {"unschedulable": unschedulable}})
+
+
+_WORKLOADS = {
+    "deployment": ("apps/v1", "Deployment", "/apis/apps/v1", "deployments"),
+    "replicaset": ("apps/v1", "ReplicaSet", "/apis/apps/v1", "replicasets"),
+    "statefulset": ("apps/v1", "StatefulSet", "/apis/apps/v1", "statefulsets"),
+    "replicationcontroller": ("v1", "ReplicationController", "/api/v1",
+                              "replicationcontrollers"),
+}
+
+
+def create_workload(admin: AdminClient, namespace: str, kind: str, name: str,
+                    replicas: int = 1) -> None:
+    api_version, kind_name, prefix, plural = _WORKLOADS[kind]
+    labels = {"app": name}
+    template = {"metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}
+    spec: dict[str, Any] = {"replicas": replicas, "template": template}
+    if kind == "replicationcontroller":
+        spec["selector"] = labels
+    else:
+        spec["selector"] = {"matchLabels": labels}
+    if kind == "statefulset":
+        spec["serviceName"] = name
+    admin.post(f"{prefix}/namespaces/{namespace}/{plural}",
+               {"apiVersion": api_version, "kind": kind_name,
+                "metadata": {"name": name, "namespace": namespace}, "spec": spec})
+
+
+def replicas(admin: AdminClient, namespace: str, kind: str, name: str) -> int:
+    _, _, prefix, plural = _WORKLOADS[kind]
+    obj = admin.get(f"{prefix}/namespaces/{namespace}/{plural}/{name}")
+    return int(obj["spec"].get("replicas", 0))
+
+
+def wait_replicas(admin: AdminClient, namespace: str, kind: str, name: str, expected: int,
+                  timeout: float = 30.0, proc: AutoscalerProcess | None = None) -> None:
+    try:
+        wait_until(f"{kind}/{name} at {expected} replicas",
+                   lambda: replicas(admin, namespace, kind, name) == expected, timeout)
+    except AssertionError as exc:
+        got = replicas(admin, namespace, kind, name)
+        detail = f"\n--- autoscaler log ---\n{proc.logs()[-6000:]}" if proc else ""
+        raise AssertionError(f"{exc}; it has {got}{detail}") from None
+
+
+def configmap(admin: AdminClient, namespace: str, name: str) -> dict[str, Any]:
+    return admin.get(f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+
+
+def put_configmap_data(admin: AdminClient, namespace: str, name: str,
+                       data: dict[str, str]) -> None:
+    cm = configmap(admin, namespace, name)
+    cm["data"] = data
+    admin.put(f"/api/v1/namespaces/{namespace}/configmaps/{name}", cm)
+
+
+def run_cli(args: Sequence[str], timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("cpa")
+    cmd = [exe] if exe else [sys.executable, "-m", "cpa"]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout,
+                          check=False)
