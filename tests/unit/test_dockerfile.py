@@ -1,0 +1,315 @@
+"""The container image, checked without a Docker engine.
+
+Two halves:
+- the Dockerfile is parsed and its contract checked (multi-stage, non-root user, the
+  upstream binary path as ENTRYPOINT, no bytecode writes, OCI labels, port 8080);
+- the installed console script is run the way the image runs it (no writable HOME,
+  PYTHONDONTWRITEBYTECODE=1, no cluster) and must write nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DOCKERFILE = REPO / "Dockerfile"
+DOCKERIGNORE = REPO / ".dockerignore"
+LAUNCHER = "/cluster-proportional-autoscaler"
+SCRIPT = "cluster-proportional-autoscaler"
+
+
+@dataclass
+class Instruction:
+    keyword: str
+    args: str
+
+
+@dataclass
+class Stage:
+    base: str
+    name: str | None
+    instructions: list[Instruction] = field(default_factory=list)
+
+    def all(self, keyword: str) -> list[str]:
+        return [i.args for i in self.instructions if i.keyword == keyword]
+
+
+def _logical_lines(text: str) -> Iterator[str]:
+    """Dockerfile lines with comments dropped and backslash continuations joined."""
+    buf: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):  # also skipped inside a continuation
+            continue
+        if line.endswith("\\"):
+            buf.append(line[:-1].strip())
+            continue
+        buf.append(line)
+        yield " ".join(part for part in buf if part)
+        buf = []
+    if buf:
+        yield " ".join(buf)
+
+
+def parse_dockerfile(text: str) -> tuple[list[Instruction], list[Stage]]:
+    """Return (instructions before the first FROM, stages)."""
+    preamble: list[Instruction] = []
+    stages: list[Stage] = []
+    for line in _logical_lines(text):
+        keyword, _, args = line.partition(" ")
+        ins = Instruction(keyword.upper(), args.strip())
+        if ins.keyword == "FROM":
+            m = re.fullmatch(r"(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?", ins.args, re.I)
+            assert m, f"unparsable FROM: {ins.args}"
+            stages.append(Stage(base=m.group(1), name=m.group(2)))
+        elif stages:
+            stages[-1].instructions.append(ins)
+        else:
+            preamble.append(ins)
+    return preamble, stages
+
+
+def parse_kv(args: str) -> dict[str, str]:
+    """Parse `k=v k2="v 2"` (ENV/LABEL syntax) into a dict."""
+    out: dict[str, str] = {}
+    for m in re.finditer(r'([\w.\-]+)=("(?:[^"\\]|\\.)*"|\S*)', args):
+        value = m.group(2)
+        if value.startswith('"'):
+            value = value[1:-1]
+        out[m.group(1)] = value
+    return out
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> tuple[list[Instruction], list[Stage]]:
+    return parse_dockerfile(DOCKERFILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def final(dockerfile: tuple[list[Instruction], list[Stage]]) -> Stage:
+    return dockerfile[1][-1]
+
+
+def test_multi_stage_with_python_base_pinned_by_digest(
+    dockerfile: tuple[list[Instruction], list[Stage]],
+) -> None:
+    preamble, stages = dockerfile
+    assert len(stages) >= 2, "expected a builder stage and a runtime stage"
+    assert stages[0].name == "builder"
+    args = {k: v for i in preamble if i.keyword == "ARG" for k, _, v in [i.args.partition("=")]}
+    assert "PYTHON_IMAGE" in args, "base image must be an ARG so it can be overridden"
+    image = args["PYTHON_IMAGE"]
+    assert image.startswith("python:3.11-slim@sha256:"), image
+    # Builder and runtime share the interpreter the venv was created with.
+    assert stages[0].base == stages[-1].base == "${PYTHON_IMAGE}"
+
+
+def test_builder_builds_a_wheel_into_a_venv(
+    dockerfile: tuple[list[Instruction], list[Stage]],
+) -> None:
+    builder = dockerfile[1][0]
+    run = " ".join(builder.all("RUN"))
+    assert "pip wheel" in run
+    assert "python -m venv /opt/venv" in run
+    assert "/opt/venv/bin/pip install /wheels/" in run
+
+
+def test_runtime_copies_only_the_venv(final: Stage) -> None:
+    copies = final.all("COPY")
+    assert copies == ["--from=builder /opt/venv /opt/venv"]
+
+
+def test_runs_as_nobody(final: Stage) -> None:
+    users = final.all("USER")
+    assert users, "runtime stage must set USER"
+    assert users[-1] == "65534:65534"
+    # Nothing after USER may need root.
+    keywords = [i.keyword for i in final.instructions]
+    after = keywords[keywords.index("USER") + 1 :]
+    assert "RUN" not in after and "COPY" not in after
+
+
+def test_entrypoint_is_the_upstream_binary_path(final: Stage) -> None:
+    entrypoints = final.all("ENTRYPOINT")
+    assert len(entrypoints) == 1
+    assert json.loads(entrypoints[0]) == [LAUNCHER], "ENTRYPOINT must be exec (JSON) form"
+    assert not final.all("CMD"), "CMD would add arguments to manifests that set only args"
+
+
+def test_launcher_links_the_console_script(final: Stage) -> None:
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts[SCRIPT] == "cpa.cli:daemon_main"
+    run = " ".join(final.all("RUN"))
+    assert f"ln -s /opt/venv/bin/{SCRIPT} {LAUNCHER}" in run
+
+
+def test_environment_prevents_writes(final: Stage) -> None:
+    env: dict[str, str] = {}
+    for args in final.all("ENV"):
+        env.update(parse_kv(args))
+    assert env["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert env["PYTHONUNBUFFERED"] == "1"
+    assert env["HOME"] == "/tmp"
+    assert env["PATH"].startswith("/opt/venv/bin:")
+    workdirs = final.all("WORKDIR")
+    assert workdirs and workdirs[-1] == "/tmp"
+
+
+def test_bytecode_is_compiled_at_build_time(
+    dockerfile: tuple[list[Instruction], list[Stage]],
+) -> None:
+    _, stages = dockerfile
+    assert "compileall" in " ".join(stages[0].all("RUN")), "venv bytecode"
+    assert "compileall" in " ".join(stages[-1].all("RUN")), "stdlib bytecode (slim ships none)"
+
+
+def test_oci_labels(final: Stage) -> None:
+    labels: dict[str, str] = {}
+    for args in final.all("LABEL"):
+        labels.update(parse_kv(args))
+    for key in ("title", "description", "source", "licenses", "version", "revision"):
+        assert labels.get(f"org.opencontainers.image.{key}"), f"missing label {key}"
+    assert labels["org.opencontainers.image.licenses"] == "Apache-2.0"
+
+
+def test_exposes_health_port(final: Stage) -> None:
+    assert final.all("EXPOSE") == ["8080"]
+
+
+def test_dockerignore_is_an_allow_list() -> None:
+    lines = [
+        line.strip()
+        for line in DOCKERIGNORE.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert lines[0] == "*", "exclude everything first, then allow what the build needs"
+    for needed in ("!pyproject.toml", "!cpa/"):
+        assert needed in lines
+    assert "**/__pycache__" in lines
+
+
+# --- the console script, run as the image runs it ---------------------------------------
+
+_SKIP_DIRS = {".git", ".cache", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"}
+
+
+def _snapshot(root: Path) -> set[str]:
+    found: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
+        rel = os.path.relpath(dirpath, root)
+        found.add(rel + "/")
+        found.update(os.path.join(rel, f) for f in filenames)
+    return found
+
+
+@pytest.fixture
+def script() -> str:
+    path = shutil.which(SCRIPT)
+    if path is None:
+        pytest.fail(
+            f"console script {SCRIPT!r} not on PATH: install the package first "
+            "(pip install -e .), as CI does"
+        )
+    return path
+
+
+@pytest.fixture
+def image_like_env(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path, Path]]:
+    """Environment of the container: unwritable HOME and cwd, no cluster, no bytecode."""
+    home = tmp_path / "home"
+    home.mkdir()
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "LANG": "C.UTF-8",
+    }
+    # A pyenv/venv interpreter may need these to find itself; never a kubeconfig.
+    for key in ("VIRTUAL_ENV", "PYENV_VERSION", "PYENV_ROOT"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    home.chmod(stat.S_IRUSR | stat.S_IXUSR)  # 0o500, as the image's / is for uid 65534
+    cwd.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        yield env, home, cwd
+    finally:
+        home.chmod(0o700)
+        cwd.chmod(0o700)
+
+
+def _run(
+    script: str, args: list[str], env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [script, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+
+
+def _expected_version() -> str:
+    return str(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"])
+
+
+def test_version_writes_nothing(
+    script: str, image_like_env: tuple[dict[str, str], Path, Path]
+) -> None:
+    env, home, cwd = image_like_env
+    before_repo, before_home, before_cwd = _snapshot(REPO), _snapshot(home), _snapshot(cwd)
+
+    result = _run(script, ["--version"], env, cwd)
+
+    assert result.returncode == 0, result.stderr
+    assert _expected_version() in result.stdout + result.stderr
+    new_in_repo = sorted(_snapshot(REPO) - before_repo)
+    assert not new_in_repo, f"wrote into the repository (bytecode?): {new_in_repo}"
+    assert _snapshot(home) == before_home, "wrote into HOME"
+    assert _snapshot(cwd) == before_cwd, "wrote into the working directory"
+
+
+def test_missing_target_is_a_validation_error_and_writes_nothing(
+    script: str, image_like_env: tuple[dict[str, str], Path, Path]
+) -> None:
+    env, home, cwd = image_like_env
+    before_repo, before_home = _snapshot(REPO), _snapshot(home)
+
+    # The DNS addon's command line without --target.
+    result = _run(
+        script,
+        [
+            "--namespace=kube-system",
+            "--configmap=kube-dns-autoscaler",
+            '--default-params={"linear":{"coresPerReplica":256,"nodesPerReplica":16}}',
+            "--logtostderr=true",
+            "--v=2",
+        ],
+        env,
+        cwd,
+    )
+
+    assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
+    assert "target" in (result.stdout + result.stderr).lower()
+    new_in_repo = sorted(_snapshot(REPO) - before_repo)
+    assert not new_in_repo, f"wrote into the repository (bytecode?): {new_in_repo}"
+    assert _snapshot(home) == before_home, "wrote into HOME"
+
+
+def test_unknown_flag_is_a_usage_error(
+    script: str, image_like_env: tuple[dict[str, str], Path, Path]
+) -> None:
+    env, _, cwd = image_like_env
+    result = _run(script, ["--no-such-flag=1", "--target=deployment/x"], env, cwd)
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)

@@ -1,0 +1,367 @@
+"""Static checks of manifests/: the DNS addon replacement and the examples."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFESTS = REPO / "manifests"
+MAIN = MANIFESTS / "kube-dns-autoscaler.yaml"
+EXAMPLES = MANIFESTS / "examples"
+EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
+
+Doc = dict[str, Any]
+Rule = tuple[str, str, str]
+
+# The Kubernetes DNS addon's kube-dns-autoscaler command line, flag for flag.
+DNS_ADDON_COMMAND = [
+    "/cluster-proportional-autoscaler",
+    "--namespace=kube-system",
+    "--configmap=kube-dns-autoscaler",
+    "--target=Deployment/coredns",
+    '--default-params={"linear":{"coresPerReplica":256,"nodesPerReplica":16,'
+    '"preventSinglePointFailure":true,"includeUnschedulableNodes":true}}',
+    "--logtostderr=true",
+    "--v=2",
+]
+
+# What real clusters grant the autoscaler, and nothing more.
+BASE_RULES: set[Rule] = {
+    ("", "nodes", "list"),
+    ("", "nodes", "watch"),
+    ("", "replicationcontrollers/scale", "get"),
+    ("", "replicationcontrollers/scale", "update"),
+    ("apps", "deployments/scale", "get"),
+    ("apps", "deployments/scale", "update"),
+    ("apps", "replicasets/scale", "get"),
+    ("apps", "replicasets/scale", "update"),
+    ("", "configmaps", "get"),
+    ("", "configmaps", "create"),
+}
+STATEFULSET_RULES: set[Rule] = {
+    ("apps", "statefulsets/scale", "get"),
+    ("apps", "statefulsets/scale", "update"),
+}
+
+
+def load(path: Path) -> list[Doc]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def of_kind(docs: Iterable[Doc], kind: str) -> list[Doc]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def one(docs: Iterable[Doc], kind: str) -> Doc:
+    found = of_kind(docs, kind)
+    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+    return found[0]
+
+
+def expand(rules: Iterable[Doc]) -> set[Rule]:
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def granted_to(docs: list[Doc], namespace: str, service_account: str) -> set[Rule]:
+    """Union of the rules every (Cluster)RoleBinding in docs gives the ServiceAccount."""
+    roles = {(d["kind"], d["metadata"]["name"]): d for d in docs if d["kind"].endswith("Role")}
+    out: set[Rule] = set()
+    for binding in docs:
+        if not binding["kind"].endswith("RoleBinding"):
+            continue
+        subject = {"kind": "ServiceAccount", "name": service_account, "namespace": namespace}
+        if subject not in binding["subjects"]:
+            continue
+        ref = binding["roleRef"]
+        assert ref["apiGroup"] == "rbac.authorization.k8s.io"
+        role = roles.get((ref["kind"], ref["name"]))
+        assert role is not None, f"{binding['metadata']['name']} binds a missing {ref}"
+        out |= expand(role["rules"])
+    return out
+
+
+def flags(command: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for arg in command[1:]:
+        assert arg.startswith("--") and "=" in arg, arg
+        name, _, value = arg[2:].partition("=")
+        out[name] = value
+    return out
+
+
+def default_params_as_configmap_data(raw: str) -> dict[str, str]:
+    """--default-params -> ConfigMap data, as the autoscaler writes it."""
+    params = json.loads(raw)
+    assert isinstance(params, dict)
+    return {k: json.dumps(v, sort_keys=True, separators=(",", ":")) for k, v in params.items()}
+
+
+def check_autoscaler_deployment(deployment: Doc) -> None:
+    """Security and health settings every shipped autoscaler Deployment must carry."""
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 65534
+    assert pod["securityContext"]["runAsGroup"] == 65534
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod.get("hostNetwork") is not True
+    (container,) = pod["containers"]
+    sc = container["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"]["drop"] == ["ALL"]
+    assert "add" not in sc["capabilities"]
+    assert container["command"][0] == "/cluster-proportional-autoscaler"
+    resources = container["resources"]
+    assert resources["requests"] == {"cpu": "20m", "memory": "10Mi"}
+    assert "memory" in resources["limits"]
+    assert "cpu" not in resources["limits"], "a CPU limit only throttles a 20m poller"
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": 8080}, probe
+    assert {"name": "health", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
+    # HOME=/tmp in the image; with a read-only root it must be a volume.
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert "emptyDir" in volumes[mounts["/tmp"]]
+    sa = pod["serviceAccountName"]
+    assert sa and sa != "default"
+
+
+# --- every file -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path", [MAIN, *EXAMPLE_FILES], ids=lambda p: str(p.relative_to(MANIFESTS))
+)
+def test_parses_as_kubernetes_objects(path: Path) -> None:
+    docs = load(path)
+    assert docs
+    for doc in docs:
+        assert {"apiVersion", "kind", "metadata"} <= set(doc), doc
+        assert doc["metadata"]["name"]
+        if doc["kind"] in {"ServiceAccount", "ConfigMap", "Deployment", "Role", "RoleBinding"}:
+            assert doc["metadata"]["namespace"], f"{doc['kind']} must name its namespace"
+
+
+def test_examples_exist() -> None:
+    names = {p.name for p in EXAMPLE_FILES}
+    assert {
+        "linear-configmap.yaml",
+        "ladder-configmap.yaml",
+        "scale-from-zero-configmap.yaml",
+        "multi-target.yaml",
+        "nodelabels.yaml",
+    } <= names
+
+
+# --- the main manifest ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def main() -> list[Doc]:
+    return load(MAIN)
+
+
+def test_main_objects(main: list[Doc]) -> None:
+    assert sorted(d["kind"] for d in main) == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "ServiceAccount",
+    ]
+
+
+def test_main_rbac_is_exactly_the_addons(main: list[Doc]) -> None:
+    role = one(main, "ClusterRole")
+    assert expand(role["rules"]) == BASE_RULES
+    # No wildcard and no duplicate grants hidden in the rule list.
+    listed = [
+        (g, r, v)
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    ]
+    assert len(listed) == len(BASE_RULES)
+    assert granted_to(main, "kube-system", "kube-dns-autoscaler") == BASE_RULES
+
+
+def test_main_deployment_runs_the_addons_command_line(main: list[Doc]) -> None:
+    deployment = one(main, "Deployment")
+    assert deployment["metadata"]["namespace"] == "kube-system"
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == DNS_ADDON_COMMAND
+    assert "args" not in container
+
+
+def test_main_deployment_security_and_scheduling(main: list[Doc]) -> None:
+    deployment = one(main, "Deployment")
+    check_autoscaler_deployment(deployment)
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == one(main, "ServiceAccount")["metadata"]["name"]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert {"key": "CriticalAddonsOnly", "operator": "Exists"} in pod["tolerations"]
+    assert pod["securityContext"]["fsGroup"] == 65534
+    assert pod["securityContext"]["supplementalGroups"] == [65534]
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_main_default_params_are_valid(main: list[Doc]) -> None:
+    from cpa.params import LinearParams, parse_configmap_data
+
+    (container,) = one(main, "Deployment")["spec"]["template"]["spec"]["containers"]
+    data = default_params_as_configmap_data(flags(container["command"])["default-params"])
+    assert isinstance(parse_configmap_data(data), LinearParams)
+
+
+# --- kustomize --------------------------------------------------------------------------
+
+
+def test_kustomization_deploys_only_the_main_manifest() -> None:
+    kustomization = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
+    assert kustomization["kind"] == "Kustomization"
+    assert kustomization["resources"] == ["kube-dns-autoscaler.yaml"]
+    for key in ("namespace", "namePrefix", "nameSuffix", "images", "patches"):
+        assert key not in kustomization, f"{key} would change the addon-compatible objects"
+
+
+def test_kustomize_build_equals_the_main_manifest() -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not installed")
+    result = subprocess.run(
+        [kubectl, "kustomize", str(MANIFESTS)], capture_output=True, text=True, timeout=60
+    )
+    if result.returncode != 0 and "unknown command" in result.stderr:
+        pytest.skip("this kubectl has no kustomize")
+    assert result.returncode == 0, result.stderr
+    built = [d for d in yaml.safe_load_all(result.stdout) if d]
+
+    def key(d: Doc) -> tuple[str, str]:
+        return d["kind"], d["metadata"]["name"]
+
+    assert sorted(built, key=key) == sorted(load(MAIN), key=key)
+
+
+# --- examples ---------------------------------------------------------------------------
+
+
+def example(name: str) -> list[Doc]:
+    return load(EXAMPLES / name)
+
+
+def configmaps_in_examples() -> list[tuple[str, Doc]]:
+    return [(p.name, cm) for p in EXAMPLE_FILES for cm in of_kind(load(p), "ConfigMap")]
+
+
+@pytest.mark.parametrize(
+    ("name", "configmap"),
+    configmaps_in_examples(),
+    ids=[f"{n}:{cm['metadata']['name']}" for n, cm in configmaps_in_examples()],
+)
+def test_example_configmap_data_is_valid_params(name: str, configmap: Doc) -> None:
+    from cpa.params import parse_configmap_data
+
+    data = configmap["data"]
+    assert len(data) == 1 and next(iter(data)) in ("linear", "ladder"), name
+    json.loads(next(iter(data.values())))
+    parse_configmap_data(data)
+
+
+def example_deployments() -> list[tuple[str, Doc]]:
+    return [(p.name, d) for p in EXAMPLE_FILES for d in of_kind(load(p), "Deployment")]
+
+
+@pytest.mark.parametrize(
+    ("name", "deployment"), example_deployments(), ids=[n for n, _ in example_deployments()]
+)
+def test_example_deployments(name: str, deployment: Doc) -> None:
+    check_autoscaler_deployment(deployment)
+    docs = example(name)
+    pod = deployment["spec"]["template"]["spec"]
+    namespace = deployment["metadata"]["namespace"]
+    (container,) = pod["containers"]
+    f = flags(container["command"])
+    assert f["namespace"] == namespace
+    assert f["configmap"] and f["target"]
+    targets = [t.strip().lower() for t in f["target"].split(",")]
+    needs_sts = any(t.startswith("statefulset/") for t in targets)
+    granted = granted_to(docs, namespace, pod["serviceAccountName"])
+    assert granted == (BASE_RULES | STATEFULSET_RULES if needs_sts else BASE_RULES)
+    if "default-params" in f:
+        from cpa.params import parse_configmap_data
+
+        parse_configmap_data(default_params_as_configmap_data(f["default-params"]))
+    else:
+        names = {cm["metadata"]["name"] for cm in of_kind(docs, "ConfigMap")}
+        assert f["configmap"] in names, "no --default-params and no ConfigMap shipped"
+
+
+def test_ladder_example_is_the_aks_default() -> None:
+    cm = one(example("ladder-configmap.yaml"), "ConfigMap")
+    assert cm["metadata"] == {
+        "name": "kube-dns-autoscaler",
+        "namespace": "kube-system",
+        "labels": {"app.kubernetes.io/name": "kube-dns-autoscaler"},
+    }
+    assert json.loads(cm["data"]["ladder"]) == {
+        "coresToReplicas": [[1, 2], [512, 3], [1024, 4], [2048, 5]],
+        "nodesToReplicas": [[1, 2], [8, 3], [16, 4], [32, 5]],
+    }
+
+
+def test_linear_example_targets_the_main_manifests_configmap(main: list[Doc]) -> None:
+    cm = one(example("linear-configmap.yaml"), "ConfigMap")
+    (container,) = one(main, "Deployment")["spec"]["template"]["spec"]["containers"]
+    f = flags(container["command"])
+    assert (cm["metadata"]["namespace"], cm["metadata"]["name"]) == (f["namespace"], f["configmap"])
+    assert list(cm["data"]) == ["linear"]
+
+
+def test_scale_from_zero_example() -> None:
+    from cpa.params import LadderParams, parse_configmap_data
+
+    cm = one(example("scale-from-zero-configmap.yaml"), "ConfigMap")
+    assert json.loads(cm["data"]["ladder"]) == {"nodesToReplicas": [[0, 0], [6, 1]]}
+    assert isinstance(parse_configmap_data(cm["data"]), LadderParams)
+
+
+def test_multi_target_example() -> None:
+    docs = example("multi-target.yaml")
+    (container,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    kinds = {t.split("/")[0].lower() for t in flags(container["command"])["target"].split(",")}
+    assert kinds == {"deployment", "replicaset", "statefulset"}
+    # The StatefulSet right lives in its own ClusterRole, separate from the base rules.
+    sts_roles = [r for r in of_kind(docs, "ClusterRole") if expand(r["rules"]) & STATEFULSET_RULES]
+    assert len(sts_roles) == 1
+    assert expand(sts_roles[0]["rules"]) == STATEFULSET_RULES
+
+
+def test_nodelabels_example() -> None:
+    (container,) = one(example("nodelabels.yaml"), "Deployment")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert flags(container["command"])["nodelabels"] == "node-role.kubernetes.io/worker=true"
+
+
+def test_statefulset_rights_only_in_the_multi_target_example(main: list[Doc]) -> None:
+    assert not expand(one(main, "ClusterRole")["rules"]) & STATEFULSET_RULES
+    for path in EXAMPLE_FILES:
+        if path.name == "multi-target.yaml":
+            continue
+        for role in of_kind(load(path), "ClusterRole"):
+            assert not expand(role["rules"]) & STATEFULSET_RULES, path.name
