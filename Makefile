@@ -1,0 +1,54 @@
+# The README's two commands: `make demo` (runs the autoscaler against a local real control
+# plane) and `make test` (unit + integration tests). Everything else supports those.
+PYTHON ?= python3
+PYTEST_ARGS ?=
+
+.PHONY: help install controlplane test unit integration lint demo bench bench-quick e2e chart-test clean
+
+help:
+	@echo "make install       install the package and test tools (pip, editable)"
+	@echo "make controlplane  build/cache kube-apiserver + etcd from Go modules (cold: 10-20 min)"
+	@echo "make test          unit + integration tests (integration needs Go, builds the control plane once)"
+	@echo "make unit          unit tests only (seconds)"
+	@echo "make lint          ruff + mypy --strict"
+	@echo "make demo          walk the seed story against a local control plane, then clean up"
+	@echo "make bench         benchmarks at 1k/15k/65k nodes vs upstream (long); bench-quick: 1k/5k"
+	@echo "make e2e           kind end-to-end (needs Docker + kind; skips otherwise)"
+
+install:
+	$(PYTHON) -m pip install -q -e '.[test]'
+
+controlplane:
+	bash tests/controlplane/build.sh
+
+test:
+	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
+
+unit:
+	$(PYTHON) -m pytest -q tests/unit $(PYTEST_ARGS)
+
+integration:
+	$(PYTHON) -m pytest -q -m integration tests/integration $(PYTEST_ARGS)
+
+lint:
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m mypy --strict cpa
+
+demo: controlplane
+	$(PYTHON) scripts/demo.py
+
+bench: controlplane
+	$(PYTHON) -m bench.run
+
+bench-quick: controlplane
+	$(PYTHON) -m bench.run --quick
+
+e2e:
+	bash scripts/e2e-kind.sh
+
+chart-test:
+	bash scripts/install-helm.sh
+	$(PYTHON) -m pytest -q tests/unit/test_chart.py
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
