@@ -292,8 +292,12 @@ class NodeCache:
                 return False
             raise
         _, complete = self._consume(resp, set())
-        if not complete:
-            raise ApiError(0, "StreamEnded", "the streaming list ended before its last bookmark")
+        if not complete and not self._stop.is_set():
+            # A server that ignores sendInitialEvents (before 1.27) never sends the final
+            # bookmark: use pages from now on.
+            self._streaming = False
+            raise ApiError(0, "StreamEnded", "the streaming list ended before its last bookmark; "
+                                             "falling back to a paginated list")
         return True
 
     # --- the watch -----------------------------------------------------------------

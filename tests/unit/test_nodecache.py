@@ -188,3 +188,48 @@ def test_event_lines_split_across_chunks() -> None:
     c._consume(FakeResponse(payload, chunk=13), None)
     counts = c.counts()
     assert counts.total_nodes == 50 and counts.total_cores == 13  # 12.5 -> 13
+
+
+class StreamApi(FakeApi):
+    """Answers the streaming-list request with a canned stream, or an error status."""
+
+    def __init__(self, payload: bytes = b"", status: int = 200) -> None:
+        super().__init__([{"metadata": {"resourceVersion": "9"}, "items": [node("p")]}])
+        self.payload = payload
+        self.status = status
+        self.stream_queries: list[dict[str, str]] = []
+
+    def stream(self, path: str, query: dict[str, str], read_timeout: float) -> FakeResponse:
+        self.stream_queries.append(dict(query))
+        if self.status != 200:
+            raise ApiError(self.status, "Invalid", "sendInitialEvents is forbidden")
+        return FakeResponse(self.payload)
+
+
+def test_streaming_list_request_shape() -> None:
+    api = StreamApi(event("ADDED", node("a")) + bookmark("3", True))
+    c = cache(api, selector="x=y")
+    assert c._stream_initial() is True
+    q = api.stream_queries[0]
+    assert q["sendInitialEvents"] == "true" and q["resourceVersionMatch"] == "NotOlderThan"
+    assert q["allowWatchBookmarks"] == "true" and q["labelSelector"] == "x=y"
+    assert "resourceVersion" not in q
+
+
+@pytest.mark.parametrize("status", [400, 422])
+def test_unsupported_streaming_list_falls_back_to_pages(status: int) -> None:
+    api = StreamApi(status=status)
+    c = cache(api)
+    c._sync()
+    assert c.sync_method == "paginated-list" and c._streaming is False
+    assert sorted(c._records) == ["p"]
+
+
+def test_stream_without_final_bookmark_falls_back_next_time() -> None:
+    api = StreamApi(event("ADDED", node("a")))  # a server that ignores sendInitialEvents
+    c = cache(api)
+    with pytest.raises(ApiError, match="paginated"):
+        c._sync()
+    assert c._streaming is False
+    c._sync()
+    assert c.sync_method == "paginated-list" and sorted(c._records) == ["p"]

@@ -1,0 +1,138 @@
+"""Entry points, health endpoints and `cpa explain`, without a cluster."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import urllib3
+
+from cpa import __version__
+from cpa.cli import main, run_daemon
+from cpa.explain import explain_main
+from cpa.health import HealthState, serve
+
+DEFAULTS = ('{"linear":{"coresPerReplica":256,"nodesPerReplica":16,'
+            '"preventSinglePointFailure":true,"includeUnschedulableNodes":true}}')
+
+
+def test_health_endpoints() -> None:
+    state = HealthState()
+    server = serve(state, 0, "127.0.0.1")
+    port = server.server_address[1]
+    http = urllib3.PoolManager(retries=False)
+    try:
+        def get(path: str) -> tuple[int, bytes]:
+            resp = http.request("GET", f"http://127.0.0.1:{port}{path}")
+            return resp.status, resp.data
+
+        assert get("/healthz") == (200, b"")
+        assert get("/last-poll") == (200, b"")
+        state.record("configmap kube-system/x not found")
+        assert get("/last-poll") == (
+            500, b"Encountered error at last poll cycle: configmap kube-system/x not found")
+        assert get("/healthz") == (200, b"")
+        assert get("/nope")[0] == 404
+        state.record(None)
+        assert get("/last-poll") == (200, b"")
+    finally:
+        server.shutdown()
+
+
+def test_version_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_daemon(["--version"]) == 0
+    assert main(["--version"]) == 0
+    assert main(["run", "--version"]) == 0
+    assert capsys.readouterr().out.split() == [__version__] * 3
+
+
+def test_python_dash_m_is_cpa() -> None:
+    out = subprocess.run([sys.executable, "-m", "cpa", "--version"], capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == __version__
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_daemon(["--nope"]) == 2
+    assert "unknown flag: --nope" in capsys.readouterr().err
+    assert main(["frobnicate"]) == 2
+
+
+def test_validation_exit_1_lists_every_problem(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_daemon(["--poll-period-seconds=0"]) == 1
+    err = capsys.readouterr().err
+    for fragment in ("--target", "--configmap", "--namespace", "--poll-period-seconds"):
+        assert fragment in err
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_daemon(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--default-params" in out and "--nodelabels" in out
+
+
+def explain(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = explain_main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_explain_text_walks_the_seed_example(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = explain(["--nodes", "16", "--cores", "128", "--default-params", DEFAULTS],
+                           capsys)
+    assert code == 0
+    assert "ceil of 16 over 16, which is 1" in out
+    assert "ceil of 128 over 256, which is 1" in out
+    assert "preventSinglePointFailure" in out
+    assert out.strip().endswith("=> 2 replicas")
+
+
+def test_explain_json(capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.dumps({"linear": '{"coresPerReplica":2,"nodesPerReplica":1,"min":1,'
+                                 '"max":100,"preventSinglePointFailure":true}'})
+    code, out, _ = explain(["--data", data, "--nodes", "4", "--cores", "13", "-o", "json"],
+                           capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["mode"] == "linear" and doc["replicas"] == 7
+    assert [s["key"] for s in doc["steps"]][-1] == "winner"
+
+
+def test_explain_schedulable_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.dumps({"linear": '{"nodesPerReplica":1}'})
+    code, out, _ = explain(["--data", data, "--nodes", "10", "--cores", "40",
+                            "--schedulable-nodes", "6", "--schedulable-cores", "3920m",
+                            "-o", "json"], capsys)
+    doc = json.loads(out)
+    assert code == 0
+    assert doc["replicas"] == 6 and doc["counts"]["schedulable_cores"] == 4
+
+
+def test_explain_configmap_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "cm.yaml"
+    path.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n"
+                    "  ladder: '{\"coresToReplicas\":[[1,1],[64,3],[512,5],[1024,7],"
+                    "[2048,10],[4096,15]],\"nodesToReplicas\":[[1,1],[2,2]]}'\n")
+    code, out, _ = explain(["--configmap-file", str(path), "--nodes", "100", "--cores", "400"],
+                           capsys)
+    assert code == 0 and out.strip().endswith("=> 3 replicas")
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--nodes", "1", "--cores", "1"], "parameters"),
+    (["--data", "{}", "--cores", "1"], "--nodes"),
+    (["--data", "[1]", "--nodes", "1", "--cores", "1"], "--data"),
+    (["--data", '{"linear":"{\\"min\\":-1,\\"nodesPerReplica\\":1}"}', "--nodes", "1",
+      "--cores", "1"], "min"),
+    (["--default-params", "{", "--nodes", "1", "--cores", "1"], "--default-params"),
+    (["--data", '{"linear":"{}"}', "--nodes", "1", "--cores", "lots"], "--cores"),
+    (["--from-cluster"], "--configmap"),
+])
+def test_explain_errors_exit_1(args: list[str], fragment: str,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = explain(args, capsys)
+    assert code == 1 and fragment in err
+    code, out, err = explain([*args, "-o", "json"], capsys)
+    assert code == 1 and fragment in json.loads(out)["error"]
