@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from typing import Any
 
 import structlog
@@ -36,13 +37,33 @@ def configure(verbosity: int = 0, fmt: str = "text") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=True,
     )
 
 
 def _identity(_logger: Any, _name: str, event: Any) -> Any:
     return event
+
+
+class _StderrLogger:
+    """Writes each rendered event as one line to the *current* ``sys.stderr``.
+
+    Looked up per write rather than bound at configure time, so a replaced stderr (test
+    capture, a closed stream) never leaves loggers holding a dead file object.
+    """
+
+    _lock = threading.Lock()
+
+    def msg(self, message: str) -> None:
+        with self._lock:
+            print(message, file=sys.stderr, flush=True)
+
+    debug = info = warning = warn = error = critical = exception = fatal = log = msg
+
+
+def _stderr_logger(*_args: Any) -> _StderrLogger:
+    return _StderrLogger()
 
 
 def v(level: int) -> bool:

@@ -54,8 +54,9 @@ def start(controlplane: ControlPlane, tmp_path: Path
     """Start autoscaler processes; each is stopped by PID when the test ends."""
     procs: list[AutoscalerProcess] = []
 
-    def _start(*args: str, poll_period: int = 1) -> AutoscalerProcess:
-        proc = AutoscalerProcess(controlplane.autoscaler_kubeconfig, list(args),
+    def _start(*args: str, poll_period: int = 1,
+               kubeconfig: Path | None = None) -> AutoscalerProcess:
+        proc = AutoscalerProcess(kubeconfig or controlplane.autoscaler_kubeconfig, list(args),
                                  tmp_path / f"autoscaler-{len(procs)}.log", poll_period)
         procs.append(proc)
         return proc
@@ -178,19 +179,25 @@ def test_configmap_recreated_and_invalid_configmaps(controlplane: ControlPlane,
 def test_multi_target_with_one_missing(controlplane: ControlPlane, namespace: str,
                                        no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
-    # StatefulSet targets need the extra rule from the multi-target example; bind it to the
-    # test identity exactly as the example binds it to its own ServiceAccount.
+    # StatefulSet targets need the extra rule from the multi-target example. Like the
+    # example, give a ServiceAccount of its own the manifest's ClusterRole plus that rule
+    # (the shared kube-dns-autoscaler identity must keep exactly the manifest's rules).
     docs = [d for d in yaml.safe_load_all((REPO / "manifests/examples/multi-target.yaml")
                                           .read_text()) if d]
     role = next(d for d in docs if d["kind"] == "ClusterRole"
                 and d["metadata"]["name"] == "cluster-proportional-autoscaler:statefulsets-scale")
     admin.apply(role)
-    admin.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                 "metadata": {"name": "cpa-tests:statefulsets-scale"},
-                 "subjects": [{"kind": "ServiceAccount", "name": "kube-dns-autoscaler",
-                               "namespace": "kube-system"}],
-                 "roleRef": {"kind": "ClusterRole", "name": role["metadata"]["name"],
-                             "apiGroup": "rbac.authorization.k8s.io"}})
+    sa = "multi-target"
+    kubeconfig = controlplane.kubeconfig_for(
+        f"system:serviceaccount:{namespace}:{sa}",
+        ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"])
+    for role_name in ("system:kube-dns-autoscaler", role["metadata"]["name"]):
+        admin.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                     "metadata": {"name": f"{namespace}:{role_name}".replace(":", "-")},
+                     "subjects": [{"kind": "ServiceAccount", "name": sa,
+                                   "namespace": namespace}],
+                     "roleRef": {"kind": "ClusterRole", "name": role_name,
+                                 "apiGroup": "rbac.authorization.k8s.io"}})
     for kind, name in [("deployment", "a"), ("replicationcontroller", "c"),
                        ("statefulset", "d")]:
         create_workload(admin, namespace, kind, name)
@@ -199,7 +206,8 @@ def test_multi_target_with_one_missing(controlplane: ControlPlane, namespace: st
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CM},
         "data": {"linear": '{"nodesPerReplica":1}'}})
     proc = start(f"--namespace={namespace}", f"--configmap={CM}",
-                 "--target=deployment/a,replicaset/b,replicationcontroller/c,statefulset/d")
+                 "--target=deployment/a,replicaset/b,replicationcontroller/c,statefulset/d",
+                 kubeconfig=kubeconfig)
     for kind, name in [("deployment", "a"), ("replicationcontroller", "c"),
                        ("statefulset", "d")]:
         wait_replicas(admin, namespace, kind, name, 4, proc=proc)
