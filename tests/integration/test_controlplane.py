@@ -24,6 +24,7 @@ from tests.controlplane import (
     ApiError,
     ControlPlane,
 )
+from tests.rbac import BASE_RULES
 
 pytestmark = pytest.mark.integration
 
@@ -169,18 +170,7 @@ def test_autoscaler_rules_are_exactly_the_manifest(controlplane: ControlPlane) -
         for verb in rule["verbs"]
         if not resource.startswith("selfsubject")  # system:basic-user, granted to everyone
     }
-    expected = {
-        ("", "nodes", "list"),
-        ("", "nodes", "watch"),
-        ("", "replicationcontrollers/scale", "get"),
-        ("", "replicationcontrollers/scale", "update"),
-        ("apps", "deployments/scale", "get"),
-        ("apps", "deployments/scale", "update"),
-        ("apps", "replicasets/scale", "get"),
-        ("apps", "replicasets/scale", "update"),
-        ("", "configmaps", "get"),
-        ("", "configmaps", "create"),
-    }
+    expected = set(BASE_RULES)
     assert granted == expected
 
 

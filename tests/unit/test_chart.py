@@ -17,6 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.rbac import BASE_RULES
+from tests.rbac import STATEFULSET_RULES as STS_RULES
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "cluster-proportional-autoscaler"
 MAIN_MANIFEST = REPO / "manifests" / "kube-dns-autoscaler.yaml"
@@ -50,19 +53,6 @@ AKS_LADDER = {
     "coresToReplicas": [[1, 2], [512, 3], [1024, 4], [2048, 5]],
     "nodesToReplicas": [[1, 2], [8, 3], [16, 4], [32, 5]],
 }
-BASE_RULES = {
-    ("", "nodes", "list"),
-    ("", "nodes", "watch"),
-    ("", "replicationcontrollers/scale", "get"),
-    ("", "replicationcontrollers/scale", "update"),
-    ("apps", "deployments/scale", "get"),
-    ("apps", "deployments/scale", "update"),
-    ("apps", "replicasets/scale", "get"),
-    ("apps", "replicasets/scale", "update"),
-    ("", "configmaps", "get"),
-    ("", "configmaps", "create"),
-}
-STS_RULES = {("apps", "statefulsets/scale", "get"), ("apps", "statefulsets/scale", "update")}
 
 
 def _helm(

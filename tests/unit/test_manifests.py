@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.rbac import BASE_RULES, STATEFULSET_RULES, Rule
+
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
 MAIN = MANIFESTS / "kube-dns-autoscaler.yaml"
@@ -19,7 +21,6 @@ EXAMPLES = MANIFESTS / "examples"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
 
 Doc = dict[str, Any]
-Rule = tuple[str, str, str]
 
 # The Kubernetes DNS addon's kube-dns-autoscaler command line, flag for flag.
 DNS_ADDON_COMMAND = [
@@ -33,23 +34,6 @@ DNS_ADDON_COMMAND = [
     "--v=2",
 ]
 
-# What real clusters grant the autoscaler, and nothing more.
-BASE_RULES: set[Rule] = {
-    ("", "nodes", "list"),
-    ("", "nodes", "watch"),
-    ("", "replicationcontrollers/scale", "get"),
-    ("", "replicationcontrollers/scale", "update"),
-    ("apps", "deployments/scale", "get"),
-    ("apps", "deployments/scale", "update"),
-    ("apps", "replicasets/scale", "get"),
-    ("apps", "replicasets/scale", "update"),
-    ("", "configmaps", "get"),
-    ("", "configmaps", "create"),
-}
-STATEFULSET_RULES: set[Rule] = {
-    ("apps", "statefulsets/scale", "get"),
-    ("apps", "statefulsets/scale", "update"),
-}
 
 
 def load(path: Path) -> list[Doc]:

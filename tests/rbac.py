@@ -1,0 +1,28 @@
+"""The RBAC rules real clusters grant the autoscaler (../shared/deployments-in-the-wild.md).
+
+One copy, used by the manifest, chart and live-apiserver tests alike: (apiGroup, resource,
+verb) triples, nothing more.
+"""
+
+from __future__ import annotations
+
+Rule = tuple[str, str, str]
+
+BASE_RULES: frozenset[Rule] = frozenset({
+    ("", "nodes", "list"),
+    ("", "nodes", "watch"),
+    ("", "replicationcontrollers/scale", "get"),
+    ("", "replicationcontrollers/scale", "update"),
+    ("apps", "deployments/scale", "get"),
+    ("apps", "deployments/scale", "update"),
+    ("apps", "replicasets/scale", "get"),
+    ("apps", "replicasets/scale", "update"),
+    ("", "configmaps", "get"),
+    ("", "configmaps", "create"),
+})
+
+# Our extension: StatefulSet targets need this extra right, granted separately.
+STATEFULSET_RULES: frozenset[Rule] = frozenset({
+    ("apps", "statefulsets/scale", "get"),
+    ("apps", "statefulsets/scale", "update"),
+})
