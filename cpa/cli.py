@@ -52,9 +52,12 @@ def run_daemon(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
     from cpa.nodecache import NodeCache
 
     stop = threading.Event()
+    received: list[str] = []
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("shutdown", signal=signal.Signals(signum).name)
+        # Only record and set: logging here could deadlock on the log lock that the
+        # interrupted main thread may hold.
+        received.append(signal.Signals(signum).name)
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -87,7 +90,7 @@ def run_daemon(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
     code = Autoscaler(opts, api, cache.counts, health).run(stop)
     cache.stop()
     server.shutdown()
-    log.info("stopped", exit_code=code)
+    log.info("stopped", exit_code=code, signal=received[0] if received else None)
     return code
 
 
