@@ -391,7 +391,8 @@ class NodeCache:
                 got = self._watch()
                 if got or time.monotonic() - began > 10:
                     delay = BACKOFF_START
-                continue
+                    continue
+                # An empty watch that ended at once: back off instead of spinning.
             except _Relist as exc:
                 self.relists += 1
                 self._log.info("watch.relist", reason=str(exc)[:200])

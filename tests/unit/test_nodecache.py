@@ -233,3 +233,25 @@ def test_stream_without_final_bookmark_falls_back_next_time() -> None:
     assert c._streaming is False
     c._sync()
     assert c.sync_method == "paginated-list" and sorted(c._records) == ["p"]
+
+
+def test_empty_watches_back_off_instead_of_spinning(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = cache()
+    c._synced.set()
+    watches: list[float] = []
+    waits: list[float] = []
+    monkeypatch.setattr(c, "_sync", lambda: None)
+
+    def empty_watch() -> int:
+        watches.append(0)
+        return 0
+
+    def fake_wait(timeout: float | None = None) -> bool:
+        waits.append(timeout or 0)
+        return len(waits) >= 4
+
+    monkeypatch.setattr(c, "_watch", empty_watch)
+    monkeypatch.setattr(c._stop, "wait", fake_wait)
+    c._run()
+    assert len(watches) == 4
+    assert waits[1] > waits[0] * 1.3  # exponential, with jitter
