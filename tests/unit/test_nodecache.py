@@ -173,7 +173,7 @@ def test_paginated_list_follows_continue_and_sweeps() -> None:
     c._records["gone"] = NodeRecord(False, True, 1000)
     c._total_nodes, c._total_milli, c._sched_nodes, c._sched_milli = 1, 1000, 1, 1000
     c._list_pages()
-    assert api.queries[0] == {"limit": "500", "labelSelector": "role=worker"}
+    assert api.queries[0] == {"limit": "250", "labelSelector": "role=worker"}
     assert api.queries[1]["continue"] == "tok"
     assert "resourceVersion" not in api.queries[0]  # rv=0 would ignore limit
     assert sorted(c._records) == ["a", "b", "c"]
@@ -255,3 +255,10 @@ def test_empty_watches_back_off_instead_of_spinning(monkeypatch: pytest.MonkeyPa
     c._run()
     assert len(watches) == 4
     assert waits[1] > waits[0] * 1.3  # exponential, with jitter
+
+
+def test_identical_records_are_shared() -> None:
+    c = cache()
+    c._consume(FakeResponse(b"".join(event("ADDED", node(f"n{i}", "7910m"))
+                                     for i in range(5))), None)
+    assert len({id(r) for r in c._records.values()}) == 1
