@@ -38,9 +38,11 @@ demo: controlplane
 	$(PYTHON) scripts/demo.py
 
 bench: controlplane
+	$(PYTHON) -m pip install -q -e '.[bench]'
 	$(PYTHON) -m bench.run
 
 bench-quick: controlplane
+	$(PYTHON) -m pip install -q -e '.[bench]'
 	$(PYTHON) -m bench.run --quick
 
 e2e:

@@ -1,0 +1,222 @@
+"""Measuring a running autoscaler: /proc (RSS, CPU), the API server's /metrics, its log.
+
+Every number comes from outside the process under test, so ours and upstream are measured
+the same way: RSS and CPU from ``/proc/PID``, requests from ``apiserver_request_total``,
+replicas from the API server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+# --- /proc ---------------------------------------------------------------------------
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS, VmHWM etc. from /proc/PID/status, in KiB."""
+    out: dict[str, int] = {}
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("Vm") or line.startswith("Rss"):
+                key, _, rest = line.partition(":")
+                parts = rest.split()
+                if parts and parts[0].isdigit():
+                    out[key] = int(parts[0])
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of the process (all its threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as fh:
+        data = fh.read()
+    fields = data[data.rindex(")") + 2:].split()
+    # fields[0] is field 3 (state); utime is field 14, stime field 15.
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
+def cpu_ns(pid: int) -> int:
+    """On-CPU time of all live threads in nanoseconds (/proc/PID/task/*/schedstat): far
+    finer than utime+stime's clock ticks (10 ms), which a 1 ms poll cannot resolve."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/schedstat") as fh:
+            total += int(fh.read().split()[0])
+    return total
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/statm") as fh:
+        return int(fh.read().split()[1]) * _PAGE // 1024
+
+
+class RssSampler:
+    """Samples VmRSS every ``interval`` seconds in a thread, from start until stop()."""
+
+    def __init__(self, pid: int, interval: float = 0.2) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.samples: list[tuple[float, int]] = []  # (monotonic, KiB)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.append((time.monotonic(), rss_kib(self.pid)))
+            except (OSError, ValueError, IndexError):
+                return
+            self._stop.wait(self.interval)
+
+    def median_mib(self, t0: float, t1: float) -> float | None:
+        window = [kib for t, kib in self.samples if t0 <= t <= t1]
+        return statistics.median(window) / 1024 if window else None
+
+    def max_mib(self) -> float | None:
+        return max(kib for _, kib in self.samples) / 1024 if self.samples else None
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+
+
+# --- apiserver metrics ---------------------------------------------------------------
+_SAMPLE = re.compile(r"^apiserver_request_total\{([^}]*)\}\s+(\S+)", re.MULTILINE)
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+RequestKey = tuple[str, str, str]  # (verb, resource, subresource)
+
+
+def request_totals(metrics_text: str) -> dict[RequestKey, float]:
+    """apiserver_request_total summed over code/scope/group/version/..., by
+    (verb, resource, subresource). Non-resource requests (/metrics, /readyz) are skipped."""
+    out: dict[RequestKey, float] = {}
+    for match in _SAMPLE.finditer(metrics_text):
+        labels = dict(_LABEL.findall(match.group(1)))
+        resource = labels.get("resource", "")
+        if not resource:
+            continue
+        key = (labels.get("verb", ""), resource, labels.get("subresource", ""))
+        out[key] = out.get(key, 0.0) + float(match.group(2))
+    return out
+
+
+def delta(before: Mapping[RequestKey, float], after: Mapping[RequestKey, float]
+          ) -> dict[RequestKey, float]:
+    keys = set(before) | set(after)
+    return {k: after.get(k, 0.0) - before.get(k, 0.0) for k in keys
+            if after.get(k, 0.0) - before.get(k, 0.0) > 0}
+
+
+_LONGRUNNING = re.compile(r"^apiserver_longrunning_requests\{([^}]*)\}\s+(\S+)", re.MULTILINE)
+
+
+def open_node_watches(metrics_text: str) -> int:
+    """Long-running WATCH requests on nodes currently open (a gauge)."""
+    total = 0.0
+    for match in _LONGRUNNING.finditer(metrics_text):
+        labels = dict(_LABEL.findall(match.group(1)))
+        if labels.get("resource") == "nodes" and labels.get("verb") == "WATCH":
+            total += float(match.group(2))
+    return int(total)
+
+
+# The requests a poll makes, as ``apiserver_request_total`` labels them (deployment target).
+POLL_CATEGORIES: dict[str, Callable[[RequestKey], bool]] = {
+    "get_configmaps": lambda k: k == ("GET", "configmaps", ""),
+    "create_configmaps": lambda k: k == ("POST", "configmaps", ""),
+    "get_scale": lambda k: k[0] == "GET" and k[2] == "scale",
+    "put_scale": lambda k: k[0] in ("PUT", "PATCH") and k[2] == "scale",
+    "node_requests": lambda k: k[1] == "nodes",
+}
+
+
+def categorize(d: Mapping[RequestKey, float]) -> dict[str, float]:
+    out = {name: 0.0 for name in POLL_CATEGORIES}
+    for key, value in d.items():
+        for name, match in POLL_CATEGORIES.items():
+            if match(key):
+                out[name] += value
+    return out
+
+
+# --- processes -----------------------------------------------------------------------
+class Process:
+    """A process under test: stdout+stderr to a log file; stopped by PID only."""
+
+    def __init__(self, argv: Sequence[str], log_path: Path,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.argv = list(argv)
+        self.log_path = log_path
+        self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL,
+                                     env=dict(env) if env is not None else None)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def logs(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> int | None:
+        """SIGTERM by PID, SIGKILL after 10 s; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        with contextlib.suppress(OSError):
+            self._log.close()
+        return self.proc.returncode
+
+
+def our_command() -> list[str]:
+    """The installed console script, resolved past pyenv-style shims (a shim would add a
+    shell start to every sync time); else ``python -c`` on the entry point."""
+    beside = Path(sys.executable).parent / "cluster-proportional-autoscaler"
+    if os.access(beside, os.X_OK):
+        return [str(beside)]
+    exe = shutil.which("cluster-proportional-autoscaler")
+    if exe:
+        return [exe]
+    return [sys.executable, "-c", "from cpa.cli import daemon_main; daemon_main()"]
+
+
+def wait_for(what: str, fn: Callable[[], bool], timeout: float, interval: float = 0.1,
+             alive: Callable[[], bool] | None = None) -> float:
+    """Poll ``fn`` until true; return the monotonic time it first was. Raises on timeout
+    or when ``alive`` says the process under test died."""
+    deadline = time.monotonic() + timeout
+    while True:
+        now = time.monotonic()
+        with contextlib.suppress(Exception):
+            if fn():
+                return now
+        if alive is not None and not alive():
+            raise RuntimeError(f"the process died while waiting for {what}")
+        if now > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
