@@ -7,8 +7,8 @@ prints what it finds (and writes ``bench/results/profile.json``):
   sync: who the sync is waiting for;
 * under ``py-spy record`` (if installed) for the sync: the hottest Python functions;
 * under ``tracemalloc`` (snapshot once synced): what the resident Python objects are;
-* with the streaming list disabled (paginated list: ``limit=500`` as shipped, ``limit=250``,
-  and with the page body streamed into one bytearray): the fallback's cost.
+* with the streaming list disabled (paginated list, ``limit`` as shipped and 500): the
+  fallback's cost.
 """
 
 from __future__ import annotations
@@ -71,30 +71,14 @@ sys.exit(run_daemon(sys.argv[1:]))
 
 _PAGINATED = r"""
 import os, sys
-import cpa.kubeapi as ka
 import cpa.nodecache as nc
 _init = nc.NodeCache.__init__
 def init(self, api, selector="", **kw):
-    kw["use_streaming_list"] = False
-    kw["page_size"] = int(os.environ.get("BENCH_PAGE_SIZE", "500"))
+    kw["use_streaming_list"] = False  # what a server without streaming list gets
+    if os.environ.get("BENCH_PAGE_SIZE"):
+        kw["page_size"] = int(os.environ["BENCH_PAGE_SIZE"])
     _init(self, api, selector, **kw)
 nc.NodeCache.__init__ = init
-if os.environ.get("BENCH_BYTEARRAY"):  # proposed get_raw: one growing buffer, no copies
-    import urllib3
-    def get_raw(self, path, query):
-        resp = self._pool.request("GET", self.url(path, query), headers=self._headers(),
-                                  timeout=urllib3.Timeout(total=self.timeout),
-                                  preload_content=False)
-        if not 200 <= resp.status < 300:
-            data = resp.read()
-            resp.release_conn()
-            raise ka._error_from(resp.status, data)
-        buf = bytearray()
-        for chunk in resp.stream(1 << 16, decode_content=True):
-            buf += chunk
-        resp.release_conn()
-        return buf
-    ka.KubeApi.get_raw = get_raw
 from cpa.cli import run_daemon
 sys.exit(run_daemon(sys.argv[1:]))
 """
@@ -206,11 +190,7 @@ def main() -> int:
         report["plain"] = _run(plane, [*exe, *daemon], work / "plain.log", None)
         log(f"  {report['plain']}")
 
-        for key, env in (("paginated", {}),
-                         ("paginated_page250", {"BENCH_PAGE_SIZE": "250"}),
-                         ("paginated_bytearray", {"BENCH_BYTEARRAY": "1"}),
-                         ("paginated_page250_bytearray",
-                          {"BENCH_PAGE_SIZE": "250", "BENCH_BYTEARRAY": "1"})):
+        for key, env in (("paginated", {}), ("paginated_page500", {"BENCH_PAGE_SIZE": "500"})):
             log(f"{key} (streaming disabled)")
             report[key] = _run(plane, [py, "-c", _PAGINATED, *daemon], work / f"{key}.log", env)
             log(f"  {report[key]}")

@@ -349,3 +349,21 @@ def test_statefulset_rights_only_in_the_multi_target_example(main: list[Doc]) ->
             continue
         for role in of_kind(load(path), "ClusterRole"):
             assert not expand(role["rules"]) & STATEFULSET_RULES, path.name
+
+
+def _mebibytes(quantity: str) -> float:
+    units = {"Ki": 1 / 1024, "Mi": 1.0, "Gi": 1024.0, "M": 1e6 / 2**20, "k": 1e3 / 2**20}
+    for suffix, factor in units.items():
+        if quantity.endswith(suffix):
+            return float(quantity[: -len(suffix)]) * factor
+    return float(quantity) / 2**20
+
+
+def test_memory_limit_is_justified_by_the_benchmarks(main: list[Doc]) -> None:
+    """The limit must cover the largest peak RSS measured (bench/results/latest.json) with
+    headroom, and fit the tightest limit seen in the wild (Gardener's 70Mi)."""
+    rows = json.loads((REPO / "bench" / "results" / "latest.json").read_text())
+    peak = max(r["peak_rss_mib"] for r in rows if r["impl"] == "ours")
+    container = one(main, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    limit = _mebibytes(container["resources"]["limits"]["memory"])
+    assert peak * 1.2 <= limit <= 70, (peak, limit)
