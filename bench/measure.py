@@ -11,14 +11,14 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
+
+from tests.integration.support import LoggedProcess
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -154,43 +154,8 @@ def categorize(d: Mapping[RequestKey, float]) -> dict[str, float]:
 
 
 # --- processes -----------------------------------------------------------------------
-class Process:
-    """A process under test: stdout+stderr to a log file; stopped by PID only."""
-
-    def __init__(self, argv: Sequence[str], log_path: Path,
-                 env: Mapping[str, str] | None = None) -> None:
-        self.argv = list(argv)
-        self.log_path = log_path
-        self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.started = time.monotonic()
-        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL,
-                                     env=dict(env) if env is not None else None)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def logs(self) -> str:
-        if not self._log.closed:
-            self._log.flush()
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> int | None:
-        """SIGTERM by PID, SIGKILL after 10 s; returns the exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        with contextlib.suppress(OSError):
-            self._log.close()
-        return self.proc.returncode
+# One implementation of "a process with a log file, stopped by PID" for tests and bench.
+Process = LoggedProcess
 
 
 def our_command() -> list[str]:

@@ -32,12 +32,12 @@ from bench.run import (
     RESULTS,
     TARGET,
     Cluster,
-    _free_port,
     grow,
     log,
     setup,
 )
 from tests.controlplane import ControlPlane, ensure_binaries
+from tests.integration.support import free_port
 
 _TRACEMALLOC = r"""
 import os, sys, threading, time, tracemalloc
@@ -85,7 +85,7 @@ sys.exit(run_daemon(sys.argv[1:]))
 
 
 def _daemon_args(plane: ControlPlane) -> list[str]:
-    return [f"--kubeconfig={plane.autoscaler_kubeconfig}", f"--health-port={_free_port()}",
+    return [f"--kubeconfig={plane.autoscaler_kubeconfig}", f"--health-port={free_port()}",
             f"--namespace={NS}", f"--configmap={CM}", f"--target=Deployment/{TARGET}",
             f"--default-params={KUBE_DNS_DEFAULTS}", "--poll-period-seconds=2", "--v=4",
             "--log-format=json"]

@@ -42,6 +42,7 @@ from tests.controlplane import (  # noqa: E402
     ensure_binaries,
     upstream_autoscaler_binary,
 )
+from tests.integration.support import free_port, log_events  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MANIFEST = REPO / "manifests" / "kube-dns-autoscaler.yaml"
@@ -105,12 +106,6 @@ def _set_replicas(admin: AdminClient, value: int) -> None:
                "metadata": {"name": TARGET, "namespace": NS}, "spec": {"replicas": value}})
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _port_free(port: int) -> bool:
     with socket.socket() as s:
         try:
@@ -123,7 +118,7 @@ def _port_free(port: int) -> bool:
 def ours(plane: ControlPlane, period: int) -> Impl:
     def start(log_path: Path) -> measure.Process:
         argv = [*measure.our_command(), f"--kubeconfig={plane.autoscaler_kubeconfig}",
-                f"--health-port={_free_port()}", f"--namespace={NS}", f"--configmap={CM}",
+                f"--health-port={free_port()}", f"--namespace={NS}", f"--configmap={CM}",
                 f"--target=Deployment/{TARGET}", f"--default-params={KUBE_DNS_DEFAULTS}",
                 f"--poll-period-seconds={period}", "--logtostderr=true", "--v=4",
                 "--log-format=json"]
@@ -194,20 +189,6 @@ def upstream(plane: ControlPlane, binary: Path, period: int, workdir: Path) -> I
 
 
 # --- one measurement -----------------------------------------------------------------
-def _events(text: str, name: str) -> list[dict[str, Any]]:
-    out = []
-    for line in text.splitlines():
-        if f'"{name}"' not in line:
-            continue
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(doc, dict) and doc.get("event") == name:
-            out.append(doc)
-    return out
-
-
 def _wait_next_poll(impl: Impl, proc: measure.Process, after: int, timeout: float) -> int:
     got = after
     def more() -> bool:
@@ -241,7 +222,7 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
         row["sync_cpu_seconds"] = {"autoscaler": round(measure.cpu_seconds(proc.pid), 2), **{
             k: round(measure.cpu_seconds(p) - plane_cpu0[k], 2)
             for k, p in plane_pids.items() if p}}
-        synced = _events(proc.logs(), "nodes.synced") if impl.name == "ours" else []
+        synced = log_events(proc.logs(), "nodes.synced") if impl.name == "ours" else []
         if synced:
             row["sync_method"] = synced[0].get("method")
             row["cache_sync_seconds"] = synced[0].get("seconds")
@@ -303,7 +284,7 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
         sampler.stop()
         code = proc.stop()
         row["exit_code"] = code
-    failed = _events(proc.log_path.read_text(errors="replace"), "poll.failed")
+    failed = log_events(proc.log_path.read_text(errors="replace"), "poll.failed")
     row["poll_failures"] = len(failed)
     return row
 

@@ -7,6 +7,7 @@ start from an empty node list (the ``no_nodes`` fixture in conftest).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -15,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -59,27 +60,85 @@ def daemon_command() -> list[str]:
     return [sys.executable, "-c", "from cpa.cli import daemon_main; daemon_main()"]
 
 
-class AutoscalerProcess:
-    """The real ``cluster-proportional-autoscaler`` process, logs to a file, stop by PID."""
+def log_events(text: str, name: str) -> list[dict[str, Any]]:
+    """The JSON log events named ``name`` (``--log-format=json``), in order."""
+    out = []
+    for line in text.splitlines():
+        if f'"{name}"' not in line:
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and doc.get("event") == name:
+            out.append(doc)
+    return out
 
-    def __init__(self, kubeconfig: Path, args: Sequence[str], log_path: Path,
-                 poll_period: int = 1, verbosity: int = 2) -> None:
-        self.health_port = free_port()
+
+class LoggedProcess:
+    """A process under test: stdout+stderr to a log file; stopped by PID only."""
+
+    def __init__(self, argv: Sequence[str], log_path: Path,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.argv = list(argv)
         self.log_path = log_path
-        self.argv = [*daemon_command(), f"--kubeconfig={kubeconfig}",
-                     f"--health-port={self.health_port}",
-                     f"--poll-period-seconds={poll_period}", f"--v={verbosity}",
-                     "--log-format=json", *args]
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
-        env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG",
-                                                               "MY_POD_NAMESPACE")}
+        self.started = time.monotonic()
         self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=env)
-        self._http = urllib3.PoolManager(retries=False, timeout=2.0)
+                                     stdin=subprocess.DEVNULL,
+                                     env=dict(env) if env is not None else None)
 
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def logs(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return log_events(self.logs(), name)
+
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def wait_exit(self, timeout: float) -> int:
+        return self.proc.wait(timeout)
+
+    def stop(self) -> int | None:
+        """SIGTERM by PID, SIGKILL after 10 s; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        with contextlib.suppress(OSError):
+            self._log.close()
+        return self.proc.returncode
+
+
+class AutoscalerProcess(LoggedProcess):
+    """The real ``cluster-proportional-autoscaler`` process with JSON logs and a free
+    health port, authenticated by ``kubeconfig``."""
+
+    def __init__(self, kubeconfig: Path, args: Sequence[str], log_path: Path,
+                 poll_period: int = 1, verbosity: int = 2) -> None:
+        self.health_port = free_port()
+        argv = [*daemon_command(), f"--kubeconfig={kubeconfig}",
+                f"--health-port={self.health_port}",
+                f"--poll-period-seconds={poll_period}", f"--v={verbosity}",
+                "--log-format=json", *args]
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("KUBECONFIG", "MY_POD_NAMESPACE")}
+        super().__init__(argv, log_path, env)
+        self._http = urllib3.PoolManager(retries=False, timeout=2.0)
 
     def health(self, path: str) -> tuple[int, str]:
         resp = self._http.request("GET", f"http://127.0.0.1:{self.health_port}{path}")
@@ -107,39 +166,6 @@ class AutoscalerProcess:
             return body if status == 500 and fragment in body else None
         return wait_until(f"/last-poll 500 mentioning {fragment!r}",
                           lambda: self._alive_and(lambda: bool(check())) and check(), timeout)
-
-    def logs(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        out = []
-        for line in self.logs().splitlines():
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(doc, dict) and doc.get("event") == name:
-                out.append(doc)
-        return out
-
-    def signal(self, sig: int) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-
-    def wait_exit(self, timeout: float) -> int:
-        return self.proc.wait(timeout)
-
-    def stop(self) -> None:
-        """Stop by PID: SIGTERM, then SIGKILL if it does not go."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._log.close()
 
 
 # --- objects ---------------------------------------------------------------------------
