@@ -15,33 +15,40 @@ help:
 	@echo "make bench         benchmarks at 1k/15k/65k nodes vs upstream (long); bench-quick: 1k/5k"
 	@echo "make e2e           kind end-to-end (needs Docker + kind; skips otherwise)"
 
-install:
+# Installed once per change of pyproject.toml, so `make test` / `make demo` work on a fresh
+# machine without a separate step.
+STAMP := .cache/installed.stamp
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
 	$(PYTHON) -m pip install -q -e '.[test]'
+	@mkdir -p $(dir $@) && touch $@
 
 controlplane:
 	bash tests/controlplane/build.sh
 
-test:
+test: $(STAMP)
 	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
 
-unit:
+unit: $(STAMP)
 	$(PYTHON) -m pytest -q tests/unit $(PYTEST_ARGS)
 
-integration:
+integration: $(STAMP)
 	$(PYTHON) -m pytest -q -m integration tests/integration $(PYTEST_ARGS)
 
-lint:
+lint: $(STAMP)
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m mypy --strict cpa
 
-demo: controlplane
+demo: $(STAMP) controlplane
 	$(PYTHON) scripts/demo.py
 
-bench: controlplane
+bench: $(STAMP) controlplane
 	$(PYTHON) -m pip install -q -e '.[bench]'
 	$(PYTHON) -m bench.run
 
-bench-quick: controlplane
+bench-quick: $(STAMP) controlplane
 	$(PYTHON) -m pip install -q -e '.[bench]'
 	$(PYTHON) -m bench.run --quick
 
