@@ -136,3 +136,13 @@ def test_explain_errors_exit_1(args: list[str], fragment: str,
     assert code == 1 and fragment in err
     code, out, err = explain([*args, "-o", "json"], capsys)
     assert code == 1 and fragment in json.loads(out)["error"]
+
+
+def test_daemon_path_does_not_import_the_kubernetes_client() -> None:
+    """The generated client costs ~31 MiB of RSS to import; the daemon's budget is 64 MiB."""
+    code = ("import sys, cpa.cli, cpa.autoscaler, cpa.nodecache, cpa.kubeconfig, cpa.health;"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('kubernetes', 'yaml', 'requests', 'pydantic')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
