@@ -93,65 +93,76 @@ def _defaults(text: str) -> dict[str, str]:
         raise ExplainError(f"--default-params: {exc}") from exc
 
 
-def _from_cluster(args: argparse.Namespace) -> tuple[ClusterCounts, dict[str, str] | None, str]:
+def _explicit_params(args: argparse.Namespace) -> tuple[dict[str, str] | None, str] | None:
+    """Parameters given on the command line (``--data`` or ``--configmap-file``), if any."""
+    if args.data is not None and args.configmap_file is not None:
+        raise ExplainError("give only one of --data and --configmap-file")
+    if args.data is not None:
+        return _data_from_json(args.data), "--data"
+    if args.configmap_file is not None:
+        return _data_from_file(args.configmap_file), args.configmap_file
+    return None
+
+
+def _from_cluster(args: argparse.Namespace, read_configmap: bool
+                  ) -> tuple[ClusterCounts, tuple[dict[str, str] | None, str] | None]:
+    """Counts from a one-off node list and, when asked, the parameters from the ConfigMap
+    (or the defaults the daemon would create it with). Reads only."""
     from cpa import configmap
     from cpa.kubeapi import ApiError, KubeApi
     from cpa.kubeconfig import ConfigError, load
     from cpa.nodecache import NodeCache
 
-    if not args.configmap or not args.namespace:
+    if read_configmap and (not args.configmap or not args.namespace):
         raise ExplainError("--from-cluster needs --configmap and --namespace")
     try:
         api = KubeApi(load(args.kubeconfig))
         cache = NodeCache(api, args.nodelabels)
         cache.sync_once()
         counts = cache.counts()
+        if not read_configmap:
+            return counts, None
         try:
             cm = configmap.fetch(api, args.namespace, args.configmap)
-            return counts, cm.data, (f"ConfigMap {args.namespace}/{args.configmap} "
+            return counts, (cm.data, f"ConfigMap {args.namespace}/{args.configmap} "
                                      f"(resourceVersion {cm.resource_version})")
         except ApiError as exc:
             if exc.not_found and args.default_params:
-                return counts, _defaults(args.default_params), (
+                return counts, (_defaults(args.default_params), (
                     f"--default-params (ConfigMap {args.namespace}/{args.configmap} does not "
-                    "exist; the daemon would create it with these)")
+                    "exist; the daemon would create it with these)"))
             raise
     except (ApiError, ConfigError) as exc:
         raise ExplainError(str(exc)) from exc
 
 
+def _given_counts(args: argparse.Namespace) -> ClusterCounts:
+    if args.nodes is None or args.cores is None:
+        raise ExplainError("give --nodes and --cores (or --from-cluster)")
+    cores = _cores(args.cores, "--cores")
+    return ClusterCounts(
+        total_nodes=args.nodes, total_cores=cores,
+        schedulable_nodes=args.nodes if args.schedulable_nodes is None
+        else args.schedulable_nodes,
+        schedulable_cores=cores if args.schedulable_cores is None
+        else _cores(args.schedulable_cores, "--schedulable-cores"))
+
+
 def gather(args: argparse.Namespace) -> tuple[ClusterCounts, Params, str]:
     """Resolve the counts and the parameters from the arguments."""
-    sources = [x for x in (args.data, args.configmap_file) if x is not None]
-    if len(sources) > 1:
-        raise ExplainError("give only one of --data and --configmap-file")
+    source = _explicit_params(args)
     if args.from_cluster:
         if args.nodes is not None or args.cores is not None:
             raise ExplainError("--from-cluster reads the counts; drop --nodes/--cores")
-        counts, data, origin = _from_cluster(args)
-        if sources:
-            data = (_data_from_json(args.data) if args.data is not None
-                    else _data_from_file(args.configmap_file))
-            origin = "--data" if args.data is not None else args.configmap_file
+        counts, from_cluster = _from_cluster(args, read_configmap=source is None)
+        source = source or from_cluster
     else:
-        if args.nodes is None or args.cores is None:
-            raise ExplainError("give --nodes and --cores (or --from-cluster)")
-        cores = _cores(args.cores, "--cores")
-        counts = ClusterCounts(
-            total_nodes=args.nodes, total_cores=cores,
-            schedulable_nodes=args.nodes if args.schedulable_nodes is None
-            else args.schedulable_nodes,
-            schedulable_cores=cores if args.schedulable_cores is None
-            else _cores(args.schedulable_cores, "--schedulable-cores"))
-        if args.data is not None:
-            data, origin = _data_from_json(args.data), "--data"
-        elif args.configmap_file is not None:
-            data, origin = _data_from_file(args.configmap_file), args.configmap_file
-        elif args.default_params is not None:
-            data, origin = _defaults(args.default_params), "--default-params"
-        else:
-            raise ExplainError("give the parameters: --data, --configmap-file or "
-                               "--default-params")
+        counts = _given_counts(args)
+        if source is None and args.default_params is not None:
+            source = _defaults(args.default_params), "--default-params"
+    if source is None:
+        raise ExplainError("give the parameters: --data, --configmap-file or --default-params")
+    data, origin = source
     if min(counts.total_nodes, counts.total_cores, counts.schedulable_nodes,
            counts.schedulable_cores) < 0:
         raise ExplainError("node and core counts cannot be negative")

@@ -151,8 +151,6 @@ class NodeCache:
         self._started = time.monotonic()
         self.sync_method = ""
         self.sync_seconds = 0.0
-        self.relists = 0
-        self.reconnects = 0
 
     # --- reading -------------------------------------------------------------------
     def counts(self) -> ClusterCounts:
@@ -368,7 +366,12 @@ class NodeCache:
     def _watch(self) -> int:
         q = self._query(watch="1", resourceVersion=self._rv, allowWatchBookmarks="true",
                         timeoutSeconds=str(random.randint(300, 600)))
-        resp = self._api.stream(NODES_PATH, q, read_timeout=660.0)
+        try:
+            resp = self._api.stream(NODES_PATH, q, read_timeout=660.0)
+        except ApiError as exc:
+            if exc.gone:  # the same answer as an ERROR event with code 410
+                raise _Relist(exc.message) from exc
+            raise
         return self._consume(resp, None)[0]
 
     def _sync(self) -> None:
@@ -398,15 +401,10 @@ class NodeCache:
                     continue
                 # An empty watch that ended at once: back off instead of spinning.
             except _Relist as exc:
-                self.relists += 1
                 self._log.info("watch.relist", reason=str(exc)[:200])
                 need_list = True
                 continue
             except ApiError as exc:
-                if exc.gone:
-                    self.relists += 1
-                    need_list = True
-                    continue
                 self._log.warning("watch.failed", error=str(exc)[:300],
                                   retry_in=round(delay, 2))
             except Exception as exc:
@@ -414,7 +412,6 @@ class NodeCache:
                     break
                 self._log.warning("watch.failed", error=f"{type(exc).__name__}: {exc}"[:300],
                                   retry_in=round(delay, 2))
-            self.reconnects += 1
             if self._stop.wait(delay * random.uniform(0.8, 1.2)):
                 break
             delay = min(delay * 2, BACKOFF_MAX)

@@ -262,3 +262,14 @@ def test_identical_records_are_shared() -> None:
     c._consume(FakeResponse(b"".join(event("ADDED", node(f"n{i}", "7910m"))
                                      for i in range(5))), None)
     assert len({id(r) for r in c._records.values()}) == 1
+
+
+def test_watch_answered_410_asks_for_relist() -> None:
+    class GoneApi(FakeApi):
+        def stream(self, path: str, query: dict[str, str], read_timeout: float) -> Any:
+            raise ApiError(410, "Expired", "too old resource version: 1 (5)")
+
+    c = cache(GoneApi())
+    c._rv = "1"
+    with pytest.raises(_Relist):
+        c._watch()
