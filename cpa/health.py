@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socketserver
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -50,9 +51,21 @@ def _handler(state: HealthState) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    """``HTTPServer.server_bind`` asks the resolver for this host's FQDN, which blocks for
+    the resolver's whole timeout (10 s in a Pod whose DNS does not answer, e.g. while the
+    CoreDNS this very process scales is at 0 replicas) before the first poll. The name is
+    only used for CGI environments; skip the lookup."""
+
+    def server_bind(self) -> None:
+        socketserver.TCPServer.server_bind(self)
+        self.server_name = "localhost"
+        self.server_port = self.server_address[1]
+
+
 def serve(state: HealthState, port: int, host: str = "") -> ThreadingHTTPServer:
     """Start the server in a daemon thread and return it (``shutdown()`` stops it)."""
-    server = ThreadingHTTPServer((host, port), _handler(state))
+    server = _Server((host, port), _handler(state))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
     return server
