@@ -3,7 +3,8 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: help install controlplane test unit integration lint demo bench bench-quick e2e chart-test clean
+.PHONY: help install controlplane test unit integration lint demo bench bench-quick e2e chart-test \
+	image image-test clean
 
 help:
 	@echo "make install       install the package and test tools (pip, editable)"
@@ -13,6 +14,8 @@ help:
 	@echo "make lint          ruff + mypy --strict"
 	@echo "make demo          walk the seed story against a local control plane, then clean up"
 	@echo "make bench         benchmarks at 1k/15k/65k nodes vs upstream (long); bench-quick: 1k/5k"
+	@echo "make image         build the container image (docker, else buildah; see README)"
+	@echo "make image-test    run the built image as a kubelet would, against a local control plane"
 	@echo "make e2e           kind end-to-end (needs Docker + kind; skips otherwise)"
 
 # Installed once per change of pyproject.toml, so `make test` / `make demo` work on a fresh
@@ -51,6 +54,13 @@ bench: $(STAMP) controlplane
 bench-quick: $(STAMP) controlplane
 	$(PYTHON) -m pip install -q -e '.[bench]'
 	$(PYTHON) -m bench.run --quick
+
+image:
+	bash image/build.sh
+
+# Builds (or reuses, layers are cached) the image first; podman runs it.
+image-test: $(STAMP) controlplane image
+	bash -c '. image/env.sh && image_setup && exec $(PYTHON) -m pytest -q -s tests/image $(PYTEST_ARGS)'
 
 e2e:
 	bash scripts/e2e-kind.sh

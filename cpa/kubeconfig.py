@@ -174,7 +174,13 @@ def _load_client_cert(ctx: ssl.SSLContext, user: dict[str, Any], base: Path) -> 
 
 def _via_official_client(path: str, cluster: dict[str, Any]) -> Connection:
     """exec / auth-provider users: let the official client run the plugin and refresh it."""
-    from kubernetes import client, config  # heavy import, only on this path
+    try:
+        from kubernetes import client, config  # heavy import, only on this path
+    except ImportError as exc:  # the container image leaves the client out
+        raise ConfigError(
+            f"{path} authenticates with an exec or auth-provider plugin, which needs the "
+            "official kubernetes Python client: install it (pip install kubernetes), or use "
+            "a kubeconfig with a token or client certificate") from exc
 
     cfg = client.Configuration()
     config.load_kube_config(config_file=path, client_configuration=cfg)  # type: ignore[no-untyped-call]

@@ -15,8 +15,8 @@
 #   KIND_NODE_IMAGE=          node image for a new cluster (default: kind's own)
 #   KEEP_CLUSTER=0            1 = keep a cluster this script created
 #   IMAGE=cluster-proportional-autoscaler-py:e2e   tag to build and load
-#   PYTHON_IMAGE=             base image build-arg; defaults to python:3.11-slim while the
-#                             Dockerfile still holds its digest placeholder
+#   BASE_IMAGE=               base image build-arg (the Dockerfile's default:
+#                             debian:bookworm-slim)
 #   TIMEOUT=180               seconds to wait for each condition
 set -euo pipefail
 
@@ -85,11 +85,8 @@ fi
 
 # --- image -----------------------------------------------------------------------------
 build_args=()
-if [[ -n "${PYTHON_IMAGE:-}" ]]; then
-  build_args=(--build-arg "PYTHON_IMAGE=${PYTHON_IMAGE}")
-elif grep -q 'digest-placeholder' "${repo_root}/Dockerfile"; then
-  log "Dockerfile base digest is still a placeholder; building FROM python:3.11-slim"
-  build_args=(--build-arg "PYTHON_IMAGE=python:3.11-slim")
+if [[ -n "${BASE_IMAGE:-}" ]]; then
+  build_args=(--build-arg "BASE_IMAGE=${BASE_IMAGE}")
 fi
 log "building ${image}"
 docker build -t "${image}" \

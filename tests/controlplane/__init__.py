@@ -306,10 +306,10 @@ class AdminClient:
         return applied
 
 
-def _free_port() -> int:
-    """A currently free loopback TCP port (small race, acceptable for tests)."""
+def _free_port(address: str = "127.0.0.1") -> int:
+    """A currently free TCP port on ``address`` (small race, acceptable for tests)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((address, 0))
         port: int = sock.getsockname()[1]
         return port
 
@@ -374,7 +374,13 @@ class ControlPlane:
     Logs go to ``<workdir>/etcd.log`` and ``<workdir>/kube-apiserver.log``.
     """
 
-    def __init__(self, bin_dir: Path | None = None, workdir: Path | None = None) -> None:
+    def __init__(self, bin_dir: Path | None = None, workdir: Path | None = None,
+                 bind_address: str = "127.0.0.1") -> None:
+        """``bind_address`` is where the apiserver listens and what it advertises (its
+        self-signed certificate is valid for it): 127.0.0.1 unless a test gives it an
+        address on a bridge it created, so that containers in other network namespaces
+        can reach it (see tests/image/). etcd always stays on 127.0.0.1."""
+        self.bind_address = bind_address
         self.bin_dir = Path(bin_dir) if bin_dir is not None else ensure_binaries()
         if not _has_binaries(self.bin_dir):
             raise RuntimeError(f"{self.bin_dir} does not contain kube-apiserver and etcd")
@@ -414,10 +420,15 @@ class ControlPlane:
     # ---------------------------------------------------------------- properties
     @property
     def server(self) -> str:
-        """``https://127.0.0.1:PORT`` (the port is chosen at the first start)."""
+        """``https://<bind address>:PORT`` (the port is chosen at the first start)."""
         if not self._apiserver_port:
             raise RuntimeError("control plane not started yet")
-        return f"https://127.0.0.1:{self._apiserver_port}"
+        return f"https://{self.bind_address}:{self._apiserver_port}"
+
+    @property
+    def port(self) -> int:
+        """The apiserver's secure port (0 before the first start)."""
+        return self._apiserver_port
 
     @property
     def etcd_url(self) -> str:
@@ -453,7 +464,7 @@ class ControlPlane:
         if not self._apiserver_port:
             self._etcd_port = _free_port()
             self._etcd_peer_port = _free_port()
-            self._apiserver_port = _free_port()
+            self._apiserver_port = _free_port(self.bind_address)
             self.cert_dir.mkdir(parents=True, exist_ok=True)
             self.etcd_data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             _generate_sa_key(self.sa_key, self.sa_pub)
@@ -556,8 +567,8 @@ class ControlPlane:
         args = [
             str(self.bin_dir / "kube-apiserver"),
             f"--etcd-servers={self.etcd_url}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={self.bind_address}",
+            f"--advertise-address={self.bind_address}",
             f"--secure-port={self._apiserver_port}",
             f"--cert-dir={self.cert_dir}",
             "--service-cluster-ip-range=10.0.0.0/24",
@@ -645,7 +656,7 @@ class ControlPlane:
         if match:
             sa_groups.add(f"system:serviceaccounts:{match.group(1)}")
         if match and wanted <= sa_groups:
-            return self._request_sa_token(match.group(1), match.group(2))
+            return self.service_account_token(match.group(1), match.group(2))
         # Any other identity: static tokens are read only at startup, so restart the apiserver.
         token = secrets.token_hex(16)
         self._tokens[token] = (user, sorted(wanted))
@@ -654,8 +665,9 @@ class ControlPlane:
             self.start_apiserver()
         return token
 
-    def _request_sa_token(self, namespace: str, name: str) -> str:
-        """TokenRequest for a real ServiceAccount, creating it (and its namespace) if missing."""
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A TokenRequest token (a signed JWT, 24 h) for a real ServiceAccount, creating it
+        (and its namespace) if missing: what a kubelet projects into a Pod."""
         admin = self.admin()
         admin.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         admin.apply(

@@ -127,3 +127,17 @@ def test_rotated_token_is_picked_up(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     token_file.unlink()
     clock[0] += 61
     assert source() == "Bearer new"  # a vanished file keeps the last good token
+
+
+def test_exec_plugin_without_the_official_client_says_what_to_install(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The container image has no kubernetes client; an exec kubeconfig must not end in
+    an ImportError traceback."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "kubernetes", None)  # makes `import kubernetes` fail
+    path = write_config(tmp_path, {"server": "https://127.0.0.1:6443"},
+                        {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
+                                  "command": "get-token"}})
+    with pytest.raises(ConfigError, match=r"exec or auth-provider plugin.*pip install kubernetes"):
+        from_kubeconfig(str(path))
