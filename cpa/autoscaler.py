@@ -79,12 +79,16 @@ class Autoscaler:
         self._params_rv = cm.resource_version
         try:
             params = parse_configmap_data(cm.data)
-        except ParamsError as exc:
+        except Exception as exc:
+            # Fail closed on ANY error, unexpected ones included: this version is invalid
+            # on every poll until it changes, and older parameters never stay in force.
+            reason = str(exc) if isinstance(exc, ParamsError) else (
+                f"unexpected {type(exc).__name__} while parsing it: {exc}")
             self._params, self._params_error = None, (
                 f"invalid ConfigMap {self._opts.namespace}/{self._opts.configmap} "
-                f"(resourceVersion {cm.resource_version}): {exc}")
+                f"(resourceVersion {cm.resource_version}): {reason}")
             self._log.error("params.invalid", configmap=self._opts.configmap,
-                            resource_version=cm.resource_version, error=str(exc),
+                            resource_version=cm.resource_version, error=reason,
                             hint="fix the ConfigMap; nothing is scaled until then")
             raise PollError(self._params_error) from exc
         self._params, self._params_error = params, None
@@ -110,6 +114,8 @@ class Autoscaler:
             params = self._load_params()
             decision = decide(params, counts)
             result.decision = decision
+            if decision.error is not None:
+                raise PollError(decision.error)
             failures: list[str] = []
             for target in self._opts.targets:  # ours: every target is attempted
                 res = ensure_replicas(self._api, self._opts.namespace, target,

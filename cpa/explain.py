@@ -180,7 +180,10 @@ def render_text(counts: ClusterCounts, decision: Decision, origin: str) -> str:
         f"Parameters: {decision.mode} mode, from {origin}.",
     ]
     lines += [f"{i}. {step.text}" for i, step in enumerate(decision.steps, 1)]
-    lines.append(f"=> {decision.replicas} replicas")
+    if decision.error is not None:
+        lines.append(f"=> error: {decision.error}")
+    else:
+        lines.append(f"=> {decision.replicas} replicas")
     return "\n".join(lines)
 
 
@@ -199,22 +202,32 @@ def render_json(counts: ClusterCounts, params: Params, decision: Decision,
         "params": params_fields(params),
         "source": origin,
         "steps": [{"key": s.key, "text": s.text} for s in decision.steps],
+        **({"error": decision.error} if decision.error is not None else {}),
     }
 
 
+def _fail(args: argparse.Namespace, message: str) -> int:
+    if args.output == "json":
+        print(json.dumps({"error": message}))
+    else:
+        print(f"cpa explain: {message}", file=sys.stderr)
+    return 1
+
+
 def explain_main(argv: Sequence[str]) -> int:
+    """Exit 0 with the answer; 1 with one line saying what is wrong (never a traceback,
+    whatever the input: an operator pastes ConfigMaps from anywhere into this)."""
     args = _parser().parse_args(list(argv))
     try:
         counts, params, origin = gather(args)
-    except ExplainError as exc:
+        decision = decide(params, counts)
         if args.output == "json":
-            print(json.dumps({"error": str(exc)}))
+            out = json.dumps(render_json(counts, params, decision, origin), indent=2)
         else:
-            print(f"cpa explain: {exc}", file=sys.stderr)
-        return 1
-    decision = decide(params, counts)
-    if args.output == "json":
-        print(json.dumps(render_json(counts, params, decision, origin), indent=2))
-    else:
-        print(render_text(counts, decision, origin))
-    return 0
+            out = render_text(counts, decision, origin)
+    except ExplainError as exc:
+        return _fail(args, str(exc))
+    except Exception as exc:  # the contract is "no traceback", whatever the input
+        return _fail(args, f"cannot explain this input: {type(exc).__name__}: {exc}"[:2000])
+    print(out)
+    return 0 if decision.error is None else 1

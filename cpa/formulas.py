@@ -11,8 +11,10 @@ no separate fast path.  The arithmetic mirrors upstream exactly, quirks included
   when the count is below every threshold, 0 for an empty table; it has no min, max or
   floor, so it may give 0.
 
-**Ours**: a result above 2**31-1 is clamped to 2**31-1 (upstream's int32 conversion
-overflows), and that clamp is recorded as a step.
+A result above 2**31-1 does not fit the scale subresource's int32: the decision then
+carries an ``error`` (with the reasoning that led there) and nothing may be written. Upstream
+writes garbage instead (its conversion overflows: ladder 2**62 becomes 0) or has the PUT
+fail.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ class Decision:
     nodes: int
     cores: int
     steps: tuple[Step, ...]
+    error: str | None = None
+    """Set when ``replicas`` cannot be written (it does not fit an int32)."""
 
 
 def _show(number: float | int) -> str:
@@ -228,15 +232,18 @@ def _lookup(
     return replicas
 
 
-def _clamp_int32(replicas: int, steps: list[Step]) -> int:
+def _range_error(replicas: int, steps: list[Step]) -> str | None:
+    """A count the API cannot hold is an error, never a clamp: writing 2**31-1 replicas
+    (or upstream's wrapped-around value) is always wrong."""
     if replicas <= INT32_MAX:
-        return replicas
-    steps.append(Step(
-        "clamp.int32",
-        f"{_show(replicas)} is more than a scale subresource can hold, so it is clamped to "
-        f"{INT32_MAX} (upstream's int32 conversion would overflow here instead).",
-    ))
-    return INT32_MAX
+        return None
+    error = (f"the parameters give {_show(replicas)} replicas, more than a scale subresource "
+             f"can hold ({INT32_MAX}); nothing is written: set a max, or raise "
+             "coresPerReplica/nodesPerReplica, or lower min or the ladder's replicas")
+    steps.append(Step("range.int32", f"{_show(replicas)} does not fit the API's 32-bit "
+                                     "replica count, so this is an error and nothing is "
+                                     "written."))
+    return error
 
 
 def decide(params: Params, counts: ClusterCounts) -> Decision:
@@ -258,5 +265,6 @@ def decide(params: Params, counts: ClusterCounts) -> Decision:
         from_nodes = _lookup("nodes", "Node", nodes, params.nodes_to_replicas, steps)
         replicas, winner = _winner_step(mode, from_cores, from_nodes)
     steps.append(winner)
-    replicas = _clamp_int32(replicas, steps)
-    return Decision(mode=mode, replicas=replicas, nodes=nodes, cores=cores, steps=tuple(steps))
+    error = _range_error(replicas, steps)
+    return Decision(mode=mode, replicas=replicas, nodes=nodes, cores=cores, steps=tuple(steps),
+                    error=error)

@@ -16,7 +16,8 @@ Go behaviours reproduced here (all checked against Go 1.26's ``encoding/json``):
   (``foldName``): ASCII upper-casing, plus U+017F LONG S -> ``S`` and U+212A KELVIN
   SIGN -> ``K``; U+0131 DOTLESS I does *not* match ``i``;
 * int fields take only integer literals in the int64 range, float fields any number
-  that fits a float64 (``1e400`` is an error, ``1e-400`` is 0);
+  that fits a float64 (``1e400`` is an error, ``1e-400`` is 0), however long the literal;
+* nesting up to 10000 levels;
 * ``json.Marshal`` of decoded values: sorted keys, HTML-safe escapes, ES6-style floats.
 """
 
@@ -24,9 +25,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Final, TypeAlias, final
+from typing import Any, Final, TypeAlias, final
 
 __all__ = [
     "MISSING",
@@ -92,9 +94,10 @@ class Missing:
 
 MISSING: Final = Missing()
 
-# Go's decoder gives up beyond 10000 levels; Python's recursion limit is lower, and no
-# real parameter document comes close, so we stop earlier with a clear message.
-MAX_DEPTH: Final = 200
+# Go's scanner refuses a document nested more than 10000 levels deep ("exceeded max
+# depth"); the parser and the encoder below use explicit stacks so that we accept exactly
+# what Go accepts without touching Python's recursion limit.
+MAX_DEPTH: Final = 10000
 
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
@@ -117,8 +120,16 @@ _SIMPLE_ESCAPES: Final = {
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
 
+@final
+class _Opened:
+    """What the parser's step returns when it opened a container rather than read a value."""
+
+
+_OPENED: Final = _Opened()
+
+
 class _Parser:
-    """Recursive-descent parser over a ``str``; positions are reported 1-based."""
+    """A parser over a ``str`` with an explicit stack; positions are reported 1-based."""
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -138,16 +149,66 @@ class _Parser:
         assert match is not None  # the pattern matches the empty string
         self.pos = match.end()
 
-    def value(self, depth: int) -> JsonValue:
+    def document(self) -> JsonValue:
+        """Parse one value with an explicit stack of open containers, so nesting as deep
+        as Go allows never meets Python's recursion limit.
+
+        Each open container is ``[items, key]``: an object collects ``(key, value)``
+        pairs (``key`` is the member being read), an array collects values (``key`` is
+        None).
+        """
+        stack: list[tuple[list[Any], list[str | None]]] = []
+        while True:
+            step = self._value_or_open(stack)
+            if isinstance(step, _Opened):
+                continue
+            value: JsonValue = step
+            # A value is complete: hand it to the enclosing containers, closing each one
+            # that ends here.
+            while True:
+                if not stack:
+                    return value
+                items, key = stack[-1]
+                items.append(value if key[0] is None else (key[0], value))
+                self.skip_ws()
+                char = self.text[self.pos : self.pos + 1]
+                is_object = key[0] is not None
+                if char == ",":
+                    self.pos += 1
+                    if is_object:
+                        key[0] = self._key()
+                    break
+                if char == ("}" if is_object else "]"):
+                    self.pos += 1
+                    stack.pop()
+                    value = JsonObject(tuple(items)) if is_object else tuple(items)
+                    continue
+                raise self.fail("',' or '}' after an object member" if is_object
+                                else "',' or ']' after an array element")
+
+    def _value_or_open(self, stack: list[tuple[list[Any], list[str | None]]]
+                       ) -> JsonValue | _Opened:
+        """Read a scalar or an empty container and return it; or open a container, push
+        it and return ``_OPENED``."""
         self.skip_ws()
         text, pos = self.text, self.pos
         char = text[pos] if pos < len(text) else ""
-        if char in ("{", "[") and depth >= MAX_DEPTH:
-            raise self.fail(f"at most {MAX_DEPTH} levels of nested arrays and objects")
-        if char == "{":
-            return self.object(depth)
-        if char == "[":
-            return self.array(depth)
+        if char in ("{", "["):
+            if len(stack) >= MAX_DEPTH:
+                raise self.fail(f"at most {MAX_DEPTH} levels of nested arrays and objects")
+            self.pos += 1
+            self.skip_ws()
+            if char == "{":
+                if self.text.startswith("}", self.pos):
+                    self.pos += 1
+                    return JsonObject(())
+                stack.append(([], [self._key()]))
+            else:
+                if self.text.startswith("]", self.pos):
+                    self.pos += 1
+                    return ()
+                stack.append(([], [None]))
+            return _OPENED
         if char == '"':
             return self.string()
         for word, result in (("true", True), ("false", False), ("null", None)):
@@ -160,49 +221,17 @@ class _Parser:
             return Number(match.group())
         raise self.fail("a JSON value (object, array, string, number, true, false or null)")
 
-    def object(self, depth: int) -> JsonObject:
-        self.pos += 1  # "{"
-        members: list[tuple[str, JsonValue]] = []
+    def _key(self) -> str:
+        """An object key and its colon."""
         self.skip_ws()
-        if self.text.startswith("}", self.pos):
-            self.pos += 1
-            return JsonObject(())
-        while True:
-            self.skip_ws()
-            if not self.text.startswith('"', self.pos):
-                raise self.fail("a string key in double quotes")
-            key = self.string()
-            self.skip_ws()
-            if not self.text.startswith(":", self.pos):
-                raise self.fail("':' after an object key")
-            self.pos += 1
-            members.append((key, self.value(depth + 1)))
-            self.skip_ws()
-            if self.text.startswith(",", self.pos):
-                self.pos += 1
-                continue
-            if self.text.startswith("}", self.pos):
-                self.pos += 1
-                return JsonObject(tuple(members))
-            raise self.fail("',' or '}' after an object member")
-
-    def array(self, depth: int) -> JsonArray:
-        self.pos += 1  # "["
-        items: list[JsonValue] = []
+        if not self.text.startswith('"', self.pos):
+            raise self.fail("a string key in double quotes")
+        key = self.string()
         self.skip_ws()
-        if self.text.startswith("]", self.pos):
-            self.pos += 1
-            return ()
-        while True:
-            items.append(self.value(depth + 1))
-            self.skip_ws()
-            if self.text.startswith(",", self.pos):
-                self.pos += 1
-                continue
-            if self.text.startswith("]", self.pos):
-                self.pos += 1
-                return tuple(items)
-            raise self.fail("',' or ']' after an array element")
+        if not self.text.startswith(":", self.pos):
+            raise self.fail("':' after an object key")
+        self.pos += 1
+        return key
 
     def string(self) -> str:
         text = self.text
@@ -259,7 +288,7 @@ def parse(text: str) -> JsonValue:
     parser.skip_ws()
     if parser.pos >= len(text):
         raise GoJsonError("invalid JSON: the input is empty (or only whitespace)")
-    result = parser.value(0)
+    result = parser.document()
     parser.skip_ws()
     if parser.pos < len(text):
         raise parser.fail("the end of the input after the JSON value")
@@ -302,7 +331,10 @@ def go_int(value: JsonValue, where: str) -> int:
     here rather than a silent zero.
     """
     if isinstance(value, Number) and _INT_LITERAL.fullmatch(value.literal):
-        number = int(value.literal)
+        # Compare lengths first: int() of a literal over 4300 digits raises ValueError
+        # (CPython's conversion limit), and anything over 19 digits is out of range anyway.
+        digits = value.literal.lstrip("-")
+        number = int(value.literal) if len(digits) <= 19 else INT64_MAX + 1
         if INT64_MIN <= number <= INT64_MAX:
             return number
         raise GoJsonError(
@@ -460,12 +492,7 @@ def _encode_string(text: str) -> str:
     return '"' + _NEEDS_ESCAPE.sub(_escape_char, text) + '"'
 
 
-def go_marshal(value: JsonValue, where: str = "value") -> str:
-    """Re-encode a parsed value the way Go round-trips it through ``interface{}``.
-
-    Numbers become float64 first (so ``1.0`` prints as ``1`` and ``1e400`` is an error),
-    objects become maps (duplicate keys: last wins; keys sorted), output is compact.
-    """
+def _marshal_scalar(value: JsonValue, where: Iterator[str]) -> str:
     if value is None:
         return "null"
     if value is True:
@@ -473,16 +500,54 @@ def go_marshal(value: JsonValue, where: str = "value") -> str:
     if value is False:
         return "false"
     if isinstance(value, Number):
-        return format_go_float(go_float(value, where))
-    if isinstance(value, str):
-        return _encode_string(value)
-    if isinstance(value, JsonObject):
-        latest: dict[str, JsonValue] = {}
-        for key, member in value.members:
-            latest[key] = member
-        inner = ",".join(
-            _encode_string(key) + ":" + go_marshal(latest[key], f"{where}.{key}")
-            for key in sorted(latest)
-        )
-        return "{" + inner + "}"
-    return "[" + ",".join(go_marshal(item, f"{where}[{i}]") for i, item in enumerate(value)) + "]"
+        try:
+            return format_go_float(go_float(value, "value"))
+        except GoJsonError:
+            # Build the (possibly deep) path only now, for the message.
+            return format_go_float(go_float(value, "".join(where)))
+    assert isinstance(value, str)
+    return _encode_string(value)
+
+
+def go_marshal(value: JsonValue, where: str = "value") -> str:
+    """Re-encode a parsed value the way Go round-trips it through ``interface{}``.
+
+    Numbers become float64 first (so ``1.0`` prints as ``1`` and ``1e400`` is an error),
+    objects become maps (duplicate keys: last wins; keys sorted), output is compact.
+    Iterative, like the parser, so every document :func:`parse` accepts can be encoded.
+    """
+    out: list[str] = []
+    # Open containers: (remaining (separator, child, path piece) triples, closer, piece).
+    stack: list[tuple[Iterator[tuple[str, JsonValue, str]], str, str]] = []
+    item: tuple[str, JsonValue, str] | None = ("", value, where)
+    while True:
+        if item is not None:
+            prefix, current, piece = item
+            out.append(prefix)
+            if isinstance(current, JsonObject):
+                latest: dict[str, JsonValue] = {}
+                for key, member in current.members:
+                    latest[key] = member
+                out.append("{")
+                members = [(("," if i else "") + _encode_string(key) + ":", latest[key], f".{key}")
+                           for i, key in enumerate(sorted(latest))]
+                stack.append((iter(members), "}", piece))
+            elif isinstance(current, tuple):
+                out.append("[")
+                elements = [("," if i else "", child, f"[{i}]") for i, child in enumerate(current)]
+                stack.append((iter(elements), "]", piece))
+            else:
+                path = (frame[2] for frame in stack)
+                out.append(_marshal_scalar(current, _chain(path, piece)))
+        if not stack:
+            return "".join(out)
+        item = next(stack[-1][0], None)
+        if item is None:
+            out.append(stack.pop()[1])
+            if not stack:
+                return "".join(out)
+
+
+def _chain(pieces: Iterator[str], last: str) -> Iterator[str]:
+    yield from pieces
+    yield last

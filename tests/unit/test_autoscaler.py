@@ -281,3 +281,72 @@ def test_stop_ends_the_loop_with_0() -> None:
     stop = threading.Event()
     stop.set()
     assert make(api, counts(1, 1)).run(stop) == 0
+
+
+# --------------------------------------------------------- fail closed; int32 range
+
+
+def test_unexpected_parse_error_fails_closed_until_the_configmap_changes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any exception while reading a new version makes it invalid on every poll; the
+    previous parameters never stay in force (they did: one failed poll, then the old
+    parameters were used again with /last-poll 200)."""
+    import cpa.autoscaler as autoscaler_module
+
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap({"linear": '{"nodesPerReplica":1}'})
+    a = make(api, counts(5, 5))
+    assert a.poll_once().error is None
+    assert api.objects[COREDNS]["spec"]["replicas"] == 5
+
+    real = autoscaler_module.parse_configmap_data
+
+    def explode(data: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(autoscaler_module, "parse_configmap_data", explode)
+    api.set_configmap({"linear": '{"nodesPerReplica":2}'})
+    a._counts = lambda: counts(9, 9)  # a change the old parameters would act on
+    for _ in range(3):
+        result = a.poll_once()
+        assert result.error is not None
+        assert "unexpected RuntimeError while parsing it: boom" in result.error
+        assert "resourceVersion" in result.error
+    assert api.objects[COREDNS]["spec"]["replicas"] == 5, "old parameters stayed in force"
+
+    monkeypatch.setattr(autoscaler_module, "parse_configmap_data", real)
+    api.set_configmap({"linear": '{"nodesPerReplica":3}'})
+    assert a.poll_once().error is None
+    assert api.objects[COREDNS]["spec"]["replicas"] == 3
+
+
+@pytest.mark.parametrize("data", [
+    {"linear": '{"nodesPerReplica":16,"min":2147483648}'},
+    {"ladder": '{"nodesToReplicas":[[0,4611686018427387904]]}'},
+    {"linear": '{"coresPerReplica":1e-320}'},
+])
+def test_replicas_beyond_int32_write_nothing(data: dict[str, str]) -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 3)
+    api.set_configmap(data)
+    a = make(api, counts(3, 12))
+    health = a._health
+    result = a.poll_once()
+    assert result.error is not None and "more than a scale subresource can hold" in result.error
+    assert ("PUT", COREDNS) not in api.calls
+    assert api.objects[COREDNS]["spec"]["replicas"] == 3
+    assert health.error == result.error
+
+
+@pytest.mark.parametrize("literal", ["9" * 4301, "-" + "9" * 5000, "1" + "0" * 30])
+def test_huge_integer_literal_is_an_invalid_configmap_every_poll(literal: str) -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 2)
+    api.set_configmap({"linear": f'{{"nodesPerReplica":1,"min":{literal}}}'})
+    a = make(api, counts(3, 3))
+    for _ in range(2):
+        result = a.poll_once()
+        assert result.error is not None and "out of range" in result.error
+        assert "unexpected" not in result.error
+    assert api.objects[COREDNS]["spec"]["replicas"] == 2

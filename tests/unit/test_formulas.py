@@ -113,27 +113,34 @@ def test_float_division_matches_go() -> None:
     assert decide(lin(cores=0.07), counts(1, 7)).replicas == 100
 
 
-def test_int32_clamp_is_recorded() -> None:
+def test_counts_beyond_int32_are_an_error_not_a_clamp() -> None:
     decision = decide(lin(cores=1e-320), counts(1, 1000))  # overflows to +Inf
-    assert decision.replicas == INT32_MAX
-    assert keys(decision)[-1] == "clamp.int32"
+    assert decision.error is not None and "nothing is written" in decision.error
+    assert keys(decision)[-1] == "range.int32"
     assert "infinity" in text(decision)
     decision = decide(lin(cores=0.001), counts(1, 2**31))
-    assert decision.replicas == INT32_MAX
-    assert "clamp.int32" in keys(decision)
+    assert decision.replicas == 2**31 * 1000
+    assert decision.error is not None
     decision = decide(lin(cores=0.5, max=2**40), counts(1, 2**30))
-    assert decision.replicas == INT32_MAX
-    # exactly the limit is not clamped
+    assert decision.replicas == 2**31
+    assert decision.error is not None
+    decision = decide(lin(nodes=16, min=2**31), counts(3, 3))  # min alone
+    assert decision.replicas == 2**31
+    assert decision.error is not None and "2147483648 replicas" in decision.error
+    # exactly the limit fits
     decision = decide(lin(cores=1), counts(1, INT32_MAX))
     assert decision.replicas == INT32_MAX
-    assert "clamp.int32" not in keys(decision)
+    assert decision.error is None
+    assert "range.int32" not in keys(decision)
 
 
-def test_ladder_int32_clamp() -> None:
-    params = LadderParams(((0, 2**40),), (), False)
-    decision = decide(params, counts(1, 1))
-    assert decision.replicas == INT32_MAX
-    assert keys(decision)[-1] == "clamp.int32"
+def test_ladder_beyond_int32_is_an_error() -> None:
+    """Upstream's conversion wraps 2**62 to 0 and writes it; we write nothing."""
+    for huge in (2**31, 2**40, 2**62):
+        decision = decide(LadderParams(((0, huge),), (), False), counts(1, 1))
+        assert decision.replicas == huge
+        assert decision.error is not None
+        assert keys(decision)[-1] == "range.int32"
 
 
 # ----------------------------------------------------- counts: includeUnschedulableNodes

@@ -85,7 +85,7 @@ def test_parse_valid(text: str, expected: JsonValue) -> None:
         "nul",
         "\ufeff{}",  # Go does not skip a byte-order mark
         "\u00a0{}",  # only space, tab, CR and LF are whitespace
-        "[" * 1000 + "]" * 1000,
+        "[" * 10001 + "]" * 10001,
     ],
 )
 def test_parse_rejects(text: str) -> None:
@@ -93,12 +93,37 @@ def test_parse_rejects(text: str) -> None:
         parse(text)
 
 
-def test_nesting_limit() -> None:
-    """Go allows 10000 levels; we stop at MAX_DEPTH (far beyond any real document) with a
-    clear error instead of a RecursionError."""
-    assert parse("[" * MAX_DEPTH + "]" * MAX_DEPTH) is not None
-    with pytest.raises(GoJsonError, match="nested"):
-        parse("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1))
+def test_nesting_limit_is_gos() -> None:
+    """Go's scanner allows 10000 levels and refuses the 10001st ("exceeded max depth"); no
+    RecursionError at any depth."""
+    assert MAX_DEPTH == 10000
+    deep = parse("[" * MAX_DEPTH + "]" * MAX_DEPTH)
+    assert isinstance(deep, tuple)
+    assert parse('{"a":' * MAX_DEPTH + "1" + "}" * MAX_DEPTH) is not None
+    for text in ("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1),
+                 '{"a":' * (MAX_DEPTH + 1) + "1" + "}" * (MAX_DEPTH + 1),
+                 "[" * 50_000):
+        with pytest.raises(GoJsonError, match="nested"):
+            parse(text)
+
+
+def test_deep_documents_round_trip_through_go_marshal() -> None:
+    text = '{"a":' + "[" * 9_000 + '{"b":1.0}' + "]" * 9_000 + "}"
+    assert go_marshal(parse(text)) == '{"a":' + "[" * 9_000 + '{"b":1}' + "]" * 9_000 + "}"
+    with pytest.raises(GoJsonError, match=r"value\.a\[0\]\[0\]\.b: 1e400 is out of range"):
+        go_marshal(parse('{"a":[[{"b":1e400}]]}'))
+
+
+@pytest.mark.parametrize("digits", [20, 4_300, 4_301, 100_000])
+def test_huge_integer_literals_are_out_of_range_not_a_crash(digits: int) -> None:
+    """CPython refuses int() of more than 4300 digits with ValueError; Go just says the
+    number does not fit. Floats of any length overflow to an error too."""
+    for literal in ("9" * digits, "-" + "9" * digits):
+        with pytest.raises(GoJsonError, match="out of range"):
+            go_int(Number(literal), "min")
+        if digits > 308:
+            with pytest.raises(GoJsonError, match="out of range"):
+                go_float(Number(literal), "coresPerReplica")
 
 
 def test_syntax_error_position_is_reported() -> None:
