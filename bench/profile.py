@@ -57,28 +57,28 @@ def dump():
                 frames = list(stat.traceback)[::-1][:5]  # most recent first
                 fh.write(" <- ".join(str(f) for f in frames) + "\n")
     os.rename(out + ".tmp", out)
-import cpa.nodecache as nc
-_mark = nc.NodeCache._mark_synced
+import cpa.nodewatch as nw
+_mark = nw.NodeReflector._mark_synced
 def mark(self, method):
     first = not self._synced.is_set()
     _mark(self, method)
     if first:  # snapshot 1 s after the initial sync
         threading.Thread(target=dump, daemon=True).start()
-nc.NodeCache._mark_synced = mark
+nw.NodeReflector._mark_synced = mark
 from cpa.cli import run_daemon
 sys.exit(run_daemon(sys.argv[1:]))
 """
 
 _PAGINATED = r"""
 import os, sys
-import cpa.nodecache as nc
-_init = nc.NodeCache.__init__
-def init(self, api, selector="", **kw):
+import cpa.nodewatch as nw
+_init = nw.NodeReflector.__init__
+def init(self, api, store, selector="", **kw):
     kw["use_streaming_list"] = False  # what a server without streaming list gets
     if os.environ.get("BENCH_PAGE_SIZE"):
         kw["page_size"] = int(os.environ["BENCH_PAGE_SIZE"])
-    _init(self, api, selector, **kw)
-nc.NodeCache.__init__ = init
+    _init(self, api, store, selector, **kw)
+nw.NodeReflector.__init__ = init
 from cpa.cli import run_daemon
 sys.exit(run_daemon(sys.argv[1:]))
 """

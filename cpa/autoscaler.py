@@ -1,24 +1,32 @@
 """What happens every poll period: counts -> parameters -> replicas -> scale writes.
 
-The order is upstream's: cluster status from the node cache (no API call), GET (or lazily
+The order is upstream's: cluster status from the node store (no API call), GET (or lazily
 create) the ConfigMap, re-parse it only when its resourceVersion changed, compute, then
 GET/PUT each target's scale. Time and the API are injected so the loop can be tested.
+
+The whole outcome of a poll (:class:`PollResult`) goes to a list of observers: the health
+endpoint first, then whatever else wants it (metrics, Events), so none of them reaches into
+the loop.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cpa import configmap, logs
+from cpa.api import Api, ApiError
 from cpa.flags import Options
-from cpa.formulas import ClusterCounts, Decision, decide
-from cpa.health import HealthState
-from cpa.kubeapi import ApiError, KubeApi
-from cpa.params import LadderParams, LinearParams, Params, ParamsError, parse_configmap_data
+from cpa.formulas import ClusterCounts, Decision
+from cpa.modes import decide, mode_of, parse_configmap_data
+from cpa.nodewatch import WatchStatus
+from cpa.params import Params, ParamsError
 from cpa.scale import ScaleResult, ensure_replicas
+
+STALE_AFTER_POLLS = 3
+STALE_AFTER_MIN_SECONDS = 30.0
 
 
 class PollError(Exception):
@@ -27,44 +35,54 @@ class PollError(Exception):
 
 @dataclass(slots=True)
 class PollResult:
-    error: str | None
+    """Everything one poll saw and did."""
+
+    started: float  # the loop's clock
+    duration: float = 0.0
+    error: str | None = None
+    counts: ClusterCounts | None = None
+    params: Params | None = None
+    params_version: str | None = None  # the ConfigMap's resourceVersion
     decision: Decision | None = None
     scales: list[ScaleResult] = field(default_factory=list)
+    stale: str | None = None  # why the counts may be out of date (the poll still ran)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def health_error(self) -> str | None:
+        """What ``/last-poll`` reports: the poll's error, else stale counts, else None."""
+        return self.error or self.stale
 
 
-def _mode(params: Params) -> str:
-    return "linear" if isinstance(params, LinearParams) else "ladder"
-
-
-def params_fields(params: Params) -> dict[str, object]:
-    """The parameters as the ConfigMap spells them, for logs and ``explain``."""
-    if isinstance(params, LadderParams):
-        return {"coresToReplicas": [list(p) for p in params.cores_to_replicas],
-                "nodesToReplicas": [list(p) for p in params.nodes_to_replicas],
-                "includeUnschedulableNodes": params.include_unschedulable_nodes}
-    return {"coresPerReplica": params.cores_per_replica,
-            "nodesPerReplica": params.nodes_per_replica, "min": params.min, "max": params.max,
-            "preventSinglePointFailure": params.prevent_single_point_failure,
-            "includeUnschedulableNodes": params.include_unschedulable_nodes}
+Observer = Callable[[PollResult], None]
 
 
 class Autoscaler:
-    """Joins the node cache, the ConfigMap and the targets, once per poll."""
+    """Joins the node store, the ConfigMap and the targets, once per poll."""
 
-    def __init__(self, opts: Options, api: KubeApi, counts: Callable[[], ClusterCounts],
-                 health: HealthState | None = None,
+    def __init__(self, opts: Options, api: Api, counts: Callable[[], ClusterCounts], *,
+                 observers: Sequence[Observer] = (),
+                 watch_status: Callable[[], WatchStatus] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._opts = opts
         self._api = api
         self._counts = counts
-        self._health = health or HealthState()
+        self._observers = list(observers)
+        self._watch_status = watch_status
         self._clock = clock
         self._log = logs.get_logger("autoscaler")
         self._params_rv: str | None = None
         self._params: Params | None = None
         self._params_error: str | None = None
+        self._stale_logged = False
         self.consecutive_failures = 0
         self.polls = 0
+
+    def add_observer(self, observer: Observer) -> None:
+        self._observers.append(observer)
 
     # --- one poll ------------------------------------------------------------------
     def _load_params(self) -> Params:
@@ -92,26 +110,52 @@ class Autoscaler:
                             hint="fix the ConfigMap; nothing is scaled until then")
             raise PollError(self._params_error) from exc
         self._params, self._params_error = params, None
-        if (old is None or _mode(old) != _mode(params)) and logs.v(1):
-            self._log.info("mode.changed", mode=_mode(params),
-                           previous=_mode(old) if old else None)
+        mode = mode_of(params).name
+        previous = mode_of(old).name if old is not None else None
+        if mode != previous and logs.v(1):
+            self._log.info("mode.changed", mode=mode, previous=previous)
         if logs.v(2):  # once per resourceVersion, not once per poll
-            self._log.info("params.loaded", mode=_mode(params), changed=params != old,
-                           resource_version=cm.resource_version, **params_fields(params))
+            self._log.info("params.loaded", mode=mode, changed=params != old,
+                           resource_version=cm.resource_version, **params.fields())
         return params
+
+    def _staleness(self) -> str | None:
+        """Say so when the node watch has been down for more than a few poll periods: the
+        poll goes on with the last known counts, but nobody should think they are fresh."""
+        if self._watch_status is None:
+            return None
+        status = self._watch_status()
+        down_for = status.stale_seconds(self._clock())
+        limit = max(STALE_AFTER_POLLS * self._opts.poll_period_seconds, STALE_AFTER_MIN_SECONDS)
+        if down_for <= limit:
+            if self._stale_logged:
+                self._log.info("nodes.fresh", watch_restarts=status.restarts)
+                self._stale_logged = False
+            return None
+        reason = (f"node counts may be stale: the node watch has been down for "
+                  f"{down_for:.0f}s ({status.error or 'no reason given'}); deciding on the "
+                  "last known counts")
+        if not self._stale_logged:
+            self._log.warning("nodes.stale", down_seconds=round(down_for), error=status.error,
+                              hint="check the API server's reachability and the nodes "
+                                   "list/watch permission")
+            self._stale_logged = True
+        return reason
 
     def poll_once(self) -> PollResult:
         """Run one poll; never raises: the outcome (and /last-poll) carries the error."""
         self.polls += 1
-        result = PollResult(error=None)
+        result = PollResult(started=self._clock())
         try:
-            counts = self._counts()
+            result.stale = self._staleness()
+            counts = result.counts = self._counts()
             if logs.v(4):
                 self._log.info("poll.counts", nodes=counts.total_nodes,
                                cores=counts.total_cores,
                                schedulable_nodes=counts.schedulable_nodes,
                                schedulable_cores=counts.schedulable_cores)
-            params = self._load_params()
+            params = result.params = self._load_params()
+            result.params_version = self._params_rv
             decision = decide(params, counts)
             result.decision = decision
             if decision.error is not None:
@@ -143,7 +187,13 @@ class Autoscaler:
             self.consecutive_failures += 1
             self._log.error("poll.failed", error=result.error,
                             consecutive_failures=self.consecutive_failures)
-        self._health.record(result.error)
+        result.duration = self._clock() - result.started
+        for observer in self._observers:
+            try:
+                observer(result)
+            except Exception as exc:  # an observer must never stop the polls
+                self._log.error("observer.failed", observer=repr(observer),
+                                error=f"{type(exc).__name__}: {exc}")
         return result
 
     # --- the loop ------------------------------------------------------------------

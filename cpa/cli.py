@@ -49,7 +49,8 @@ def run_daemon(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
     from cpa.health import HealthState, serve
     from cpa.kubeapi import KubeApi
     from cpa.kubeconfig import ConfigError, load
-    from cpa.nodecache import NodeCache
+    from cpa.nodestore import NodeStore
+    from cpa.nodewatch import NodeReflector
 
     stop = threading.Event()
     received: list[str] = []
@@ -73,11 +74,12 @@ def run_daemon(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
              namespace=opts.namespace, configmap=opts.configmap,
              targets=[str(t) for t in opts.targets], nodelabels=opts.nodelabels or None,
              poll_period_seconds=opts.poll_period_seconds)
-    cache = NodeCache(api, opts.nodelabels)
-    cache.start()
-    while not cache.wait_synced(1.0):
+    store = NodeStore()
+    watch = NodeReflector(api, store, opts.nodelabels)
+    watch.start()
+    while not watch.wait_synced(1.0):
         if stop.is_set():
-            cache.stop()
+            watch.stop()
             return 0
     health = HealthState()
     try:
@@ -85,10 +87,12 @@ def run_daemon(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
     except OSError as exc:
         print(f"{prog}: cannot serve health on port {opts.health_port}: {exc} "
               "(choose another with --health-port)", file=sys.stderr)
-        cache.stop()
+        watch.stop()
         return flags.EXIT_INVALID
-    code = Autoscaler(opts, api, cache.counts, health).run(stop)
-    cache.stop()
+    autoscaler = Autoscaler(opts, api, store.counts, observers=[health.observe],
+                            watch_status=watch.status)
+    code = autoscaler.run(stop)
+    watch.stop()
     server.shutdown()
     log.info("stopped", exit_code=code, signal=received[0] if received else None)
     return code

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cpa import logs
-from cpa.kubeapi import ApiError, KubeApi
+from cpa.api import Api, ApiError
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +28,12 @@ def _from_doc(doc: dict[str, object]) -> ConfigMapData:
                          if isinstance(data, dict) else None)
 
 
-def fetch(api: KubeApi, namespace: str, name: str) -> ConfigMapData:
+def fetch(api: Api, namespace: str, name: str) -> ConfigMapData:
     """GET the ConfigMap; raises ApiError (404 when it does not exist)."""
     return _from_doc(api.get_json(_path(namespace, name)))
 
 
-def get_or_create(api: KubeApi, namespace: str, name: str,
+def get_or_create(api: Api, namespace: str, name: str,
                   defaults: dict[str, str] | None) -> ConfigMapData:
     """GET the ConfigMap; on NotFound create it from the defaults (lazily, every time it is
     missing, so a deleted ConfigMap comes back on the next poll).

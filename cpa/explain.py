@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cpa.formulas import ClusterCounts, Decision, decide
-from cpa.params import Params, ParamsError, default_params_to_data, parse_configmap_data
+from cpa.formulas import ClusterCounts, Decision
+from cpa.modes import decide, parse_configmap_data
+from cpa.params import Params, ParamsError, default_params_to_data
 from cpa.quantity import QuantityError, cores_rounded_up, cpu_millicores
 
 
@@ -111,15 +112,16 @@ def _from_cluster(args: argparse.Namespace, read_configmap: bool
     from cpa import configmap
     from cpa.kubeapi import ApiError, KubeApi
     from cpa.kubeconfig import ConfigError, load
-    from cpa.nodecache import NodeCache
+    from cpa.nodestore import NodeStore
+    from cpa.nodewatch import NodeReflector
 
     if read_configmap and (not args.configmap or not args.namespace):
         raise ExplainError("--from-cluster needs --configmap and --namespace")
     try:
         api = KubeApi(load(args.kubeconfig))
-        cache = NodeCache(api, args.nodelabels)
-        cache.sync_once()
-        counts = cache.counts()
+        store = NodeStore()
+        NodeReflector(api, store, args.nodelabels).list_once()
+        counts = store.counts()
         if not read_configmap:
             return counts, None
         try:
@@ -189,8 +191,6 @@ def render_text(counts: ClusterCounts, decision: Decision, origin: str) -> str:
 
 def render_json(counts: ClusterCounts, params: Params, decision: Decision,
                 origin: str) -> dict[str, Any]:
-    from cpa.autoscaler import params_fields
-
     return {
         "mode": decision.mode,
         "replicas": decision.replicas,
@@ -199,7 +199,7 @@ def render_json(counts: ClusterCounts, params: Params, decision: Decision,
         "counts": {"total_nodes": counts.total_nodes, "total_cores": counts.total_cores,
                    "schedulable_nodes": counts.schedulable_nodes,
                    "schedulable_cores": counts.schedulable_cores},
-        "params": params_fields(params),
+        "params": params.fields(),
         "source": origin,
         "steps": [{"key": s.key, "text": s.text} for s in decision.steps],
         **({"error": decision.error} if decision.error is not None else {}),

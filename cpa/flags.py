@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cpa.scale import TARGET_KINDS, Target
 from cpa.selector import SelectorError, parse_selector
 
 EXIT_USAGE = 2
@@ -28,17 +29,6 @@ EXIT_INVALID = 1
 
 class UsageError(Exception):
     """A flag the command line cannot be parsed with; upstream exits 2 for these."""
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """One scale target: ``kind/name`` after lower-casing, as upstream normalises it."""
-
-    kind: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.kind}/{self.name}"
 
 
 @dataclass(slots=True)
@@ -298,7 +288,6 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
     return opts
 
 
-TARGET_KINDS = ("deployment", "replicationcontroller", "replicaset", "statefulset")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 

@@ -1,5 +1,9 @@
 """The replica formulas of upstream's linear and ladder controllers, with their reasoning.
 
+Each mode's formula is one function here (:func:`linear`, :func:`ladder`); which one runs
+for a ConfigMap is :mod:`cpa.modes`' business, and so is the whole decision
+(:func:`cpa.modes.decide`).
+
 Why one function that always records steps: the number written to the scale
 subresource and the explanation shown to the operator must never disagree, so there is
 no separate fast path.  The arithmetic mirrors upstream exactly, quirks included:
@@ -25,9 +29,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from cpa.gojson import format_go_float
-from cpa.params import LadderParams, LinearParams, Params
+from cpa.params import LadderParams, LinearParams
 
-__all__ = ["INT32_MAX", "ClusterCounts", "Decision", "Step", "decide"]
+__all__ = ["INT32_MAX", "ClusterCounts", "Decision", "Step", "counts_step", "ladder", "linear",
+           "range_error"]
 
 INT32_MAX: Final = 2**31 - 1
 
@@ -80,7 +85,8 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def _counts_step(include: bool, counts: ClusterCounts) -> tuple[int, int, Step]:
+def counts_step(include: bool, counts: ClusterCounts) -> tuple[int, int, Step]:
+    """The nodes and cores a mode counts: all of them, or only the schedulable ones."""
     if include:
         text = (
             "includeUnschedulableNodes is true, so every listed Node counts, cordoned and "
@@ -232,7 +238,7 @@ def _lookup(
     return replicas
 
 
-def _range_error(replicas: int, steps: list[Step]) -> str | None:
+def range_error(replicas: int, steps: list[Step]) -> str | None:
     """A count the API cannot hold is an error, never a clamp: writing 2**31-1 replicas
     (or upstream's wrapped-around value) is always wrong."""
     if replicas <= INT32_MAX:
@@ -246,25 +252,21 @@ def _range_error(replicas: int, steps: list[Step]) -> str | None:
     return error
 
 
-def decide(params: Params, counts: ClusterCounts) -> Decision:
-    """The replica count upstream would write for these parameters and counts, and why."""
-    steps: list[Step] = []
-    nodes, cores, counts_step = _counts_step(params.include_unschedulable_nodes, counts)
-    steps.append(counts_step)
-    if isinstance(params, LinearParams):
-        mode = "linear"
-        from_cores = _linear_axis("cores", "cores", cores, params.cores_per_replica, params, steps)
-        from_nodes = _linear_axis("nodes", "Nodes", nodes, params.nodes_per_replica, params, steps)
-        from_nodes, spof = _spof_step(params, nodes, from_nodes)
-        steps.append(spof)
-        replicas, winner = _winner_step(mode, from_cores, from_nodes)
-    else:
-        assert isinstance(params, LadderParams)
-        mode = "ladder"
-        from_cores = _lookup("cores", "core", cores, params.cores_to_replicas, steps)
-        from_nodes = _lookup("nodes", "Node", nodes, params.nodes_to_replicas, steps)
-        replicas, winner = _winner_step(mode, from_cores, from_nodes)
+def linear(params: LinearParams, nodes: int, cores: int, steps: list[Step]) -> int:
+    """upstream's linear controller: both axes, the single-point-failure floor, the larger."""
+    from_cores = _linear_axis("cores", "cores", cores, params.cores_per_replica, params, steps)
+    from_nodes = _linear_axis("nodes", "Nodes", nodes, params.nodes_per_replica, params, steps)
+    from_nodes, spof = _spof_step(params, nodes, from_nodes)
+    steps.append(spof)
+    replicas, winner = _winner_step("linear", from_cores, from_nodes)
     steps.append(winner)
-    error = _range_error(replicas, steps)
-    return Decision(mode=mode, replicas=replicas, nodes=nodes, cores=cores, steps=tuple(steps),
-                    error=error)
+    return replicas
+
+
+def ladder(params: LadderParams, nodes: int, cores: int, steps: list[Step]) -> int:
+    """upstream's ladder controller: one lookup per table, the larger."""
+    from_cores = _lookup("cores", "core", cores, params.cores_to_replicas, steps)
+    from_nodes = _lookup("nodes", "Node", nodes, params.nodes_to_replicas, steps)
+    replicas, winner = _winner_step("ladder", from_cores, from_nodes)
+    steps.append(winner)
+    return replicas

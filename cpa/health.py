@@ -5,6 +5,10 @@ from __future__ import annotations
 import socketserver
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cpa.autoscaler import PollResult
 
 
 class HealthState:
@@ -17,6 +21,10 @@ class HealthState:
     def record(self, error: str | None) -> None:
         with self._lock:
             self._error = error
+
+    def observe(self, result: PollResult) -> None:
+        """A poll observer: the poll's error, or stale counts, make /last-poll 500."""
+        self.record(result.health_error)
 
     @property
     def error(self) -> str | None:

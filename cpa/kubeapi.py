@@ -16,32 +16,14 @@ from urllib.parse import urlencode
 import urllib3
 
 from cpa import __version__
+from cpa.api import ApiError, StreamResponse
 from cpa.kubeconfig import Connection
 
+__all__ = ["ApiError", "KubeApi", "lines"]
+
 USER_AGENT = f"cluster-proportional-autoscaler-py/{__version__}"
-DEFAULT_TIMEOUT = 30.0
-
-
-class ApiError(Exception):
-    """A failed API request; ``status`` 0 means no HTTP answer (connection problem)."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"{message} (HTTP {status} {reason})" if status else message)
-        self.status = status
-        self.reason = reason
-        self.message = message
-
-    @property
-    def not_found(self) -> bool:
-        return self.status == 404
-
-    @property
-    def conflict(self) -> bool:
-        return self.status == 409
-
-    @property
-    def gone(self) -> bool:
-        return self.status == 410
+DEFAULT_TIMEOUT = 30.0  # a whole request (a stream: connecting and each read)
+CONNECT_TIMEOUT = 5.0  # an API server that does not accept in 5 s is unreachable for now
 
 
 def _error_from(status: int, data: bytes) -> ApiError:
@@ -57,7 +39,8 @@ def _error_from(status: int, data: bytes) -> ApiError:
 
 
 class KubeApi:
-    """A thread-safe client for one API server connection."""
+    """A thread-safe client for one API server connection: implements
+    :class:`cpa.api.StreamingApi`."""
 
     def __init__(self, conn: Connection, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.conn = conn
@@ -85,7 +68,9 @@ class KubeApi:
             resp = self._pool.request(
                 method, self.url(path, query), body=data,
                 headers=self._headers("application/json" if data is not None else None),
-                timeout=urllib3.Timeout(total=timeout or self.timeout), preload_content=True)
+                timeout=urllib3.Timeout(connect=min(CONNECT_TIMEOUT, timeout or self.timeout),
+                                        total=timeout or self.timeout),
+                preload_content=True)
         except urllib3.exceptions.HTTPError as exc:
             raise ApiError(0, "ConnectionError",
                            f"{method} {path}: cannot reach the API server at "
@@ -113,7 +98,8 @@ class KubeApi:
         try:
             resp = self._pool.request(
                 "GET", self.url(path, query), headers=self._headers(),
-                timeout=urllib3.Timeout(connect=self.timeout, read=read_timeout),
+                timeout=urllib3.Timeout(connect=min(CONNECT_TIMEOUT, self.timeout),
+                                        read=read_timeout),
                 preload_content=False)
         except urllib3.exceptions.HTTPError as exc:
             raise ApiError(0, "ConnectionError",
@@ -144,7 +130,7 @@ class KubeApi:
         return body
 
 
-def lines(resp: urllib3.BaseHTTPResponse, chunk: int = 65536) -> Iterator[bytes]:
+def lines(resp: StreamResponse, chunk: int = 65536) -> Iterator[bytes]:
     """Split a streamed watch response into its newline-delimited JSON events."""
     pending = b""
     for data in resp.stream(chunk, decode_content=True):

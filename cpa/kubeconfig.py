@@ -38,21 +38,22 @@ class Connection:
     source: str  # "in-cluster" or the kubeconfig path, for logs
 
 
-class _FileToken:
+class FileToken:
     """A bearer token read from a file and re-read periodically.
 
     Projected service-account tokens rotate (about hourly); client-go re-reads the file, so
     must we, or the daemon starts failing with 401 after the first rotation.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, clock: Callable[[], float] = time.monotonic) -> None:
         self._path = path
+        self._clock = clock
         self._lock = threading.Lock()
         self._value: str | None = None
         self._read_at = 0.0
 
     def __call__(self) -> str | None:
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             if self._value is None or now - self._read_at >= TOKEN_REREAD_SECONDS:
                 try:
@@ -89,7 +90,7 @@ def in_cluster() -> Connection:
             "disabled for this pod?")
     if ":" in host:
         host = f"[{host}]"
-    token = _FileToken(token_path)
+    token = FileToken(token_path)
     token()
     return Connection(f"https://{host}:{port}", _context(str(ca_path), None, False), token,
                       "in-cluster")
@@ -146,7 +147,7 @@ def from_kubeconfig(path: str) -> Connection:
     if user.get("token"):
         header = f"Bearer {user['token']}"
     elif user.get("tokenFile"):
-        return Connection(server, ssl_ctx, _FileToken(Path(_resolve(base, user["tokenFile"]))),
+        return Connection(server, ssl_ctx, FileToken(Path(_resolve(base, user["tokenFile"]))),
                           str(file))
     elif user.get("username") and user.get("password"):
         basic = base64.b64encode(f"{user['username']}:{user['password']}".encode()).decode()

@@ -11,7 +11,6 @@ to fix it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cpa.gojson import (
@@ -30,18 +29,14 @@ from cpa.gojson import (
 )
 
 __all__ = [
-    "MODES",
     "LadderParams",
     "LinearParams",
     "Params",
     "ParamsError",
     "default_params_to_data",
-    "parse_configmap_data",
     "parse_ladder",
     "parse_linear",
 ]
-
-MODES = ("linear", "ladder")
 
 
 class ParamsError(ValueError):
@@ -59,6 +54,13 @@ class LinearParams:
     prevent_single_point_failure: bool
     include_unschedulable_nodes: bool
 
+    def fields(self) -> dict[str, object]:
+        """The parameters as the ConfigMap spells them, for logs and ``explain``."""
+        return {"coresPerReplica": self.cores_per_replica,
+                "nodesPerReplica": self.nodes_per_replica, "min": self.min, "max": self.max,
+                "preventSinglePointFailure": self.prevent_single_point_failure,
+                "includeUnschedulableNodes": self.include_unschedulable_nodes}
+
 
 @dataclass(frozen=True, slots=True)
 class LadderParams:
@@ -67,6 +69,12 @@ class LadderParams:
     cores_to_replicas: tuple[tuple[int, int], ...]
     nodes_to_replicas: tuple[tuple[int, int], ...]
     include_unschedulable_nodes: bool
+
+    def fields(self) -> dict[str, object]:
+        """The parameters as the ConfigMap spells them, for logs and ``explain``."""
+        return {"coresToReplicas": [list(p) for p in self.cores_to_replicas],
+                "nodesToReplicas": [list(p) for p in self.nodes_to_replicas],
+                "includeUnschedulableNodes": self.include_unschedulable_nodes}
 
 
 Params = LinearParams | LadderParams
@@ -255,20 +263,6 @@ def parse_ladder(text: str) -> LadderParams:
         nodes_to_replicas=sorted_tables["nodesToReplicas"],
         include_unschedulable_nodes=include,
     )
-
-
-def parse_configmap_data(data: Mapping[str, str] | None) -> Params:
-    """Pick the mode from the ConfigMap's single key and parse its value."""
-    keys = sorted(data or {})
-    if len(keys) != 1 or keys[0] not in MODES:
-        found = ", ".join(f'"{key}"' for key in keys) if keys else "no keys"
-        raise ParamsError(
-            "the ConfigMap data must have exactly one key, \"linear\" or \"ladder\"; "
-            f"found {found}. Keep only the key for the mode you want"
-        )
-    assert data is not None
-    mode = keys[0]
-    return parse_linear(data[mode]) if mode == "linear" else parse_ladder(data[mode])
 
 
 def default_params_to_data(text: str) -> dict[str, str]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -81,12 +83,14 @@ def scale_path(kind: str, name: str) -> str:
 COREDNS = scale_path("deployments", "coredns")
 
 
-def make(api: FakeApi, counts: ClusterCounts, *extra: str,
-         target: str = "Deployment/coredns") -> Autoscaler:
+def make(api: FakeApi, counts: ClusterCounts | Callable[[], ClusterCounts], *extra: str,
+         target: str = "Deployment/coredns",
+         clock: Callable[[], float] = time.monotonic, **kw: Any) -> Autoscaler:
     opts = parse_args(["--namespace=kube-system", "--configmap=kube-dns-autoscaler",
                        f"--target={target}", *extra], {})
     assert validate(opts) == []
-    return Autoscaler(opts, api, lambda: counts)  # type: ignore[arg-type]
+    source = counts if callable(counts) else (lambda: counts)
+    return Autoscaler(opts, api, source, clock=clock, **kw)
 
 
 def counts(nodes: int, cores: int, sched_nodes: int | None = None,
@@ -124,7 +128,7 @@ def test_missing_configmap_without_defaults_fails_the_poll() -> None:
     opts = parse_args(["--namespace=kube-system", "--configmap=kube-dns-autoscaler",
                        "--target=deployment/coredns"], {})
     validate(opts)
-    a = Autoscaler(opts, api, lambda: counts(3, 3), health)  # type: ignore[arg-type]
+    a = Autoscaler(opts, api, lambda: counts(3, 3), observers=[health.observe])
     result = a.poll_once()
     assert result.error is not None and "--default-params" in result.error
     assert health.error == result.error
@@ -232,9 +236,9 @@ def test_two_conflicts_fail_the_poll() -> None:
 def test_max_sync_failures_exits_1() -> None:
     api = FakeApi()
     api.down = True
-    a = make(api, counts(1, 1), "--max-sync-failures=3", "--poll-period-seconds=1")
     clock = [0.0]
-    a._clock = lambda: clock[0]  # type: ignore[method-assign]
+    a = make(api, counts(1, 1), "--max-sync-failures=3", "--poll-period-seconds=1",
+             clock=lambda: clock[0])
 
     class InstantStop(threading.Event):
         def wait(self, timeout: float | None = None) -> bool:
@@ -249,18 +253,15 @@ def test_slow_polls_do_not_pile_up() -> None:
     api = FakeApi()
     api.add_scale(COREDNS, 1)
     api.set_configmap({"linear": '{"nodesPerReplica":1}'})
-    a = make(api, counts(1, 1), "--poll-period-seconds=10")
     clock = [0.0]
     starts: list[float] = []
-    real_poll = a.poll_once
 
-    def slow_poll() -> Any:
+    def slow_counts() -> ClusterCounts:
         starts.append(clock[0])
         clock[0] += 25.0  # each poll takes 2.5 periods
-        return real_poll()
+        return counts(1, 1)
 
-    a.poll_once = slow_poll  # type: ignore[method-assign]
-    a._clock = lambda: clock[0]  # type: ignore[method-assign]
+    a = make(api, slow_counts, "--poll-period-seconds=10", clock=lambda: clock[0])
     waits: list[float] = []
 
     class Stop(threading.Event):
@@ -331,7 +332,8 @@ def test_replicas_beyond_int32_write_nothing(data: dict[str, str]) -> None:
     api.add_scale(COREDNS, 3)
     api.set_configmap(data)
     a = make(api, counts(3, 12))
-    health = a._health
+    health = HealthState()
+    a.add_observer(health.observe)
     result = a.poll_once()
     assert result.error is not None and "more than a scale subresource can hold" in result.error
     assert ("PUT", COREDNS) not in api.calls
@@ -350,3 +352,57 @@ def test_huge_integer_literal_is_an_invalid_configmap_every_poll(literal: str) -
         assert result.error is not None and "out of range" in result.error
         assert "unexpected" not in result.error
     assert api.objects[COREDNS]["spec"]["replicas"] == 2
+
+
+# ------------------------------------------------------------- observers; stale counts
+
+
+def test_observers_get_the_whole_poll_and_cannot_break_it() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap({"linear": '{"nodesPerReplica":2}'})
+    seen: list[Any] = []
+
+    def broken(result: Any) -> None:
+        raise RuntimeError("observer bug")
+
+    a = make(api, counts(6, 6), observers=[broken, seen.append])
+    result = a.poll_once()
+    assert result.ok and seen == [result]
+    assert result.counts == counts(6, 6)
+    assert result.params is not None and result.params_version is not None
+    assert result.decision is not None and result.decision.replicas == 3
+    assert [s.replicas for s in result.scales] == [3]
+    assert result.duration >= 0
+    assert api.objects[COREDNS]["spec"]["replicas"] == 3
+
+
+def test_stale_counts_are_reported_and_the_poll_goes_on() -> None:
+    from cpa.nodewatch import WatchStatus
+
+    clock = [1000.0]
+    status = [WatchStatus(True, True, 1000.0, None, 0)]
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap({"linear": '{"nodesPerReplica":1}'})
+    health = HealthState()
+    a = make(api, counts(4, 4), "--poll-period-seconds=10", clock=lambda: clock[0],
+             observers=[health.observe], watch_status=lambda: status[0])
+    assert a.poll_once().stale is None and health.error is None
+
+    # The watch went down at t=1000 with a reason; within 3 periods it is not yet "stale".
+    status[0] = WatchStatus(True, False, 1000.0, "connection refused", 1)
+    clock[0] = 1030.0
+    assert a.poll_once().stale is None
+    clock[0] = 1031.0
+    result = a.poll_once()
+    assert result.ok, "stale counts are not a failed poll (--max-sync-failures ignores them)"
+    assert result.stale is not None
+    assert "down for 31s (connection refused)" in result.stale
+    assert health.error == result.stale
+    assert a.consecutive_failures == 0
+    assert api.objects[COREDNS]["spec"]["replicas"] == 4  # decided on the last counts
+
+    status[0] = WatchStatus(True, True, 1040.0, None, 1)
+    clock[0] = 1041.0
+    assert a.poll_once().stale is None and health.error is None

@@ -140,7 +140,8 @@ def test_explain_errors_exit_1(args: list[str], fragment: str,
 
 def test_daemon_path_does_not_import_the_kubernetes_client() -> None:
     """The generated client costs ~31 MiB of RSS to import; the daemon's budget is 64 MiB."""
-    code = ("import sys, cpa.cli, cpa.autoscaler, cpa.nodecache, cpa.kubeconfig, cpa.health;"
+    code = ("import sys, cpa.cli, cpa.autoscaler, cpa.nodewatch, cpa.nodestore, "
+            "cpa.kubeconfig, cpa.health;"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('kubernetes', 'yaml', 'requests', 'pydantic')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

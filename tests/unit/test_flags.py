@@ -6,7 +6,6 @@ import pytest
 
 from cpa.flags import (
     Options,
-    Target,
     UsageError,
     _parse_go_int,
     flag_names,
@@ -14,6 +13,7 @@ from cpa.flags import (
     parse_targets,
     validate,
 )
+from cpa.scale import Target
 
 KUBE_DNS_DEFAULTS = ('{"linear":{"coresPerReplica":256,"nodesPerReplica":16,'
                      '"preventSinglePointFailure":true,"includeUnschedulableNodes":true}}')

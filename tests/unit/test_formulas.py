@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cpa.formulas import INT32_MAX, ClusterCounts, Decision, decide
+from cpa.formulas import INT32_MAX, ClusterCounts, Decision
+from cpa.modes import decide
 from cpa.params import LadderParams, LinearParams, parse_ladder, parse_linear
 
 KUBE_DNS = parse_linear(

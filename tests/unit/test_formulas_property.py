@@ -14,7 +14,8 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpa.formulas import ClusterCounts, Decision, decide
+from cpa.formulas import ClusterCounts, Decision
+from cpa.modes import decide
 from cpa.params import LadderParams, LinearParams, parse_ladder, parse_linear
 from cpa.quantity import cores_rounded_up, cpu_millicores
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from cpa import kubeconfig
-from cpa.kubeconfig import ConfigError, from_kubeconfig, in_cluster
+from cpa.kubeconfig import ConfigError, FileToken, from_kubeconfig, in_cluster
 
 
 @pytest.fixture(scope="module")
@@ -111,13 +111,12 @@ def test_in_cluster_reads_service_account_files(monkeypatch: pytest.MonkeyPatch,
     assert conn.authorization() == "Bearer t1"
 
 
-def test_rotated_token_is_picked_up(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_rotated_token_is_picked_up(tmp_path: Path) -> None:
     """Projected service-account tokens rotate; the file is re-read every minute."""
     clock = [1000.0]
-    monkeypatch.setattr(kubeconfig.time, "monotonic", lambda: clock[0])
     token_file = tmp_path / "token"
     token_file.write_text("old")
-    source = kubeconfig._FileToken(token_file)
+    source = FileToken(token_file, clock=lambda: clock[0])
     assert source() == "Bearer old"
     token_file.write_text("new")
     clock[0] += 30

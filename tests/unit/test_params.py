@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import pytest
 
+from cpa.modes import MODES, parse_configmap_data
 from cpa.params import (
-    MODES,
     LadderParams,
     LinearParams,
     ParamsError,
     default_params_to_data,
-    parse_configmap_data,
     parse_ladder,
     parse_linear,
 )
@@ -225,7 +224,7 @@ def test_parse_ladder_bad(text: str, fragment: str) -> None:
 
 
 def test_modes() -> None:
-    assert MODES == ("linear", "ladder")
+    assert tuple(MODES) == ("linear", "ladder")
 
 
 def test_parse_configmap_data_picks_mode() -> None:

@@ -1,4 +1,4 @@
-"""The node cache's I/O against the real API server: both initial-sync paths and the watch."""
+"""The node watch against the real API server: both initial-sync paths and the watch."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 from cpa.kubeapi import KubeApi
 from cpa.kubeconfig import from_kubeconfig
-from cpa.nodecache import NodeCache
+from cpa.nodestore import NodeStore
+from cpa.nodewatch import NodeReflector
 from tests.controlplane import ControlPlane
 from tests.integration.support import cordon, create_nodes, delete_all_nodes, wait_until
 
@@ -29,20 +30,21 @@ def test_initial_sync_then_watch(controlplane: ControlPlane, api: KubeApi,
     admin = controlplane.admin()
     names = create_nodes(admin, "nc", 23, cpu="3920m")
     create_nodes(admin, "other", 4, cpu="1", labels={"pool": "x"})
-    cache = NodeCache(api, "!pool", page_size=5, use_streaming_list=streaming)
+    store = NodeStore()
+    cache = NodeReflector(api, store, "!pool", page_size=5, use_streaming_list=streaming)
     cache.start()
     try:
         assert cache.wait_synced(30)
         print(f"synced by {cache.sync_method} in {cache.sync_seconds:.3f}s")
         if not streaming:
             assert cache.sync_method == "paginated-list"
-        counts = cache.counts()
+        counts = store.counts()
         assert (counts.total_nodes, counts.total_cores) == (23, 91)  # 90160m -> 91
         cordon(admin, names[0])
         admin.delete(f"/api/v1/nodes/{names[1]}")
         create_nodes(admin, "nc", 2, cpu="500m", start=100)
-        wait_until("the watch to deliver the changes", lambda: cache.counts().total_nodes == 24)
-        counts = cache.counts()
+        wait_until("the watch to deliver the changes", lambda: store.counts().total_nodes == 24)
+        counts = store.counts()
         # 22 x 3920m + 2 x 500m = 87240m -> 88; the cordoned one leaves schedulable:
         # 21 x 3920m + 1000m = 83320m -> 84.
         assert (counts.total_nodes, counts.total_cores) == (24, 88)
@@ -55,19 +57,20 @@ def test_streaming_list_is_used_when_the_server_allows_it(controlplane: ControlP
                                                           api: KubeApi) -> None:
     """Record which path v1.35 takes, and that either way the cache is complete."""
     create_nodes(controlplane.admin(), "sl", 3)
-    cache = NodeCache(api)
+    store = NodeStore()
+    cache = NodeReflector(api, store)
     cache.start()
     try:
         assert cache.wait_synced(30)
         assert cache.sync_method in ("streaming-list", "paginated-list")
         print(f"kube-apiserver {controlplane.server}: initial sync by {cache.sync_method}")
-        assert cache.counts().total_nodes == 3
+        assert store.counts().total_nodes == 3
     finally:
         cache.stop()
 
 
 def test_stop_returns_promptly(controlplane: ControlPlane, api: KubeApi) -> None:
-    cache = NodeCache(api)
+    cache = NodeReflector(api, NodeStore())
     cache.start()
     assert cache.wait_synced(30)
     began = time.monotonic()

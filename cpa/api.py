@@ -1,0 +1,80 @@
+"""What the rest of the program needs from the Kubernetes API, as types only.
+
+Why a module of its own: the poll loop, the ConfigMap and scale code and the node watch are
+written against these small Protocols, not against :class:`cpa.kubeapi.KubeApi`, so a test
+fake is a plain class that type-checks, and importing the types never pulls in urllib3 (the
+``--version`` and ``--help`` paths stay instant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
+
+
+class ApiError(Exception):
+    """A failed API request; ``status`` 0 means no HTTP answer (connection problem)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{message} (HTTP {status} {reason})" if status else message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+    @property
+    def forbidden(self) -> bool:
+        return self.status == 403
+
+
+class Api(Protocol):
+    """Single JSON requests: all the poll makes (ConfigMap GET/POST, scale GET/PUT)."""
+
+    def get_json(self, path: str, query: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """GET a JSON object; raise :class:`ApiError` on failure."""
+        ...
+
+    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
+        """POST/PUT/PATCH a JSON body; return the answer's object."""
+        ...
+
+
+class StreamResponse(Protocol):
+    """The part of an HTTP response a watch reads."""
+
+    def stream(self, amt: int, decode_content: bool = ...) -> Iterator[bytes]:
+        ...
+
+    def release_conn(self) -> None:
+        ...
+
+    def close(self) -> None:
+        ...
+
+    def shutdown(self) -> None:
+        """Close the connection so that a blocked read returns at once."""
+        ...
+
+
+class StreamingApi(Api, Protocol):
+    """What the node list and watch need on top: raw bodies and open streams."""
+
+    def get_raw(self, path: str, query: Mapping[str, str]) -> bytes | bytearray:
+        """A GET whose body the caller decodes itself."""
+        ...
+
+    def stream(self, path: str, query: Mapping[str, str], read_timeout: float
+               ) -> StreamResponse:
+        """Open a long-running GET and return the unread response."""
+        ...

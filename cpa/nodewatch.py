@@ -1,0 +1,357 @@
+"""The Node list+watch that keeps a :class:`~cpa.nodestore.NodeStore` current.
+
+The reflector half of client-go's Store/Reflector split:
+
+* the initial sync never holds a whole NodeList: a streaming list (``sendInitialEvents``)
+  where the server supports it, else ``limit``/``continue`` pages;
+* then short watches from the last resourceVersion (bookmarks on), one after the other;
+* every failure is retried with jittered exponential backoff; ``410 Gone`` relists.
+
+Dead connections. A watch through a NAT or load balancer can go half-open: still open, no
+bytes ever again, and the counts silently stale (it was 656 s here, until a 660 s read
+timeout). client-go notices in ~45 s with HTTP/2 pings; over HTTP/1.1 we make silence itself
+the signal. Measured on kube-apiserver v1.35.4: a quiet watch with bookmarks gets one
+bookmark 2 s before its ``timeoutSeconds`` and then ends; one with ``timeoutSeconds=900``
+got its first bookmark only after 120 s. So each watch asks the server to end it after
+40-50 s, and a stream silent for longer than ``READ_IDLE_SECONDS`` (60) is dead: it is
+closed and replaced. A reconnect costs one watch request served from the watch cache (no
+etcd read, no relist). During an outage the backoff is capped at ``BACKOFF_MAX`` (10 s)
+and connecting gives up after ``CONNECT_SECONDS`` (5 s), so the counts are current within a
+few seconds of the API server answering again.
+
+Whether the counts are current is public (:meth:`NodeReflector.status`): the poll loop
+reports stale counts instead of hiding them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cpa import logs
+from cpa.api import ApiError, StreamingApi, StreamResponse
+from cpa.kubeapi import lines
+from cpa.nodestore import NodeStore
+from cpa.nodewire import (
+    decode_bookmark,
+    decode_event,
+    decode_list_page,
+    decode_node,
+    decode_status,
+)
+
+__all__ = ["NodeReflector", "WatchStatus"]
+
+NODES_PATH = "/api/v1/nodes"
+PAGE_SIZE = 250  # ~3 MB of JSON per page for GKE-sized nodes
+WATCH_SECONDS = (40, 50)  # the server ends each watch after this long (jittered)
+STREAMING_LIST_SECONDS = 600  # a streaming list may take long; we end it at the last bookmark
+READ_IDLE_SECONDS = 60.0  # silence longer than any healthy watch has: the connection is dead
+BACKOFF_START, BACKOFF_MAX = 0.8, 10.0
+
+
+class _Relist(Exception):
+    """The watch's resourceVersion is too old (410 Gone): list again."""
+
+
+class _StreamEnded(ApiError):
+    """A streaming list that ended before its last bookmark (a server that ignores
+    ``sendInitialEvents``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WatchStatus:
+    """Whether the store follows the cluster, for logs, metrics and ``/last-poll``."""
+
+    synced: bool
+    up: bool  # a list or watch is open and delivering, as far as we can tell
+    last_contact: float  # clock time of the last bytes (or list page) from the server
+    error: str | None  # why it is down (None while up)
+    restarts: int  # watches that failed and were replaced
+
+    def stale_seconds(self, now: float) -> float:
+        """How long the counts may have missed changes: 0 while the watch is up."""
+        return 0.0 if self.up else max(0.0, now - self.last_contact)
+
+
+class NodeReflector:
+    """Lists and watches the Nodes matching ``selector`` into ``store``, in a thread."""
+
+    def __init__(self, api: StreamingApi, store: NodeStore, selector: str = "", *,
+                 page_size: int = PAGE_SIZE, use_streaming_list: bool = True,
+                 clock: Callable[[], float] = time.monotonic,
+                 rng: random.Random | None = None) -> None:
+        self._api = api
+        self._store = store
+        self._selector = selector
+        self._page_size = page_size
+        self._streaming = use_streaming_list
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._log = logs.get_logger("nodewatch")
+        self._rv = ""
+        self._synced = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._resp: StreamResponse | None = None
+        self._started = clock()
+        self._up = False
+        self._last_contact = self._started
+        self._error: str | None = None
+        self._restarts = 0
+        self.sync_method = ""
+        self.sync_seconds = 0.0
+
+    # --- public --------------------------------------------------------------------
+    @property
+    def synced(self) -> bool:
+        return self._synced.is_set()
+
+    @property
+    def resource_version(self) -> str:
+        return self._rv
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        return self._synced.wait(timeout)
+
+    def status(self) -> WatchStatus:
+        return WatchStatus(self.synced, self._up, self._last_contact, self._error,
+                           self._restarts)
+
+    def start(self) -> None:
+        self._started = self._clock()
+        self._thread = threading.Thread(target=self.run, name="node-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """Stop the watch: close its connection so that a blocked read returns at once."""
+        self._stop.set()
+        resp = self._resp
+        if resp is not None:
+            with contextlib.suppress(Exception):
+                resp.shutdown()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def list_once(self) -> None:
+        """List all matching Nodes once (``cpa explain --from-cluster``); no watch."""
+        self._list_pages()
+
+    # --- the loop ------------------------------------------------------------------
+    def run(self) -> None:
+        """Sync, then watch until stopped; every failure is logged and retried."""
+        delay = BACKOFF_START
+        need_list = True
+        while not self._stop.is_set():
+            began = self._clock()
+            try:
+                if need_list:
+                    self._sync()
+                    need_list = False
+                got = self._watch()
+                if got or self._clock() - began > 10:
+                    delay = BACKOFF_START
+                    continue
+                # A watch that ended at once with nothing in it: back off, do not spin.
+            except _Relist as exc:
+                self._log.info("watch.relist", reason=str(exc)[:200])
+                need_list = True
+                continue
+            except Exception as exc:
+                if self._stop.is_set():
+                    break
+                self._down(_reason(exc))
+                self._log.warning("watch.failed", error=self._error, retry_in=round(delay, 2))
+            if self._stop.wait(delay * self._rng.uniform(0.8, 1.2)):
+                break
+            delay = min(delay * 2, BACKOFF_MAX)
+
+    def _down(self, reason: str) -> None:
+        self._up = False
+        self._error = reason
+        self._restarts += 1
+
+    def _contact(self) -> None:
+        self._last_contact = self._clock()
+        if not self._up:
+            self._up = True
+            if self._error is not None and self.synced:
+                self._log.info("watch.recovered", after_error=self._error)
+            self._error = None
+
+    # --- the initial list ----------------------------------------------------------
+    def _query(self, **extra: str) -> dict[str, str]:
+        q = dict(extra)
+        if self._selector:
+            q["labelSelector"] = self._selector
+        return q
+
+    def _sync(self) -> None:
+        """(Re)build the store: streaming list if possible, else pages; then synced."""
+        if self._streaming:
+            if self._stream_initial():
+                return
+            self._streaming = False
+            if logs.v(1):
+                self._log.info("nodes.streaming_list_unsupported", fallback="paginated list")
+        self._list_pages()
+        self._mark_synced("paginated-list")
+
+    def _list_pages(self) -> None:
+        """Paginated list: at most one page of raw JSON is alive at a time.
+
+        resourceVersion is left unset (a consistent read): ``resourceVersion=0`` would be
+        served from the watch cache, which ignores ``limit`` and returns everything at once.
+        """
+        seen: set[str] = set()
+        cont = ""
+        while True:
+            q = self._query(limit=str(self._page_size))
+            if cont:
+                q["continue"] = cont
+            try:
+                page = decode_list_page(self._api.get_raw(NODES_PATH, q))
+            except ApiError as exc:
+                if exc.gone and cont:
+                    # The continue token expired mid-list: start over, as client-go does.
+                    seen.clear()
+                    cont = ""
+                    continue
+                raise
+            self._contact()
+            for node in page.items:
+                self._store.upsert(node)
+                seen.add(node.name)
+            cont = page.continue_token
+            self._rv = page.resource_version
+            if not cont:
+                break
+        self._store.retain(seen)
+
+    def _stream_initial(self) -> bool:
+        """Streaming list; False when the server refuses it.
+
+        The server sends every node as ADDED, then a bookmark annotated
+        ``k8s.io/initial-events-end``; we close the stream there and go on with short
+        watches from that bookmark's resourceVersion.
+        """
+        q = self._query(watch="1", sendInitialEvents="true", allowWatchBookmarks="true",
+                        resourceVersionMatch="NotOlderThan",
+                        timeoutSeconds=str(STREAMING_LIST_SECONDS))
+        try:
+            resp = self._api.stream(NODES_PATH, q, read_timeout=READ_IDLE_SECONDS)
+        except ApiError as exc:
+            if exc.status in (400, 422):  # e.g. the WatchList feature is off
+                return False
+            raise
+        if not self._consume(resp, set())[1] and not self._stop.is_set():
+            # A server that ignores sendInitialEvents (before 1.27) never sends the final
+            # bookmark: use pages from now on.
+            self._streaming = False
+            raise _StreamEnded(0, "StreamEnded", "the streaming list ended before its last "
+                                                 "bookmark; falling back to a paginated list")
+        return True
+
+    def _mark_synced(self, method: str) -> None:
+        if not self._synced.is_set():
+            self.sync_method = method
+            self.sync_seconds = self._clock() - self._started
+            self._synced.set()
+            c = self._store.counts()
+            self._log.info("nodes.synced", method=method, seconds=round(self.sync_seconds, 3),
+                           nodes=c.total_nodes, cores=c.total_cores,
+                           schedulable_nodes=c.schedulable_nodes,
+                           schedulable_cores=c.schedulable_cores)
+        elif logs.v(1):
+            self._log.info("nodes.relisted", method=method, nodes=len(self._store))
+
+    # --- the watch -----------------------------------------------------------------
+    def _watch(self) -> int:
+        """One watch from the last resourceVersion; returns how many events it carried."""
+        q = self._query(watch="1", resourceVersion=self._rv, allowWatchBookmarks="true",
+                        timeoutSeconds=str(self._rng.randint(*WATCH_SECONDS)))
+        try:
+            resp = self._api.stream(NODES_PATH, q, read_timeout=READ_IDLE_SECONDS)
+        except ApiError as exc:
+            if exc.gone:  # the same answer as an ERROR event with code 410
+                raise _Relist(exc.message) from exc
+            raise
+        return self._consume(resp, None)[0]
+
+    def _consume(self, resp: StreamResponse, initial: set[str] | None) -> tuple[int, bool]:
+        """Apply the events of one stream; return how many arrived and whether the initial
+        events (of a streaming list) were complete.
+
+        ``initial`` collects the names seen when this stream is a streaming list; the store
+        keeps only those at the ``initial-events-end`` bookmark, where the stream is closed.
+        """
+        self._resp = resp
+        count = 0
+        complete = initial is None
+        read_to_the_end = False
+        try:
+            # stop() sets the flag, then shuts down whatever self._resp is; checking the flag
+            # after publishing self._resp means one of the two always sees the other.
+            if self._stop.is_set():
+                return count, complete
+            self._contact()
+            for line in lines(resp):
+                if self._stop.is_set():
+                    break
+                self._contact()
+                event = decode_event(line)
+                count += 1
+                if event.type in ("ADDED", "MODIFIED"):
+                    node = decode_node(event.object)
+                    self._store.upsert(node)
+                    if initial is not None:
+                        initial.add(node.name)
+                    self._rv = node.resource_version or self._rv
+                elif event.type == "DELETED":
+                    node = decode_node(event.object)
+                    self._store.delete(node.name)
+                    self._rv = node.resource_version or self._rv
+                elif event.type == "BOOKMARK":
+                    rv, initial_end = decode_bookmark(event.object)
+                    self._rv = rv or self._rv
+                    if initial is not None and initial_end:
+                        self._store.retain(initial)
+                        self._mark_synced("streaming-list")
+                        return count, True
+                elif event.type == "ERROR":
+                    status = decode_status(event.object)
+                    if status.code == 410:
+                        raise _Relist(status.message)
+                    raise ApiError(status.code, status.reason, status.message)
+            read_to_the_end = not self._stop.is_set()
+        finally:
+            self._resp = None
+            if read_to_the_end:
+                resp.release_conn()
+            else:
+                _discard(resp)
+        return count, complete
+
+
+def _discard(resp: StreamResponse) -> None:
+    """Close a stream we stop reading early, or that failed: its connection must not go
+    back to the pool (a frozen one would hang the next request)."""
+    with contextlib.suppress(Exception):
+        resp.close()
+    with contextlib.suppress(Exception):
+        resp.release_conn()
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for the log and ``/last-poll``."""
+    name = type(exc).__name__
+    if "ReadTimeout" in name or "Read timed out" in str(exc):
+        return (f"the node watch carried no bytes for {READ_IDLE_SECONDS:.0f}s (a dead "
+                "connection?); replacing it")
+    if isinstance(exc, ApiError):
+        return str(exc)[:300]
+    return f"{name}: {exc}"[:300]

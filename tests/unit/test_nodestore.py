@@ -1,0 +1,102 @@
+"""The node store's records and running totals, and the wire decoding that feeds it."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from typing import Any
+
+from cpa.nodestore import NodeRecord, NodeStore
+from cpa.nodewire import NodeInfo, decode_bookmark, decode_list_page, decode_node
+
+
+def info(name: str, cpu: str | None = "4", ready: bool = True,
+         unschedulable: bool = False) -> NodeInfo:
+    return NodeInfo(name, "1", unschedulable, ready, cpu)
+
+
+def test_totals_follow_upsert_and_delete() -> None:
+    store = NodeStore()
+    for node in (info("a", "3920m"), info("b", "3920m"), info("c", "3920m", ready=False),
+                 info("d", "2", unschedulable=True)):
+        store.upsert(node)
+    counts = store.counts()
+    # 3 x 3920m + 2000m = 13760m -> 14 cores; schedulable: a, b = 7840m -> 8
+    assert (counts.total_nodes, counts.total_cores) == (4, 14)
+    assert (counts.schedulable_nodes, counts.schedulable_cores) == (2, 8)
+    store.upsert(info("c", "3920m"))
+    store.delete("d")
+    store.delete("never-there")
+    counts = store.counts()
+    assert (counts.total_nodes, counts.total_cores) == (3, 12)  # 11760m rounds up once
+    assert (counts.schedulable_nodes, counts.schedulable_cores) == (3, 12)
+
+
+def test_record_fields() -> None:
+    store = NodeStore()
+    for node in (info("nocpu", None), info("notready", "1", ready=False), info("tiny", "1n"),
+                 info("bad", "lots")):
+        store.upsert(node)
+    assert store.get("nocpu") == NodeRecord(False, True, 0)
+    assert store.get("notready") == NodeRecord(False, False, 1000)
+    tiny = store.get("tiny")
+    assert tiny is not None and tiny.millicores == Fraction(1, 1_000_000)
+    bad = store.get("bad")
+    assert bad is not None and bad.millicores == 0  # unparsable: counted 0 (and logged)
+    assert store.counts().total_cores == 2  # 1000m + 1n rounds up to 2
+
+
+def test_identical_records_are_one_object() -> None:
+    store = NodeStore()
+    for i in range(5):
+        store.upsert(info(f"n{i}", "7910m"))
+    records = {id(store.get(f"n{i}")) for i in range(5)}
+    assert len(records) == 1
+    record = store.get("n0")
+    assert record is not None and type(record.millicores) is int
+
+
+def test_retain_forgets_what_a_relist_no_longer_has() -> None:
+    store = NodeStore()
+    for name in ("a", "b", "gone"):
+        store.upsert(info(name, "1"))
+    store.retain(["a", "b", "new-but-not-stored"])
+    assert sorted(store.names()) == ["a", "b"]
+    assert store.counts().total_cores == 2
+
+
+# --- the wire ----------------------------------------------------------------------------
+
+
+def node_json(name: str, cpu: str | None = "4", ready: bool | None = True,
+              unschedulable: bool | None = None, rv: str = "1") -> dict[str, Any]:
+    obj: dict[str, Any] = {"kind": "Node", "metadata": {"name": name, "resourceVersion": rv,
+                                                        "labels": {"a": "b"}},
+                           "spec": {}, "status": {"allocatable": {"memory": "16Gi"},
+                                                  "conditions": []}}
+    if cpu is not None:
+        obj["status"]["allocatable"]["cpu"] = cpu
+    if ready is not None:
+        obj["status"]["conditions"] = [{"type": "MemoryPressure", "status": "False"},
+                                       {"type": "Ready", "status": "True" if ready else "False"}]
+    if unschedulable is not None:
+        obj["spec"]["unschedulable"] = unschedulable
+    return obj
+
+
+def test_decode_node_keeps_only_what_counts() -> None:
+    assert decode_node(json.dumps(node_json("a", "3920m", rv="7")).encode()) == NodeInfo(
+        "a", "7", False, True, "3920m")
+    assert decode_node(json.dumps(node_json("b", None, ready=None, unschedulable=True))
+                       .encode()) == NodeInfo("b", "1", True, False, None)
+    assert decode_node(b'{"metadata":{"name":"c"}}') == NodeInfo("c", "", False, False, None)
+
+
+def test_decode_bookmark_and_list_page() -> None:
+    assert decode_bookmark(b'{"metadata":{"resourceVersion":"9"}}') == ("9", False)
+    end = b'{"metadata":{"resourceVersion":"9","annotations":{"k8s.io/initial-events-end":"true"}}}'
+    assert decode_bookmark(end) == ("9", True)
+    page = decode_list_page(json.dumps({"metadata": {"resourceVersion": "5", "continue": "t"},
+                                        "items": [node_json("a")]}).encode())
+    assert page.resource_version == "5" and page.continue_token == "t"
+    assert [n.name for n in page.items] == ["a"]

@@ -1,0 +1,341 @@
+"""The node reflector's loop, against a scripted fake API: list, watch, relist, backoff and
+dead-connection handling, all through the public loop (``run``) with an injected clock and
+random source. The real list/watch against a real API server, and a real frozen connection
+through a TCP proxy, are in tests/integration.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from cpa.api import ApiError
+from cpa.nodestore import NodeStore
+from cpa.nodewatch import (
+    BACKOFF_MAX,
+    READ_IDLE_SECONDS,
+    WATCH_SECONDS,
+    NodeReflector,
+)
+from tests.unit.test_nodestore import node_json
+
+
+def event(kind: str, obj: dict[str, Any]) -> bytes:
+    return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+
+
+def bookmark(rv: str, initial_end: bool = False) -> bytes:
+    meta: dict[str, Any] = {"resourceVersion": rv}
+    if initial_end:
+        meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+    return event("BOOKMARK", {"kind": "Node", "metadata": meta})
+
+
+class ReadTimeoutError(Exception):
+    """Stands for urllib3's ReadTimeoutError: a read that got no bytes in time."""
+
+    def __str__(self) -> str:
+        return "Read timed out. (read timeout=60.0)"
+
+
+class FakeResponse:
+    """Enough of urllib3's response: chunks split at awkward places, then EOF or a raise."""
+
+    def __init__(self, payload: bytes, chunk: int = 7, then: Exception | None = None) -> None:
+        self.payload = payload
+        self.chunk = chunk
+        self.then = then
+        self.released = False
+        self.closed = False
+
+    def stream(self, amt: int, decode_content: bool = True) -> Iterator[bytes]:
+        for i in range(0, len(self.payload), self.chunk):
+            yield self.payload[i:i + self.chunk]
+        if self.then is not None:
+            raise self.then
+
+    def release_conn(self) -> None:
+        self.released = True
+
+    def close(self) -> None:
+        self.closed = True
+
+    def shutdown(self) -> None:
+        self.closed = True
+
+
+Answer = FakeResponse | ApiError
+
+
+class ScriptedApi:
+    """Answers stream() and get_raw() calls from scripts; stops the reflector when a
+    script runs out, so ``run()`` returns."""
+
+    def __init__(self, streams: list[Answer], pages: list[dict[str, Any] | ApiError] | None
+                 = None) -> None:
+        self.streams = list(streams)
+        self.pages = list(pages or [])
+        self.stream_calls: list[tuple[dict[str, str], float]] = []
+        self.page_calls: list[dict[str, str]] = []
+        self.responses: list[FakeResponse] = []
+        self.reflector: NodeReflector | None = None
+
+    def _out(self) -> None:
+        assert self.reflector is not None
+        self.reflector._stop.set()  # the script is over: end the loop
+        raise ApiError(0, "ConnectionError", "script over")
+
+    def stream(self, path: str, query: dict[str, str], read_timeout: float) -> FakeResponse:
+        self.stream_calls.append((dict(query), read_timeout))
+        if not self.streams:
+            self._out()
+        answer = self.streams.pop(0)
+        if isinstance(answer, ApiError):
+            raise answer
+        self.responses.append(answer)
+        return answer
+
+    def get_raw(self, path: str, query: dict[str, str]) -> bytes:
+        self.page_calls.append(dict(query))
+        if not self.pages:
+            self._out()
+        page = self.pages.pop(0)
+        if isinstance(page, ApiError):
+            raise page
+        return json.dumps(page).encode()
+
+    def get_json(self, path: str, query: Any = None) -> dict[str, Any]:
+        raise AssertionError("the reflector makes no single JSON requests")
+
+    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
+        raise AssertionError("the reflector writes nothing")
+
+
+class Harness:
+    """A reflector on a ScriptedApi with a fake clock; ``stop.wait`` advances the clock."""
+
+    def __init__(self, api: ScriptedApi, *, streaming: bool = True, selector: str = "",
+                 page_size: int = 250) -> None:
+        self.now = 0.0
+        self.waits: list[float] = []
+        self.store = NodeStore()
+        self.api = api
+        self.reflector = NodeReflector(api, self.store, selector, page_size=page_size,
+                                       use_streaming_list=streaming, clock=lambda: self.now,
+                                       rng=random.Random(7))
+        api.reflector = self.reflector
+        real_wait = self.reflector._stop.wait
+
+        def wait(timeout: float | None = None) -> bool:
+            self.waits.append(timeout or 0.0)
+            self.now += timeout or 0.0
+            return real_wait(0)
+
+        self.reflector._stop.wait = wait  # type: ignore[method-assign]
+
+    def run(self) -> NodeReflector:
+        self.reflector.run()
+        return self.reflector
+
+    def names(self) -> list[str]:
+        return sorted(self.store.names())
+
+
+def streaming_list(*nodes: dict[str, Any], rv: str = "10") -> FakeResponse:
+    return FakeResponse(b"".join(event("ADDED", n) for n in nodes) + bookmark(rv, True)
+                        + event("ADDED", node_json("after-the-end")))
+
+
+# --- the initial sync --------------------------------------------------------------------
+
+
+def test_streaming_list_then_short_watches_from_its_bookmark() -> None:
+    api = ScriptedApi([streaming_list(node_json("a", "3920m"), node_json("b")),
+                       FakeResponse(event("MODIFIED", node_json("a", "1", rv="11")))])
+    h = Harness(api, selector="x=y")
+    h.run()
+    first, read_timeout = api.stream_calls[0]
+    assert first["sendInitialEvents"] == "true"
+    assert first["resourceVersionMatch"] == "NotOlderThan"
+    assert first["allowWatchBookmarks"] == "true" and first["labelSelector"] == "x=y"
+    assert "resourceVersion" not in first
+    assert read_timeout == READ_IDLE_SECONDS
+    # The stream is closed at the initial-events-end bookmark (its connection cannot go
+    # back to the pool), so the ADDED after it was never applied.
+    assert api.responses[0].closed
+    assert h.reflector.sync_method == "streaming-list"
+    watch, read_timeout = api.stream_calls[1]
+    assert watch["resourceVersion"] == "10" and watch["allowWatchBookmarks"] == "true"
+    assert WATCH_SECONDS[0] <= int(watch["timeoutSeconds"]) <= WATCH_SECONDS[1]
+    assert read_timeout == READ_IDLE_SECONDS > WATCH_SECONDS[1]
+    assert api.responses[1].released and not api.responses[1].closed
+    assert h.names() == ["a", "b"]
+    assert h.store.counts().total_cores == 5  # 1 + 4
+    assert h.reflector.resource_version == "11"
+
+
+def test_streaming_list_retains_only_what_it_listed() -> None:
+    api = ScriptedApi([streaming_list(node_json("a")), ApiError(410, "Expired", "too old"),
+                       streaming_list(node_json("b"))])
+    h = Harness(api)
+    h.run()
+    assert h.names() == ["b"]
+
+
+@pytest.mark.parametrize("status", [400, 422])
+def test_unsupported_streaming_list_falls_back_to_pages(status: int) -> None:
+    api = ScriptedApi([ApiError(status, "Invalid", "sendInitialEvents is forbidden")],
+                      [{"metadata": {"resourceVersion": "9"}, "items": [node_json("p")]}])
+    h = Harness(api)
+    h.run()
+    assert h.reflector.sync_method == "paginated-list" and h.names() == ["p"]
+    assert api.stream_calls[1][0]["resourceVersion"] == "9"
+
+
+def test_stream_without_final_bookmark_falls_back_next_time() -> None:
+    """A server that ignores sendInitialEvents just watches: no final bookmark."""
+    api = ScriptedApi([FakeResponse(event("ADDED", node_json("a")))],
+                      [{"metadata": {"resourceVersion": "9"}, "items": [node_json("p")]}])
+    h = Harness(api)
+    h.run()
+    assert h.reflector.sync_method == "paginated-list" and h.names() == ["p"]
+    assert h.waits, "the failed stream was retried after a backoff"
+
+
+def test_paginated_list_follows_continue_and_restarts_on_an_expired_token() -> None:
+    api = ScriptedApi([], [
+        {"metadata": {"resourceVersion": "5", "continue": "tok"},
+         "items": [node_json("a", "1"), node_json("b", "2")]},
+        ApiError(410, "Expired", "the continue token expired"),
+        {"metadata": {"resourceVersion": "6", "continue": "tok2"}, "items": [node_json("a")]},
+        {"metadata": {"resourceVersion": "6"}, "items": [node_json("c", "500m")]},
+    ])
+    h = Harness(api, streaming=False, selector="role=worker")
+    h.reflector.list_once()
+    assert api.page_calls[0] == {"limit": "250", "labelSelector": "role=worker"}
+    assert api.page_calls[1]["continue"] == "tok"
+    assert "continue" not in api.page_calls[2]  # started over
+    assert api.page_calls[3]["continue"] == "tok2"
+    assert h.names() == ["a", "c"]
+    assert h.reflector.resource_version == "6"
+
+
+# --- the watch ---------------------------------------------------------------------------
+
+
+def test_watch_events_move_the_totals_and_the_resource_version() -> None:
+    stream = b"".join([event("ADDED", node_json("c", "2", rv="11")),
+                       event("MODIFIED", node_json("a", "2", unschedulable=True, rv="12")),
+                       event("DELETED", node_json("b", rv="13")), bookmark("20")])
+    api = ScriptedApi([streaming_list(node_json("a"), node_json("b")),
+                       FakeResponse(stream, chunk=13)])
+    h = Harness(api)
+    h.run()
+    counts = h.store.counts()
+    assert (counts.total_nodes, counts.total_cores) == (2, 4)
+    assert (counts.schedulable_nodes, counts.schedulable_cores) == (1, 2)
+    assert h.reflector.resource_version == "20"
+
+
+def test_410_relists() -> None:
+    gone = event("ERROR", {"kind": "Status", "code": 410, "reason": "Expired",
+                           "message": "too old resource version"})
+    api = ScriptedApi([streaming_list(node_json("a")), FakeResponse(gone),
+                       streaming_list(node_json("b"), rv="30")])
+    h = Harness(api)
+    h.run()
+    assert h.names() == ["b"]
+    assert "sendInitialEvents" in api.stream_calls[2][0]
+    assert h.waits == [], "a relist is not a failure: no backoff"
+
+
+def test_other_error_events_back_off_and_retry_from_the_same_version() -> None:
+    api = ScriptedApi([streaming_list(node_json("a")),
+                       FakeResponse(event("ERROR", {"code": 500, "message": "boom"})),
+                       FakeResponse(b"")])
+    h = Harness(api)
+    h.run()
+    assert len(h.waits) >= 1
+    assert api.stream_calls[2][0]["resourceVersion"] == "10"
+    assert h.reflector.status().restarts == 1
+
+
+def test_empty_watches_back_off_exponentially_up_to_the_cap() -> None:
+    api = ScriptedApi([streaming_list(node_json("a"))] + [FakeResponse(b"")] * 12)
+    h = Harness(api)
+    h.run()
+    assert len(h.waits) >= 10
+    assert h.waits[1] > h.waits[0] * 1.3  # exponential, with jitter
+    assert max(h.waits) <= BACKOFF_MAX * 1.2
+    assert h.waits[-1] >= BACKOFF_MAX * 0.8
+
+
+def test_a_silent_connection_is_dead_replaced_and_reported() -> None:
+    """A half-open watch (open, no bytes) ends in a read timeout: status says so with the
+    reason and the time of the last bytes; the next watch resumes from the same version."""
+    api = ScriptedApi([streaming_list(node_json("a")),
+                       FakeResponse(b"", then=ReadTimeoutError()),
+                       ApiError(0, "ConnectionError", "connect timed out")])
+    h = Harness(api)
+    statuses: list[Any] = []
+    real = h.reflector._down
+
+    def down(reason: str) -> None:
+        real(reason)
+        statuses.append(h.reflector.status())
+
+    h.reflector._down = down  # type: ignore[method-assign]
+    h.now = 100.0
+    h.run()
+    dead = statuses[0]
+    assert not dead.up and dead.synced
+    assert "carried no bytes for 60s" in (dead.error or "")
+    assert dead.last_contact == 100.0
+    assert dead.stale_seconds(130.0) == 30.0
+    assert api.responses[1].closed  # a dead connection never goes back to the pool open
+    assert api.stream_calls[2][0]["resourceVersion"] == "10"
+    assert statuses[1].restarts == 2
+
+
+def test_recovery_clears_the_error() -> None:
+    api = ScriptedApi([streaming_list(node_json("a")),
+                       ApiError(0, "ConnectionError", "refused"),
+                       FakeResponse(bookmark("12"))])
+    h = Harness(api)
+    seen: list[Any] = []
+    orig: Callable[[], None] = h.reflector._contact
+
+    def contact() -> None:
+        orig()
+        seen.append(h.reflector.status())
+
+    h.reflector._contact = contact  # type: ignore[method-assign]
+    h.run()
+    after = [s for s in seen if s.restarts == 1]
+    assert after and after[-1].up and after[-1].error is None
+    assert after[-1].stale_seconds(1e9) == 0.0
+
+
+def test_stop_while_a_watch_is_being_opened_does_not_wait_for_the_watch() -> None:
+    """stop() can come after the request went out but before the response is published
+    for it to shut down; the loop must not then read a 40-50 s watch to its end."""
+
+    class StopDuringConnect(ScriptedApi):
+        def stream(self, path: str, query: dict[str, str], read_timeout: float
+                   ) -> FakeResponse:
+            response = super().stream(path, query, read_timeout)
+            if "sendInitialEvents" not in query:
+                assert self.reflector is not None
+                self.reflector.stop(timeout=0)
+            return response
+
+    never_read = FakeResponse(event("ADDED", node_json("late")))
+    api = StopDuringConnect([streaming_list(node_json("a")), never_read])
+    h = Harness(api)
+    h.run()
+    assert h.names() == ["a"]
+    assert never_read.closed
