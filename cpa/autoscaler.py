@@ -23,7 +23,7 @@ from cpa.formulas import ClusterCounts, Decision
 from cpa.modes import decide, mode_of, parse_configmap_data
 from cpa.nodewatch import WatchStatus
 from cpa.params import Params, ParamsError
-from cpa.scale import ScaleResult, ensure_replicas
+from cpa.scale import ScaleResult, Target, ensure_replicas
 
 STALE_AFTER_POLLS = 3
 STALE_AFTER_MIN_SECONDS = 30.0
@@ -31,6 +31,15 @@ STALE_AFTER_MIN_SECONDS = 30.0
 
 class PollError(Exception):
     """A poll that could not do its job; the message is what /last-poll reports."""
+
+
+@dataclass(frozen=True, slots=True)
+class Overwrite:
+    """A target found with other replicas than we last wrote there."""
+
+    target: Target
+    ours: int
+    found: int
 
 
 @dataclass(slots=True)
@@ -46,6 +55,7 @@ class PollResult:
     decision: Decision | None = None
     scales: list[ScaleResult] = field(default_factory=list)
     stale: str | None = None  # why the counts may be out of date (the poll still ran)
+    overwritten: list[Overwrite] = field(default_factory=list)  # another writer's changes
 
     @property
     def ok(self) -> bool:
@@ -78,6 +88,8 @@ class Autoscaler:
         self._params: Params | None = None
         self._params_error: str | None = None
         self._stale_logged = False
+        self._written: dict[Target, int] = {}  # what we last wrote to each target
+        self._fighting: set[Target] = set()  # targets in an episode of another writer
         self.consecutive_failures = 0
         self.polls = 0
 
@@ -142,6 +154,26 @@ class Autoscaler:
             self._stale_logged = True
         return reason
 
+    def _check_other_writer(self, res: ScaleResult, result: PollResult) -> None:
+        """Notice when a target's replicas are not what we last wrote there: an HPA, a
+        second autoscaler or a person changed them, and we are about to undo it (as
+        upstream does, silently). Warn once per episode; count every time."""
+        target, ours = res.target, self._written.get(res.target)
+        if ours is not None and res.previous is not None and res.previous != ours:
+            result.overwritten.append(Overwrite(target, ours, res.previous))
+            if target not in self._fighting:
+                self._fighting.add(target)
+                self._log.warning(
+                    "scale.overwritten", target=str(target), ours=ours, found=res.previous,
+                    hint="another writer changes this target's replicas (an HPA, a second "
+                         "autoscaler, a person): see 'Another writer' in the README")
+        elif ours is not None and res.previous == ours and target in self._fighting:
+            self._fighting.discard(target)
+            self._log.info("scale.overwritten.ended", target=str(target), replicas=ours)
+        if res.error is None:
+            self._written[target] = res.replicas if res.changed else (
+                res.previous if res.previous is not None else res.replicas)
+
     def poll_once(self) -> PollResult:
         """Run one poll; never raises: the outcome (and /last-poll) carries the error."""
         self.polls += 1
@@ -165,6 +197,7 @@ class Autoscaler:
                 res = ensure_replicas(self._api, self._opts.namespace, target,
                                       decision.replicas)
                 result.scales.append(res)
+                self._check_other_writer(res, result)
                 if res.error:
                     failures.append(res.error)
                 elif res.changed:

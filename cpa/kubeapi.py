@@ -8,6 +8,7 @@ NodeList. Errors become :class:`ApiError` carrying the HTTP status and the serve
 
 from __future__ import annotations
 
+import http.client
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -24,6 +25,15 @@ __all__ = ["ApiError", "KubeApi", "lines"]
 USER_AGENT = f"cluster-proportional-autoscaler-py/{__version__}"
 DEFAULT_TIMEOUT = 30.0  # a whole request (a stream: connecting and each read)
 CONNECT_TIMEOUT = 5.0  # an API server that does not accept in 5 s is unreachable for now
+
+
+def _closed_before_answer(exc: Exception) -> bool:
+    """The connection was closed or reset under us before any response (not a timeout)."""
+    if not isinstance(exc, urllib3.exceptions.ProtocolError):
+        return False
+    cause = exc.args[1] if len(exc.args) > 1 else exc.__cause__
+    return isinstance(cause, (http.client.RemoteDisconnected, ConnectionResetError,
+                              BrokenPipeError))
 
 
 def _error_from(status: int, data: bytes) -> ApiError:
@@ -64,17 +74,26 @@ class KubeApi:
                 body: Any = None, timeout: float | None = None) -> bytes:
         """Send one request; return the body of a 2xx answer, raise :class:`ApiError`."""
         data = json.dumps(body).encode() if body is not None else None
-        try:
-            resp = self._pool.request(
-                method, self.url(path, query), body=data,
-                headers=self._headers("application/json" if data is not None else None),
-                timeout=urllib3.Timeout(connect=min(CONNECT_TIMEOUT, timeout or self.timeout),
-                                        total=timeout or self.timeout),
-                preload_content=True)
-        except urllib3.exceptions.HTTPError as exc:
-            raise ApiError(0, "ConnectionError",
-                           f"{method} {path}: cannot reach the API server at "
-                           f"{self.conn.server}: {exc}") from exc
+        # A GET on a kept-alive connection that the server (or a middlebox) closed while it
+        # sat in the pool fails before any answer; like Go's transport, try it once more on
+        # a new connection. Never after a timeout, and never a write.
+        attempts = 2 if method == "GET" else 1
+        for attempt in range(attempts):
+            try:
+                resp = self._pool.request(
+                    method, self.url(path, query), body=data,
+                    headers=self._headers("application/json" if data is not None else None),
+                    timeout=urllib3.Timeout(
+                        connect=min(CONNECT_TIMEOUT, timeout or self.timeout),
+                        total=timeout or self.timeout),
+                    preload_content=True)
+                break
+            except urllib3.exceptions.HTTPError as exc:
+                if attempt + 1 < attempts and _closed_before_answer(exc):
+                    continue
+                raise ApiError(0, "ConnectionError",
+                               f"{method} {path}: cannot reach the API server at "
+                               f"{self.conn.server}: {exc}") from exc
         if not 200 <= resp.status < 300:
             raise _error_from(resp.status, resp.data)
         return bytes(resp.data)

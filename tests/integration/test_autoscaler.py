@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,10 @@ import yaml
 from tests.controlplane import ControlPlane
 from tests.integration.support import (
     KUBE_DNS_DEFAULTS,
-    AutoscalerProcess,
     configmap,
     cordon,
     create_nodes,
     create_workload,
-    delete_all_nodes,
     put_configmap_data,
     replicas,
     run_cli,
@@ -38,32 +35,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 REPO = Path(__file__).resolve().parents[2]
 CM = "kube-dns-autoscaler"
-
-
-@pytest.fixture
-def no_nodes(controlplane: ControlPlane) -> Iterator[None]:
-    """Nodes are cluster-wide: each scenario starts from none and leaves none."""
-    delete_all_nodes(controlplane.admin())
-    yield
-    delete_all_nodes(controlplane.admin())
-
-
-@pytest.fixture
-def start(controlplane: ControlPlane, tmp_path: Path
-          ) -> Iterator[Any]:
-    """Start autoscaler processes; each is stopped by PID when the test ends."""
-    procs: list[AutoscalerProcess] = []
-
-    def _start(*args: str, poll_period: int = 1,
-               kubeconfig: Path | None = None) -> AutoscalerProcess:
-        proc = AutoscalerProcess(kubeconfig or controlplane.autoscaler_kubeconfig, list(args),
-                                 tmp_path / f"autoscaler-{len(procs)}.log", poll_period)
-        procs.append(proc)
-        return proc
-
-    yield _start
-    for proc in procs:
-        proc.stop()
 
 
 def kube_dns_args(namespace: str, target: str = "deployment/coredns") -> list[str]:

@@ -406,3 +406,31 @@ def test_stale_counts_are_reported_and_the_poll_goes_on() -> None:
     status[0] = WatchStatus(True, True, 1040.0, None, 1)
     clock[0] = 1041.0
     assert a.poll_once().stale is None and health.error is None
+
+
+def test_another_writer_is_warned_once_per_episode_and_counted(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from cpa import logs
+
+    logs.configure(0, "json")
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap({"linear": '{"nodesPerReplica":1}'})
+    a = make(api, counts(3, 3))
+    assert a.poll_once().overwritten == []  # we write 3
+    assert a.poll_once().overwritten == []  # 3 is still there: nothing to say
+    overwrites = []
+    for other in (7, 8):  # an HPA, a person, a second autoscaler...
+        api.objects[COREDNS]["spec"]["replicas"] = other
+        result = a.poll_once()
+        overwrites += result.overwritten
+        assert api.objects[COREDNS]["spec"]["replicas"] == 3  # upstream's behaviour: undo
+    assert [(str(o.target), o.ours, o.found) for o in overwrites] == [
+        ("deployment/coredns", 3, 7), ("deployment/coredns", 3, 8)]
+    assert a.poll_once().overwritten == []  # the episode ends
+    api.objects[COREDNS]["spec"]["replicas"] = 9
+    assert len(a.poll_once().overwritten) == 1  # a new episode
+    events = [json.loads(line)["event"] for line in capsys.readouterr().err.splitlines()
+              if line.startswith("{")]
+    assert events.count("scale.overwritten") == 2
+    assert events.count("scale.overwritten.ended") == 1
