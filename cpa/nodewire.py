@@ -36,6 +36,7 @@ class NodeInfo(NamedTuple):
     unschedulable: bool
     ready: bool
     cpu: str | None  # status.allocatable.cpu, a quantity such as "3920m"
+    taints: tuple[str, ...] = ()  # the keys of spec.taints, for opt-in node exclusion
 
 
 class ListPage(NamedTuple):
@@ -64,8 +65,13 @@ class _NodeStatus(msgspec.Struct):
     conditions: list[_Condition] | None = None
 
 
+class _Taint(msgspec.Struct):
+    key: str = ""
+
+
 class _NodeSpec(msgspec.Struct):
     unschedulable: bool | None = None
+    taints: list[_Taint] | None = None
 
 
 class _NodeMeta(msgspec.Struct):
@@ -123,9 +129,11 @@ def _info(node: _Node) -> NodeInfo:
     cpu = status.allocatable.cpu if status is not None and status.allocatable else None
     ready = status is not None and any(
         c.type == "Ready" and c.status == "True" for c in status.conditions or ())
-    unschedulable = bool(node.spec.unschedulable) if node.spec is not None else False
+    spec = node.spec
+    unschedulable = bool(spec.unschedulable) if spec is not None else False
+    taints = tuple(t.key for t in spec.taints) if spec is not None and spec.taints else ()
     return NodeInfo(node.metadata.name, node.metadata.resourceVersion, unschedulable, ready,
-                    cpu)
+                    cpu, taints)
 
 
 def decode_event(line: bytes) -> WatchEvent:

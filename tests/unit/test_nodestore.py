@@ -90,6 +90,11 @@ def test_decode_node_keeps_only_what_counts() -> None:
     assert decode_node(json.dumps(node_json("b", None, ready=None, unschedulable=True))
                        .encode()) == NodeInfo("b", "1", True, False, None)
     assert decode_node(b'{"metadata":{"name":"c"}}') == NodeInfo("c", "", False, False, None)
+    tainted = node_json("d")
+    tainted["spec"]["taints"] = [{"key": "virtual-kubelet.io/provider", "effect": "NoSchedule"},
+                                 {"key": "x", "value": "y", "effect": "NoExecute"}]
+    assert decode_node(json.dumps(tainted).encode()).taints == (
+        "virtual-kubelet.io/provider", "x")
 
 
 def test_decode_bookmark_and_list_page() -> None:
