@@ -33,6 +33,10 @@ class PollError(Exception):
     """A poll that could not do its job; the message is what /last-poll reports."""
 
 
+class _InvalidParams(PollError):
+    """The ConfigMap's current version has parameters we refuse."""
+
+
 @dataclass(frozen=True, slots=True)
 class Overwrite:
     """A target found with other replicas than we last wrote there."""
@@ -52,6 +56,7 @@ class PollResult:
     counts: ClusterCounts | None = None
     params: Params | None = None
     params_version: str | None = None  # the ConfigMap's resourceVersion
+    params_invalid: str | None = None  # why that version's parameters are invalid
     decision: Decision | None = None
     scales: list[ScaleResult] = field(default_factory=list)
     stale: str | None = None  # why the counts may be out of date (the poll still ran)
@@ -76,8 +81,13 @@ class Autoscaler:
     def __init__(self, opts: Options, api: Api, counts: Callable[[], ClusterCounts], *,
                  observers: Sequence[Observer] = (),
                  watch_status: Callable[[], WatchStatus] | None = None,
+                 may_write: Callable[[], bool] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        """``may_write`` (leader election) is asked before every poll: a follower does not
+        poll at all, it only keeps its node watch warm."""
         self._opts = opts
+        self._may_write = may_write
+        self._woken = False
         self._api = api
         self._counts = counts
         self._observers = list(observers)
@@ -96,13 +106,29 @@ class Autoscaler:
     def add_observer(self, observer: Observer) -> None:
         self._observers.append(observer)
 
+    def wake(self) -> None:
+        """Poll at once instead of at the next period boundary (leadership acquired); the
+        loop notices within a second."""
+        self._woken = True
+
+    def _sleep(self, stop: threading.Event, until: float) -> bool:
+        """Wait until the clock reads ``until``, or a wake(); True when stopped."""
+        while not self._woken:
+            remaining = until - self._clock()
+            if remaining <= 0:
+                return stop.is_set()
+            if stop.wait(min(remaining, 1.0)):
+                return True
+        self._woken = False
+        return stop.is_set()
+
     # --- one poll ------------------------------------------------------------------
     def _load_params(self) -> Params:
         cm = configmap.get_or_create(self._api, self._opts.namespace, self._opts.configmap,
                                      self._opts.default_params)
         if cm.resource_version == self._params_rv:
             if self._params_error is not None:
-                raise PollError(self._params_error)
+                raise _InvalidParams(self._params_error)
             assert self._params is not None
             return self._params
         old = self._params
@@ -120,7 +146,7 @@ class Autoscaler:
             self._log.error("params.invalid", configmap=self._opts.configmap,
                             resource_version=cm.resource_version, error=reason,
                             hint="fix the ConfigMap; nothing is scaled until then")
-            raise PollError(self._params_error) from exc
+            raise _InvalidParams(self._params_error) from exc
         self._params, self._params_error = params, None
         mode = mode_of(params).name
         previous = mode_of(old).name if old is not None else None
@@ -210,6 +236,9 @@ class Autoscaler:
                                    schedulable_cores=counts.schedulable_cores)
             if failures:
                 raise PollError("; ".join(failures))
+        except _InvalidParams as exc:
+            result.error = result.params_invalid = str(exc)
+            result.params_version = self._params_rv
         except (PollError, ApiError) as exc:
             result.error = str(exc)
         except Exception as exc:
@@ -240,15 +269,18 @@ class Autoscaler:
         limit = self._opts.max_sync_failures
         next_at = self._clock()
         while not stop.is_set():
-            self.poll_once()
-            if limit > 0 and self.consecutive_failures >= limit:
-                self._log.error("exit.max_sync_failures", failures=self.consecutive_failures,
-                                limit=limit)
-                return 1
+            leading = self._may_write is None or self._may_write()
+            if leading:
+                self.poll_once()
+                if limit > 0 and self.consecutive_failures >= limit:
+                    self._log.error("exit.max_sync_failures",
+                                    failures=self.consecutive_failures, limit=limit)
+                    return 1
             now = self._clock()
             next_at += period
             if next_at <= now:
                 next_at += period * ((now - next_at) // period + 1)
-            if stop.wait(next_at - now):
+            if self._sleep(stop, next_at):
                 break
+            next_at = min(next_at, self._clock())  # woken early: this is the new boundary
         return 0

@@ -12,8 +12,13 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from cpa import __version__, flags, logs
+
+if TYPE_CHECKING:  # imported for real only on the daemon's path, below
+    from cpa.api import Api
+    from cpa.leaderelection import LeaderElector
 
 DAEMON_NAME = "cluster-proportional-autoscaler"
 
@@ -73,7 +78,8 @@ def run_daemon(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
     log.info("starting", version=__version__, server=conn.server, config=conn.source,
              namespace=opts.namespace, configmap=opts.configmap,
              targets=[str(t) for t in opts.targets], nodelabels=opts.nodelabels or None,
-             poll_period_seconds=opts.poll_period_seconds)
+             poll_period_seconds=opts.poll_period_seconds, events=opts.events,
+             leader_elect=opts.leader_elect)
     store = NodeStore()
     watch = NodeReflector(api, store, opts.nodelabels)
     watch.start()
@@ -81,21 +87,60 @@ def run_daemon(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
         if stop.is_set():
             watch.stop()
             return 0
+    from cpa.metrics import Metrics
+
     health = HealthState()
+    metrics = Metrics(opts.targets, watch.status)
     try:
-        server = serve(health, opts.health_port)
+        server = serve(health, opts.health_port, metrics=metrics.exposition)
     except OSError as exc:
         print(f"{prog}: cannot serve health on port {opts.health_port}: {exc} "
               "(choose another with --health-port)", file=sys.stderr)
         watch.stop()
         return flags.EXIT_INVALID
-    autoscaler = Autoscaler(opts, api, store.counts, observers=[health.observe],
-                            watch_status=watch.status)
+    elector = _leader_elector(opts, api) if opts.leader_elect else None
+    autoscaler = Autoscaler(opts, api, store.counts,
+                            observers=[health.observe, metrics.observe],
+                            watch_status=watch.status,
+                            may_write=elector.is_leader if elector is not None else None)
+    if opts.events:
+        from cpa.events import EventRecorder
+
+        instance = os.environ.get("HOSTNAME") or DAEMON_NAME
+        autoscaler.add_observer(
+            EventRecorder(api, opts.namespace, opts.configmap, instance).observe)
+    if elector is not None:
+        def on_change(leading: bool) -> None:
+            metrics.set_leader(leading)
+            if leading:
+                autoscaler.wake()
+            else:
+                health.record(None)  # a follower has no poll of its own to report
+
+        elector.on_change = on_change
+        metrics.set_leader(False)
+        elector.start()
     code = autoscaler.run(stop)
+    if elector is not None:
+        elector.stop(release=True)
     watch.stop()
     server.shutdown()
     log.info("stopped", exit_code=code, signal=received[0] if received else None)
     return code
+
+
+def _leader_elector(opts: flags.Options, api: Api) -> LeaderElector:
+    from cpa.leaderelection import LeaderElector, LeaseConfig, default_identity
+
+    config = LeaseConfig(namespace=opts.leader_elect_namespace or opts.namespace,
+                         name=opts.leader_elect_lease_name or opts.configmap,
+                         identity=default_identity(),
+                         lease_duration=opts.leader_elect_lease_duration,
+                         renew_deadline=opts.leader_elect_renew_deadline,
+                         retry_period=opts.leader_elect_retry_period)
+    logs.get_logger("main").info("leader.election", lease=f"{config.namespace}/{config.name}",
+                                 identity=config.identity)
+    return LeaderElector(api, config)
 
 
 def daemon_main() -> None:

@@ -58,6 +58,13 @@ class Options:
     kubeconfig: str = ""
     health_port: int = 8080
     log_format: str = "text"
+    events: bool = False
+    leader_elect: bool = False
+    leader_elect_lease_name: str = ""  # default: the --configmap name
+    leader_elect_namespace: str = ""  # default: --namespace
+    leader_elect_lease_duration: float = 15.0  # client-go's defaults
+    leader_elect_renew_deadline: float = 10.0
+    leader_elect_retry_period: float = 2.0
     targets: tuple[Target, ...] = field(default_factory=tuple)
 
 
@@ -166,6 +173,31 @@ def _parse_str(text: str) -> str:
     return text
 
 
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms": 1e-3,
+                   "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]*)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+
+
+def _parse_duration(text: str) -> float:
+    """Go's ``time.ParseDuration`` (pflag's duration flags): "15s", "1m30s", "500ms"; a
+    bare "0" is zero. Returns seconds."""
+    s = text
+    sign = -1.0 if s.startswith("-") else 1.0
+    s = s.lstrip("+-")
+    if s == "0":
+        return 0.0
+    if not s:
+        raise ValueError("invalid duration")
+    total, pos = 0.0, 0
+    while pos < len(s):
+        match = _DURATION_PART.match(s, pos)
+        if match is None or match.group(1) in ("", "."):
+            raise ValueError(f"invalid duration {text!r} (write e.g. 15s, 1m30s, 500ms)")
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    return sign * total
+
+
 @dataclass(frozen=True, slots=True)
 class _Flag:
     name: str
@@ -223,6 +255,26 @@ _FLAGS: tuple[_Flag, ...] = (
           "Port of the /healthz and /last-poll server (default 8080).", metavar="int"),
     _Flag("log-format", "log_format", _parse_log_format, "text (default) or json.",
           metavar="format"),
+    _Flag("events", "events", _parse_bool,
+          "Create Events: Normal on every replica change (regarding the target), Warning "
+          "for invalid parameters (regarding the ConfigMap). Needs create on "
+          "events.k8s.io events.", is_bool=True),
+    _Flag("leader-elect", "leader_elect", _parse_bool,
+          "Run several replicas: only the holder of a coordination.k8s.io Lease writes. "
+          "Needs get, create, update on leases.", is_bool=True),
+    _Flag("leader-elect-lease-name", "leader_elect_lease_name", _parse_str,
+          "Name of the Lease (default: the --configmap name).", metavar="string"),
+    _Flag("leader-elect-namespace", "leader_elect_namespace", _parse_str,
+          "Namespace of the Lease (default: --namespace).", metavar="string"),
+    _Flag("leader-elect-lease-duration", "leader_elect_lease_duration", _parse_duration,
+          "How long followers wait after the last renewal before taking over (default 15s).",
+          metavar="duration"),
+    _Flag("leader-elect-renew-deadline", "leader_elect_renew_deadline", _parse_duration,
+          "How long the leader keeps trying to renew before it stops writing (default 10s).",
+          metavar="duration"),
+    _Flag("leader-elect-retry-period", "leader_elect_retry_period", _parse_duration,
+          "How often to try to acquire or renew the Lease (default 2s).",
+          metavar="duration"),
 )
 
 _BY_NAME: dict[str, _Flag] = {f.name: f for f in _FLAGS}
@@ -341,6 +393,18 @@ def validate(opts: Options) -> list[str]:
             problems.append(f"--nodelabels: {exc}")
     if not 0 < opts.health_port < 65536:
         problems.append(f"--health-port must be between 1 and 65535, got {opts.health_port}")
+    if opts.leader_elect:
+        duration = opts.leader_elect_lease_duration
+        deadline = opts.leader_elect_renew_deadline
+        retry = opts.leader_elect_retry_period
+        if not duration > deadline:
+            problems.append("--leader-elect-lease-duration must be greater than "
+                            f"--leader-elect-renew-deadline ({duration:g}s <= {deadline:g}s)")
+        if not deadline > 1.2 * retry:  # client-go's JitterFactor
+            problems.append("--leader-elect-renew-deadline must be greater than 1.2 x "
+                            f"--leader-elect-retry-period ({deadline:g}s, {retry:g}s)")
+        if retry <= 0:
+            problems.append("--leader-elect-retry-period must be positive")
     return problems
 
 

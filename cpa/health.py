@@ -1,14 +1,18 @@
-"""The health endpoints upstream serves on :8080, with upstream's paths and bodies."""
+"""The health endpoints upstream serves on :8080, with upstream's paths and bodies, and our
+``/metrics`` beside them."""
 
 from __future__ import annotations
 
 import socketserver
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cpa.autoscaler import PollResult
+
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class HealthState:
@@ -32,11 +36,14 @@ class HealthState:
             return self._error
 
 
-def _handler(state: HealthState) -> type[BaseHTTPRequestHandler]:
+def _handler(state: HealthState, metrics: Callable[[], bytes] | None
+             ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == "/healthz":
                 self._reply(200, b"")
+            elif self.path == "/metrics" and metrics is not None:
+                self._reply(200, metrics(), METRICS_CONTENT_TYPE)
             elif self.path == "/last-poll":
                 error = state.error
                 if error is None:
@@ -46,9 +53,10 @@ def _handler(state: HealthState) -> type[BaseHTTPRequestHandler]:
             else:
                 self._reply(404, b"404 page not found\n")
 
-        def _reply(self, status: int, body: bytes) -> None:
+        def _reply(self, status: int, body: bytes,
+                   content_type: str = "text/plain; charset=utf-8") -> None:
             self.send_response(status)
-            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -71,9 +79,13 @@ class _Server(ThreadingHTTPServer):
         self.server_port = self.server_address[1]
 
 
-def serve(state: HealthState, port: int, host: str = "") -> ThreadingHTTPServer:
-    """Start the server in a daemon thread and return it (``shutdown()`` stops it)."""
-    server = _Server((host, port), _handler(state))
+def serve(state: HealthState, port: int, host: str = "",
+          metrics: Callable[[], bytes] | None = None) -> ThreadingHTTPServer:
+    """Start the server in a daemon thread and return it (``shutdown()`` stops it).
+
+    ``metrics`` renders ``GET /metrics`` (Prometheus text format); without it that path is a
+    404 as upstream's."""
+    server = _Server((host, port), _handler(state, metrics))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
     return server

@@ -17,16 +17,22 @@ from cpa.api import Api, ApiError
 class Kind:
     """A kind ``--target`` accepts, and where its scale subresource lives."""
 
+    name: str  # as in an object's "kind"
     api_prefix: str
     plural: str
     upstream: bool  # False: ours (upstream's flag validation refuses it)
 
+    @property
+    def api_version(self) -> str:
+        return self.api_prefix.removeprefix("/apis/").removeprefix("/api/")
+
 
 KINDS: Final = {
-    "deployment": Kind("/apis/apps/v1", "deployments", True),
-    "replicationcontroller": Kind("/api/v1", "replicationcontrollers", True),
-    "replicaset": Kind("/apis/apps/v1", "replicasets", True),
-    "statefulset": Kind("/apis/apps/v1", "statefulsets", False),
+    "deployment": Kind("Deployment", "/apis/apps/v1", "deployments", True),
+    "replicationcontroller": Kind("ReplicationController", "/api/v1", "replicationcontrollers",
+                                  True),
+    "replicaset": Kind("ReplicaSet", "/apis/apps/v1", "replicasets", True),
+    "statefulset": Kind("StatefulSet", "/apis/apps/v1", "statefulsets", False),
 }
 TARGET_KINDS: Final = tuple(KINDS)
 

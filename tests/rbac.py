@@ -26,3 +26,13 @@ STATEFULSET_RULES: frozenset[Rule] = frozenset({
     ("apps", "statefulsets/scale", "get"),
     ("apps", "statefulsets/scale", "update"),
 })
+
+# Ours, opt-in: --events creates events.k8s.io Events in the autoscaler's namespace.
+EVENT_RULES: frozenset[Rule] = frozenset({("events.k8s.io", "events", "create")})
+
+# Ours, opt-in: --leader-elect holds a Lease in the autoscaler's namespace.
+LEASE_RULES: frozenset[Rule] = frozenset({
+    ("coordination.k8s.io", "leases", "get"),
+    ("coordination.k8s.io", "leases", "create"),
+    ("coordination.k8s.io", "leases", "update"),
+})

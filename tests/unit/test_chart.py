@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.rbac import BASE_RULES
+from tests.rbac import BASE_RULES, EVENT_RULES, LEASE_RULES
 from tests.rbac import STATEFULSET_RULES as STS_RULES
 
 REPO = Path(__file__).resolve().parents[2]
@@ -229,6 +229,23 @@ def test_statefulset_rbac_only_when_enabled(render: Render) -> None:
     docs = render(base(options={"target": "Deployment/a,StatefulSet/b"}))
     assert rules(docs) == BASE_RULES | STS_RULES
     assert flag_map(args(docs))["target"] == "Deployment/a,StatefulSet/b"
+
+
+def test_events_and_leader_election_are_opt_in_with_their_rbac(render: Render) -> None:
+    docs = render(base())
+    assert "events" not in flag_map(args(docs)) and "leader-elect" not in flag_map(args(docs))
+    docs = render(base(options={"events": True}))
+    assert flag_map(args(docs))["events"] == "true"
+    assert rules(docs) == BASE_RULES | EVENT_RULES
+    docs = render(base(replicaCount=2, options={"leaderElection": {
+        "enabled": True, "leaseDuration": "20s", "retryPeriod": "3s"}}))
+    flags_ = flag_map(args(docs))
+    assert flags_["leader-elect"] == "true"
+    assert flags_["leader-elect-lease-duration"] == "20s"
+    assert flags_["leader-elect-retry-period"] == "3s"
+    assert "leader-elect-renew-deadline" not in flags_
+    assert rules(docs) == BASE_RULES | LEASE_RULES
+    assert one(docs, "Deployment")["spec"]["replicas"] == 2
 
 
 def test_rbac_and_service_account_can_be_disabled(render: Render) -> None:

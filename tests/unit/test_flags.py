@@ -240,3 +240,35 @@ def test_glog_underscore_spellings(argv: list[str]) -> None:
 def test_health_port_range() -> None:
     opts = parse_args([*KUBE_DNS_ADDON, "--health-port=0"], {})
     assert any("--health-port" in p for p in validate(opts))
+
+
+def test_opt_in_flags_default_off() -> None:
+    opts = parse_args(KUBE_DNS_ADDON, {})
+    assert validate(opts) == []
+    assert not opts.events and not opts.leader_elect
+    assert (opts.leader_elect_lease_duration, opts.leader_elect_renew_deadline,
+            opts.leader_elect_retry_period) == (15.0, 10.0, 2.0)  # client-go's defaults
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("15s", 15.0), ("1m30s", 90.0), ("500ms", 0.5), ("0", 0.0), ("1.5h", 5400.0),
+    ("2h45m", 9900.0), ("10us", 1e-5), ("+3s", 3.0),
+])
+def test_go_durations(text: str, seconds: float) -> None:
+    opts = parse_args([f"--leader-elect-lease-duration={text}"], {})
+    assert opts.leader_elect_lease_duration == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["15", "s", "1x", ".s", "", "1.5.2s"])
+def test_bad_durations_are_usage_errors(text: str) -> None:
+    with pytest.raises(UsageError, match="leader-elect-retry-period"):
+        parse_args([f"--leader-elect-retry-period={text}"], {})
+
+
+def test_leader_election_durations_are_checked_like_client_go() -> None:
+    opts = parse_args([*KUBE_DNS_ADDON, "--leader-elect", "--leader-elect-lease-duration=10s",
+                       "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=9s"],
+                      {})
+    problems = validate(opts)
+    assert any("lease-duration must be greater" in p for p in problems)
+    assert any("1.2 x" in p for p in problems)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.rbac import BASE_RULES, STATEFULSET_RULES, Rule
+from tests.rbac import BASE_RULES, EVENT_RULES, LEASE_RULES, STATEFULSET_RULES, Rule
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
@@ -148,6 +148,8 @@ def test_examples_exist() -> None:
         "scale-from-zero-configmap.yaml",
         "multi-target.yaml",
         "nodelabels.yaml",
+        "events-rbac.yaml",
+        "leader-election.yaml",
     } <= names
 
 
@@ -284,9 +286,14 @@ def test_example_deployments(name: str, deployment: Doc) -> None:
     assert f["namespace"] == namespace
     assert f["configmap"] and f["target"]
     targets = [t.strip().lower() for t in f["target"].split(",")]
-    needs_sts = any(t.startswith("statefulset/") for t in targets)
-    granted = granted_to(docs, namespace, pod["serviceAccountName"])
-    assert granted == (BASE_RULES | STATEFULSET_RULES if needs_sts else BASE_RULES)
+    wanted = set(BASE_RULES)
+    if any(t.startswith("statefulset/") for t in targets):
+        wanted |= STATEFULSET_RULES
+    if f.get("events") == "true":
+        wanted |= EVENT_RULES
+    if f.get("leader-elect") == "true":
+        wanted |= LEASE_RULES
+    assert granted_to(docs, namespace, pod["serviceAccountName"]) == wanted
     if "default-params" in f:
         from cpa.modes import parse_configmap_data
 
@@ -294,6 +301,25 @@ def test_example_deployments(name: str, deployment: Doc) -> None:
     else:
         names = {cm["metadata"]["name"] for cm in of_kind(docs, "ConfigMap")}
         assert f["configmap"] in names, "no --default-params and no ConfigMap shipped"
+
+
+def test_events_example_grants_only_event_creation(main: list[Doc]) -> None:
+    docs = example("events-rbac.yaml")
+    assert {d["kind"] for d in docs} == {"Role", "RoleBinding"}
+    sa = one(main, "ServiceAccount")["metadata"]
+    assert granted_to(docs, sa["namespace"], sa["name"]) == EVENT_RULES
+
+
+def test_leader_election_example_is_the_main_manifest_with_two_replicas(
+        main: list[Doc]) -> None:
+    docs = example("leader-election.yaml")
+    deployment = one(docs, "Deployment")
+    base = one(main, "Deployment")
+    assert deployment["metadata"] == base["metadata"]
+    assert deployment["spec"]["replicas"] == 2
+    command = deployment["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command == [*base["spec"]["template"]["spec"]["containers"][0]["command"],
+                       "--leader-elect=true"]
 
 
 def test_ladder_example_is_the_aks_default() -> None:

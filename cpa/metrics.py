@@ -1,0 +1,155 @@
+"""Prometheus metrics on the health port (``GET /metrics``), fed by the poll's observers.
+
+Why an observer: the poll loop hands its whole result to observers and knows nothing of
+Prometheus; this module turns each :class:`~cpa.autoscaler.PollResult` into gauges and
+counters, and reads the node watch's status at scrape time. prometheus_client costs about
+1 MiB of RSS (measured 1.0 MiB) and is imported only on the daemon's path.
+
+Every name is prefixed ``cpa_``; labels are few and bounded (targets come from the command
+line, modes from the registry), so the series count cannot grow with the cluster.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
+
+from cpa.modes import MODES, mode_of
+
+if TYPE_CHECKING:
+    from cpa.autoscaler import PollResult
+    from cpa.nodewatch import WatchStatus
+    from cpa.scale import Target
+
+# No *_created series: one series per counter, as operators expect.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+_POLL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class _WatchCollector(Collector):
+    """Reads the node watch's status when Prometheus scrapes, so the figures are current
+    even between polls (and while the daemon is a follower that does not poll)."""
+
+    def __init__(self, status: Callable[[], WatchStatus], clock: Callable[[], float]) -> None:
+        self._status = status
+        self._clock = clock
+
+    def collect(self) -> Iterable[Metric]:
+        status = self._status()
+        restarts = CounterMetricFamily(
+            "cpa_node_watch_restarts", "Node watches that failed and were replaced.")
+        restarts.add_metric([], status.restarts)
+        yield restarts
+        stale = GaugeMetricFamily(
+            "cpa_node_counts_stale_seconds",
+            "How long the node watch has been down (0 while it is up): the counts may have "
+            "missed changes for this long.")
+        stale.add_metric([], status.stale_seconds(self._clock()))
+        yield stale
+
+
+class Metrics:
+    """The daemon's metrics in a registry of their own, plus the library's process ones."""
+
+    def __init__(self, targets: Sequence[Target],
+                 watch_status: Callable[[], WatchStatus] | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        reg = self.registry
+        self._wall = wall
+        ProcessCollector(registry=reg)
+        PlatformCollector(registry=reg)
+        GCCollector(registry=reg)
+        self.target_replicas = Gauge(
+            "cpa_target_replicas", "Replicas of each target, as last read or written.",
+            ["target"], registry=reg)
+        self.desired_replicas = Gauge(
+            "cpa_desired_replicas", "The replicas the parameters gave at the last decision.",
+            registry=reg)
+        self.cluster_nodes = Gauge(
+            "cpa_cluster_nodes", "Nodes counted (scope: all, or schedulable only).",
+            ["scope"], registry=reg)
+        self.cluster_cores = Gauge(
+            "cpa_cluster_cores", "Allocatable cores counted, rounded up (scope as nodes).",
+            ["scope"], registry=reg)
+        self.polls = Counter("cpa_polls", "Polls by result.", ["result"], registry=reg)
+        self.poll_duration = Histogram(
+            "cpa_poll_duration_seconds", "How long a poll took.", buckets=_POLL_BUCKETS,
+            registry=reg)
+        self.scale_writes = Counter(
+            "cpa_scale_writes", "Replica counts written to a target's scale subresource.",
+            ["target"], registry=reg)
+        self.overwritten = Counter(
+            "cpa_scale_overwritten",
+            "Polls that found a target's replicas changed by another writer.", ["target"],
+            registry=reg)
+        self.last_success = Gauge(
+            "cpa_last_successful_poll_timestamp_seconds",
+            "Unix time of the last poll that succeeded.", registry=reg)
+        self.params_info = Gauge(
+            "cpa_params_info", "1 for the mode of the parameters in force, 0 for the others.",
+            ["mode"], registry=reg)
+        self.leader = Gauge(
+            "cpa_leader", "1 while this process may write (the leader, or no leader "
+            "election), 0 while it is a follower.", registry=reg)
+        self.leader.set(1)
+        for target in targets:  # present from the start, so absence is never ambiguous
+            self.scale_writes.labels(str(target))
+            self.overwritten.labels(str(target))
+        for result in ("success", "error"):
+            self.polls.labels(result)
+        for mode in MODES:
+            self.params_info.labels(mode).set(0)
+        if watch_status is not None:
+            reg.register(_WatchCollector(watch_status, clock))
+
+    def observe(self, result: PollResult) -> None:
+        """A poll observer."""
+        self.polls.labels("success" if result.ok else "error").inc()
+        self.poll_duration.observe(result.duration)
+        if result.ok:
+            self.last_success.set(self._wall())
+        counts = result.counts
+        if counts is not None:
+            self.cluster_nodes.labels("all").set(counts.total_nodes)
+            self.cluster_nodes.labels("schedulable").set(counts.schedulable_nodes)
+            self.cluster_cores.labels("all").set(counts.total_cores)
+            self.cluster_cores.labels("schedulable").set(counts.schedulable_cores)
+        if result.params is not None:
+            current = mode_of(result.params).name
+            for mode in MODES:
+                self.params_info.labels(mode).set(1 if mode == current else 0)
+        if result.decision is not None:
+            self.desired_replicas.set(result.decision.replicas)
+        for scale in result.scales:
+            target = str(scale.target)
+            if scale.changed:
+                self.scale_writes.labels(target).inc()
+                self.target_replicas.labels(target).set(scale.replicas)
+            elif scale.previous is not None:
+                self.target_replicas.labels(target).set(scale.previous)
+        for overwrite in result.overwritten:
+            self.overwritten.labels(str(overwrite.target)).inc()
+
+    def set_leader(self, leading: bool) -> None:
+        self.leader.set(1 if leading else 0)
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format of every metric."""
+        return generate_latest(self.registry)

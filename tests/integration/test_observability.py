@@ -1,0 +1,206 @@
+"""Metrics, Events and leader election with the real daemon and the real API server."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.controlplane import ControlPlane
+from tests.integration.support import (
+    AutoscalerProcess,
+    cordon,
+    create_nodes,
+    create_workload,
+    put_configmap_data,
+    replicas,
+    set_node_ready,
+    wait_replicas,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+CM = "obs-params"
+BASE_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create"]},
+    {"apiGroups": ["apps"], "resources": ["deployments/scale"], "verbs": ["get", "update"]},
+]
+EVENTS = {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]}
+LEASES = {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+          "verbs": ["get", "create", "update"]}
+
+
+def identity(plane: ControlPlane, namespace: str, name: str, extra: list[dict[str, Any]]
+             ) -> Path:
+    """A ServiceAccount with the addon's rules (nodes cluster-wide, the rest in the
+    namespace) plus ``extra`` in the namespace; returns its kubeconfig."""
+    admin = plane.admin()
+    rbac = "rbac.authorization.k8s.io/v1"
+    subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+    admin.apply({"apiVersion": rbac, "kind": "ClusterRole",
+                 "metadata": {"name": f"{namespace}-{name}"},
+                 "rules": [{"apiGroups": [""], "resources": ["nodes"],
+                            "verbs": ["list", "watch"]}]})
+    admin.apply({"apiVersion": rbac, "kind": "ClusterRoleBinding",
+                 "metadata": {"name": f"{namespace}-{name}"}, "subjects": subject,
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                             "name": f"{namespace}-{name}"}})
+    admin.apply({"apiVersion": rbac, "kind": "Role",
+                 "metadata": {"name": name, "namespace": namespace},
+                 "rules": BASE_RULES + extra})
+    admin.apply({"apiVersion": rbac, "kind": "RoleBinding",
+                 "metadata": {"name": name, "namespace": namespace}, "subjects": subject,
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                             "name": name}})
+    return plane.kubeconfig_for(f"system:serviceaccount:{namespace}:{name}", [])
+
+
+def args(namespace: str, *extra: str) -> list[str]:
+    return [f"--namespace={namespace}", f"--configmap={CM}", "--target=deployment/coredns",
+            '--default-params={"linear":{"coresPerReplica":4,"nodesPerReplica":2}}', *extra]
+
+
+def scrape(proc: AutoscalerProcess) -> dict[str, float]:
+    status, body = proc.health("/metrics")
+    assert status == 200
+    out: dict[str, float] = {}
+    for line in body.splitlines():
+        match = re.fullmatch(r"([a-z_]+(?:\{[^}]*\})?) (\S+)", line)
+        if match:
+            out[match.group(1)] = float(match.group(2))
+    return out
+
+
+def events(plane: ControlPlane, namespace: str, reason: str) -> list[dict[str, Any]]:
+    items = plane.admin().get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
+    return [e for e in items if e.get("reason") == reason]
+
+
+def test_metrics_equal_the_cluster_and_the_target(controlplane: ControlPlane, namespace: str,
+                                                 no_nodes: None, start: Any) -> None:
+    admin = controlplane.admin()
+    create_workload(admin, namespace, "deployment", "coredns")
+    names = create_nodes(admin, "m", 10, cpu="3500m")
+    cordon(admin, names[0])
+    set_node_ready(admin, names[1], False)
+    proc = start(*args(namespace))
+    # schedulable: 8 nodes, 28 cores -> max(ceil(28/4), ceil(8/2)) = 7
+    wait_replicas(admin, namespace, "deployment", "coredns", 7, proc=proc)
+    m = wait_until("a scrape after two polls",
+                   lambda: (s := scrape(proc)) and s['cpa_polls_total{result="success"}'] >= 2
+                   and s, 30)
+    assert m['cpa_cluster_nodes{scope="all"}'] == 10
+    assert m['cpa_cluster_nodes{scope="schedulable"}'] == 8
+    assert m['cpa_cluster_cores{scope="all"}'] == 35
+    assert m['cpa_cluster_cores{scope="schedulable"}'] == 28
+    assert m["cpa_desired_replicas"] == 7
+    assert m['cpa_target_replicas{target="deployment/coredns"}'] == replicas(
+        admin, namespace, "deployment", "coredns")
+    assert m['cpa_scale_writes_total{target="deployment/coredns"}'] == 1
+    assert m['cpa_params_info{mode="linear"}'] == 1
+    assert m['cpa_params_info{mode="ladder"}'] == 0
+    assert m['cpa_polls_total{result="error"}'] == 0
+    assert m["cpa_poll_duration_seconds_count"] >= 2
+    assert abs(m["cpa_last_successful_poll_timestamp_seconds"] - time.time()) < 30
+    assert m["cpa_node_watch_restarts_total"] == 0
+    assert m["cpa_node_counts_stale_seconds"] == 0
+    assert m["cpa_leader"] == 1
+    assert m["process_resident_memory_bytes"] > 0
+    assert proc.health("/healthz") == (200, "")
+    assert proc.last_poll() == (200, "")
+
+
+def test_events_after_a_scale_and_for_a_bad_configmap(controlplane: ControlPlane,
+                                                     namespace: str, no_nodes: None,
+                                                     start: Any) -> None:
+    admin = controlplane.admin()
+    create_workload(admin, namespace, "deployment", "coredns")
+    create_nodes(admin, "ev", 4, cpu="4")  # max(ceil(16/4), ceil(4/2)) = 4
+    proc = start(*args(namespace, "--events"),
+                 kubeconfig=identity(controlplane, namespace, "with-events", [EVENTS]))
+    wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=proc)
+    scaled = wait_until("a Scaled event", lambda: events(controlplane, namespace, "Scaled"), 30)
+    event = scaled[0]
+    assert event["type"] == "Normal"
+    assert event["regarding"]["kind"] == "Deployment" and event["regarding"]["name"] == "coredns"
+    assert event["note"].startswith("Scaled deployment/coredns from 1 to 4 replicas (linear")
+    assert event["reportingController"] == "cluster-proportional-autoscaler"
+
+    put_configmap_data(admin, namespace, CM, {"linear": '{"min":-1,"nodesPerReplica":1}'})
+    warned = wait_until("an InvalidParameters event",
+                        lambda: events(controlplane, namespace, "InvalidParameters"), 30)
+    time.sleep(3)  # more polls, same resourceVersion: still one Warning
+    warned = events(controlplane, namespace, "InvalidParameters")
+    assert len(warned) == 1
+    assert warned[0]["type"] == "Warning"
+    assert warned[0]["regarding"]["kind"] == "ConfigMap"
+    assert "min is -1" in warned[0]["note"]
+
+
+def test_without_the_event_permission_it_keeps_scaling(controlplane: ControlPlane,
+                                                      namespace: str, no_nodes: None,
+                                                      start: Any) -> None:
+    admin = controlplane.admin()
+    create_workload(admin, namespace, "deployment", "coredns")
+    create_nodes(admin, "ne", 4, cpu="4")
+    proc = start(*args(namespace, "--events"),
+                 kubeconfig=identity(controlplane, namespace, "no-events", []))
+    wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=proc)
+    create_nodes(admin, "ne", 4, cpu="4", start=4)  # 8 nodes, 32 cores: 8
+    wait_replicas(admin, namespace, "deployment", "coredns", 8, proc=proc)
+    proc.wait_poll_ok()
+    forbidden = proc.events("events.forbidden")
+    assert len(forbidden) == 1, "one clear line, not one per change"
+    assert "events-rbac.yaml" in forbidden[0]["hint"]
+    assert events(controlplane, namespace, "Scaled") == []
+
+
+def test_leader_election_one_writer_and_takeover(controlplane: ControlPlane, namespace: str,
+                                                 no_nodes: None, start: Any) -> None:
+    admin = controlplane.admin()
+    create_workload(admin, namespace, "deployment", "coredns")
+    create_nodes(admin, "le", 4, cpu="4")
+    kubeconfig = identity(controlplane, namespace, "ha", [LEASES])
+    first = start(*args(namespace, "--leader-elect"), kubeconfig=kubeconfig)
+    wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=first)
+    second = start(*args(namespace, "--leader-elect"), kubeconfig=kubeconfig)
+    wait_until("the second to be up", lambda: second.health("/healthz")[0] == 200, 60)
+    lease = admin.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{CM}")
+    holder = lease["spec"]["holderIdentity"]
+    assert scrape(first)["cpa_leader"] == 1 and scrape(second)["cpa_leader"] == 0
+
+    create_nodes(admin, "le", 2, cpu="4", start=4)  # 6 nodes, 24 cores: 6
+    wait_replicas(admin, namespace, "deployment", "coredns", 6, proc=first)
+    time.sleep(3)
+    assert second.events("scale.changed") == [] and second.events("poll.failed") == []
+    assert not any(True for _ in second.events("configmap.created"))
+
+    first.signal(signal.SIGKILL)  # no chance to release the Lease
+    killed = time.monotonic()
+    wait_until("the follower to take over",
+               lambda: second.events("leader.started") and scrape(second)["cpa_leader"] == 1,
+               40)
+    took = time.monotonic() - killed
+    new_holder = admin.get(
+        f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{CM}")["spec"]
+    assert new_holder["holderIdentity"] != holder
+    create_nodes(admin, "le", 2, cpu="4", start=6)  # 8 nodes: 8
+    wait_replicas(admin, namespace, "deployment", "coredns", 8, proc=second)
+    print(f"\nleader killed: the follower took over after {took:.1f}s (lease 15s); "
+          f"leaseTransitions={new_holder['leaseTransitions']}")
+    assert took <= 15 + 2 * 2.2 + 2, "takeover within the lease duration (plus a retry)"
+
+    # A clean stop hands over at once.
+    third = start(*args(namespace, "--leader-elect"), kubeconfig=kubeconfig)
+    wait_until("the third to follow", lambda: third.health("/healthz")[0] == 200, 60)
+    second.signal(signal.SIGTERM)
+    assert second.wait_exit(10) == 0
+    released = time.monotonic()
+    wait_until("the third to lead", lambda: third.events("leader.started"), 30)
+    print(f"clean stop: handed over after {time.monotonic() - released:.1f}s")
+    assert replicas(admin, namespace, "deployment", "coredns") == 8

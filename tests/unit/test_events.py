@@ -1,0 +1,112 @@
+"""Events: what is posted, and that failures never reach the poll."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from cpa import logs
+from cpa.api import ApiError
+from cpa.autoscaler import PollResult
+from cpa.events import NOTE_LIMIT, RETRY_FORBIDDEN_SECONDS, EventRecorder
+from cpa.formulas import ClusterCounts, Decision
+from cpa.scale import ScaleResult, Target
+
+
+class FakeApi:
+    def __init__(self, fail: ApiError | Exception | None = None) -> None:
+        self.posted: list[tuple[str, dict[str, Any]]] = []
+        self.fail = fail
+
+    def get_json(self, path: str, query: Any = None) -> dict[str, Any]:
+        raise AssertionError("Events are only created")
+
+    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
+        assert method == "POST"
+        if self.fail is not None:
+            raise self.fail
+        self.posted.append((path, body))
+        return body  # type: ignore[no-any-return]
+
+
+def recorder(api: FakeApi, clock: list[float] | None = None) -> EventRecorder:
+    now = clock or [0.0]
+    return EventRecorder(api, "kube-system", "kube-dns-autoscaler", "cpa-7d9f-x2",
+                         clock=lambda: now[0],
+                         wall=lambda: datetime(2026, 11, 30, 12, 0, 1, 250000, UTC))
+
+
+def scaled(*scales: ScaleResult) -> PollResult:
+    r = PollResult(started=0.0)
+    r.counts = ClusterCounts(40, 160, 38, 152)
+    r.decision = Decision("linear", 3, 40, 160, ())
+    r.scales = list(scales)
+    return r
+
+
+def test_a_replica_change_is_a_normal_event_regarding_the_target() -> None:
+    api = FakeApi()
+    rec = recorder(api)
+    rec.observe(scaled(ScaleResult(Target("deployment", "coredns"), 2, 3, True),
+                       ScaleResult(Target("replicationcontroller", "x"), 3, 3, False)))
+    assert len(api.posted) == 1
+    path, body = api.posted[0]
+    assert path == "/apis/events.k8s.io/v1/namespaces/kube-system/events"
+    assert body["type"] == "Normal" and body["reason"] == "Scaled" and body["action"] == "Scale"
+    assert body["regarding"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                 "name": "coredns", "namespace": "kube-system"}
+    assert body["reportingController"] == "cluster-proportional-autoscaler"
+    assert body["reportingInstance"] == "cpa-7d9f-x2"
+    assert body["eventTime"] == "2026-11-30T12:00:01.250000Z"
+    assert body["metadata"]["name"].startswith("coredns.")
+    assert body["note"].startswith("Scaled deployment/coredns from 2 to 3 replicas (linear mode: "
+                                   "40 nodes and 160 cores counted")
+
+
+def test_invalid_parameters_warn_once_per_resource_version() -> None:
+    api = FakeApi()
+    rec = recorder(api)
+    for version in ("7", "7", "7", "9"):
+        r = PollResult(started=0.0, error="bad", params_invalid="min is -1", params_version=version)
+        rec.observe(r)
+    assert [b["regarding"]["resourceVersion"] for _, b in api.posted] == ["7", "9"]
+    _, body = api.posted[0]
+    assert body["type"] == "Warning" and body["reason"] == "InvalidParameters"
+    assert body["regarding"]["kind"] == "ConfigMap"
+    assert body["regarding"]["name"] == "kube-dns-autoscaler"
+    assert body["note"] == "min is -1"
+
+
+def test_notes_are_truncated_to_what_the_api_accepts() -> None:
+    api = FakeApi()
+    recorder(api).emit("Warning", "X", "Y", {"kind": "ConfigMap", "name": "c"}, "z" * 5000)
+    assert len(api.posted[0][1]["note"]) == NOTE_LIMIT
+
+
+def test_forbidden_logs_one_line_and_retries_an_hour_later(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    logs.configure(0, "json")
+    api = FakeApi(ApiError(403, "Forbidden", 'events.events.k8s.io is forbidden: User "x"'))
+    clock = [0.0]
+    rec = recorder(api, clock)
+    change = scaled(ScaleResult(Target("deployment", "coredns"), 2, 3, True))
+    for _ in range(5):
+        rec.observe(change)  # never raises
+    assert rec.failed == 1, "no request while forbidden"
+    clock[0] += RETRY_FORBIDDEN_SECONDS
+    api.fail = None
+    rec.observe(change)
+    assert len(api.posted) == 1
+    events = [json.loads(line)["event"] for line in capsys.readouterr().err.splitlines()
+              if line.startswith("{")]
+    assert events.count("events.forbidden") == 1
+    assert events.count("events.allowed") == 1
+
+
+def test_any_failure_is_swallowed_and_logged() -> None:
+    rec = recorder(FakeApi(RuntimeError("socket closed")))
+    assert rec.emit("Normal", "Scaled", "Scale", {"name": "c"}, "n") is False
+    assert rec.failed == 1

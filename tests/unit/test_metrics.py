@@ -1,0 +1,77 @@
+"""/metrics: what a poll result becomes in Prometheus' text format."""
+
+from __future__ import annotations
+
+import re
+
+from cpa.autoscaler import Overwrite, PollResult
+from cpa.formulas import ClusterCounts, Decision
+from cpa.metrics import Metrics
+from cpa.nodewatch import WatchStatus
+from cpa.params import LinearParams
+from cpa.scale import ScaleResult, Target
+
+COREDNS = Target("deployment", "coredns")
+OTHER = Target("statefulset", "typha")
+
+
+def value(text: str, series: str) -> float:
+    """The sample of one series (name plus labels exactly as exposed)."""
+    match = re.search(rf"^{re.escape(series)} (\S+)$", text, re.MULTILINE)
+    assert match, f"{series} not in:\n{text}"
+    return float(match.group(1))
+
+
+def result(ok: bool = True) -> PollResult:
+    r = PollResult(started=100.0, duration=0.004)
+    r.counts = ClusterCounts(40, 160, 38, 152)
+    r.params = LinearParams(256.0, 16.0, 1, 0, True, True)
+    r.decision = Decision("linear", 3, 40, 160, ())
+    r.scales = [ScaleResult(COREDNS, 2, 3, True), ScaleResult(OTHER, 3, 3, False)]
+    if not ok:
+        r.error = "boom"
+    return r
+
+
+def test_a_poll_becomes_gauges_and_counters() -> None:
+    status = WatchStatus(True, False, 50.0, "refused", 4)
+    m = Metrics([COREDNS, OTHER], lambda: status, clock=lambda: 80.0, wall=lambda: 1.7e9)
+    text = m.exposition().decode()
+    # present before any poll
+    assert value(text, 'cpa_scale_writes_total{target="deployment/coredns"}') == 0
+    assert value(text, 'cpa_polls_total{result="error"}') == 0
+    assert value(text, 'cpa_params_info{mode="ladder"}') == 0
+    assert value(text, "cpa_leader") == 1
+    m.observe(result())
+    m.observe(result(ok=False))
+    text = m.exposition().decode()
+    assert value(text, 'cpa_target_replicas{target="deployment/coredns"}') == 3
+    assert value(text, 'cpa_target_replicas{target="statefulset/typha"}') == 3
+    assert value(text, "cpa_desired_replicas") == 3
+    assert value(text, 'cpa_cluster_nodes{scope="all"}') == 40
+    assert value(text, 'cpa_cluster_nodes{scope="schedulable"}') == 38
+    assert value(text, 'cpa_cluster_cores{scope="all"}') == 160
+    assert value(text, 'cpa_cluster_cores{scope="schedulable"}') == 152
+    assert value(text, 'cpa_polls_total{result="success"}') == 1
+    assert value(text, 'cpa_polls_total{result="error"}') == 1
+    assert value(text, "cpa_poll_duration_seconds_count") == 2
+    assert value(text, 'cpa_poll_duration_seconds_bucket{le="0.005"}') == 2
+    assert value(text, 'cpa_scale_writes_total{target="deployment/coredns"}') == 2
+    assert value(text, 'cpa_scale_writes_total{target="statefulset/typha"}') == 0
+    assert value(text, "cpa_last_successful_poll_timestamp_seconds") == 1.7e9
+    assert value(text, 'cpa_params_info{mode="linear"}') == 1
+    assert value(text, "cpa_node_watch_restarts_total") == 4
+    assert value(text, "cpa_node_counts_stale_seconds") == 30
+    assert "process_resident_memory_bytes" in text  # the library's process metrics
+    assert "_created" not in text
+
+
+def test_overwrites_and_leadership() -> None:
+    m = Metrics([COREDNS])
+    r = result()
+    r.overwritten = [Overwrite(COREDNS, 3, 7)]
+    m.observe(r)
+    m.set_leader(False)
+    text = m.exposition().decode()
+    assert value(text, 'cpa_scale_overwritten_total{target="deployment/coredns"}') == 1
+    assert value(text, "cpa_leader") == 0
