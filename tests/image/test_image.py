@@ -153,6 +153,9 @@ def test_runs_as_the_manifest_says(image: str, network: PodNetwork, plane: Contr
                                         'true,"nodesPerReplica":16,'
                                         '"preventSinglePointFailure":true}'}
         wait_until("/last-poll 200", lambda: get("/last-poll") == (200, ""), 30)
+        status, metrics = get("/metrics")
+        assert status == 200 and 'cpa_polls_total{result="success"}' in metrics
+        assert 'cpa_target_replicas{target="deployment/coredns"} 2.0' in metrics
 
         # 40 nodes: ceil(40/16) = 3 replicas.
         changed = time.monotonic()
