@@ -49,6 +49,8 @@ class ClusterCounts:
     total_cores: int
     schedulable_nodes: int
     schedulable_cores: int
+    excluded_nodes: int = 0  # left out by excludeNodesWithTaints (not in the totals)
+    capped_nodes: int = 0  # whose cores maxCoresPerNode capped (counted capped)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from cpa import logs
 from cpa.formulas import ClusterCounts
 from cpa.nodewire import NodeInfo
 from cpa.quantity import QuantityError, cores_rounded_up, cpu_millicores
 
-__all__ = ["NodeRecord", "NodeStore"]
+__all__ = ["DEFAULT_POLICY", "CountingPolicy", "NodeRecord", "NodeStore"]
 
 
 class NodeRecord(NamedTuple):
@@ -31,10 +32,30 @@ class NodeRecord(NamedTuple):
     unschedulable: bool
     ready: bool
     millicores: int | Fraction
+    taints: frozenset[str] = frozenset()  # taint keys (shared: most nodes have none)
 
     @property
     def schedulable(self) -> bool:
         return not self.unschedulable and self.ready
+
+
+@dataclass(frozen=True, slots=True)
+class CountingPolicy:
+    """Opt-in rules for what a Node contributes (ConfigMap keys ``excludeNodesWithTaints``
+    and ``maxCoresPerNode``). The default counts every Node fully, as upstream does."""
+
+    exclude_taints: frozenset[str] = frozenset()
+    max_millicores_per_node: int | None = None
+
+    def counts(self, record: NodeRecord) -> bool:
+        return not (self.exclude_taints and record.taints & self.exclude_taints)
+
+    def millicores(self, record: NodeRecord) -> int | Fraction:
+        cap = self.max_millicores_per_node
+        return record.millicores if cap is None else min(record.millicores, cap)
+
+
+DEFAULT_POLICY: Final = CountingPolicy()
 
 
 @lru_cache(maxsize=4096)
@@ -44,16 +65,25 @@ def _millicores(text: str) -> int | Fraction:
 
 
 class NodeStore:
-    """Records by Node name and the four running totals; safe to share between threads."""
+    """Records by Node name and the running totals under a :class:`CountingPolicy`; safe to
+    share between threads.
+
+    The totals always hold what the current policy counts, so a poll stays O(1); changing
+    the policy (a new ConfigMap) costs one pass over the records.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._records: dict[str, NodeRecord] = {}
         self._shared: dict[NodeRecord, NodeRecord] = {}
+        self._taint_sets: dict[tuple[str, ...], frozenset[str]] = {(): frozenset()}
+        self._policy = DEFAULT_POLICY
         self._total_nodes = 0
         self._total_milli: int | Fraction = 0
         self._sched_nodes = 0
         self._sched_milli: int | Fraction = 0
+        self._excluded = 0  # nodes the policy leaves out
+        self._capped = 0  # nodes whose cores the policy caps
         self._log = logs.get_logger("nodestore")
 
     # --- reading -------------------------------------------------------------------
@@ -65,7 +95,29 @@ class NodeStore:
                 total_cores=cores_rounded_up(self._total_milli),
                 schedulable_nodes=self._sched_nodes,
                 schedulable_cores=cores_rounded_up(self._sched_milli),
+                excluded_nodes=self._excluded,
+                capped_nodes=self._capped,
             )
+
+    @property
+    def policy(self) -> CountingPolicy:
+        return self._policy
+
+    def set_policy(self, policy: CountingPolicy) -> bool:
+        """Count under ``policy`` from now on; True when that changed anything (one pass
+        over every record, under the lock)."""
+        if policy == DEFAULT_POLICY:
+            policy = DEFAULT_POLICY  # the fast path in _count() tests identity
+        with self._lock:
+            if policy == self._policy:
+                return False
+            records = list(self._records.items())
+            for name, _ in records:
+                self._apply(name, None)
+            self._policy = policy
+            for name, record in records:
+                self._apply(name, record)
+            return True
 
     def get(self, name: str) -> NodeRecord | None:
         with self._lock:
@@ -89,8 +141,11 @@ class NodeStore:
             except QuantityError as exc:
                 self._log.warning("node.bad_cpu", node=node.name, cpu=node.cpu, error=str(exc),
                                   hint="counted as 0 cores")
-        record = NodeRecord(node.unschedulable, node.ready, milli)
         with self._lock:
+            taints = self._taint_sets.get(node.taints)
+            if taints is None:
+                taints = self._taint_sets.setdefault(node.taints, frozenset(node.taints))
+            record = NodeRecord(node.unschedulable, node.ready, milli, taints)
             return self._shared.setdefault(record, record)
 
     def upsert(self, node: NodeInfo) -> None:
@@ -113,15 +168,21 @@ class NodeStore:
         """Replace (or delete, when ``new`` is None) one record and fix the totals."""
         old = self._records.pop(name, None) if new is None else self._records.get(name)
         if old is not None:
-            self._total_nodes -= 1
-            self._total_milli -= old.millicores
-            if old.schedulable:
-                self._sched_nodes -= 1
-                self._sched_milli -= old.millicores
+            self._count(old, -1)
         if new is not None:
             self._records[name] = new
-            self._total_nodes += 1
-            self._total_milli += new.millicores
-            if new.schedulable:
-                self._sched_nodes += 1
-                self._sched_milli += new.millicores
+            self._count(new, 1)
+
+    def _count(self, record: NodeRecord, sign: int) -> None:
+        policy = self._policy
+        if policy is not DEFAULT_POLICY and not policy.counts(record):
+            self._excluded += sign
+            return
+        milli = record.millicores if policy is DEFAULT_POLICY else policy.millicores(record)
+        if milli != record.millicores:
+            self._capped += sign
+        self._total_nodes += sign
+        self._total_milli += sign * milli
+        if record.schedulable:
+            self._sched_nodes += sign
+            self._sched_milli += sign * milli

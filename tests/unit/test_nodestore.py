@@ -105,3 +105,103 @@ def test_decode_bookmark_and_list_page() -> None:
                                         "items": [node_json("a")]}).encode())
     assert page.resource_version == "5" and page.continue_token == "t"
     assert [n.name for n in page.items] == ["a"]
+
+
+# --- the counting policy (opt-in) -------------------------------------------------------
+
+
+def test_policy_excludes_tainted_nodes_and_caps_cores() -> None:
+    from cpa.nodestore import CountingPolicy
+
+    store = NodeStore()
+    store.upsert(NodeInfo("virtual", "1", False, True, "20000",
+                          ("virtual-kubelet.io/provider",)))
+    store.upsert(NodeInfo("big", "1", False, True, "96", ("dedicated",)))
+    for i in range(3):
+        store.upsert(info(f"n{i}", "8"))
+    assert store.counts().total_cores == 20000 + 96 + 24  # upstream counts everything
+    assert store.set_policy(CountingPolicy(frozenset({"virtual-kubelet.io/provider"}), 64_000))
+    counts = store.counts()
+    assert (counts.total_nodes, counts.total_cores) == (4, 64 + 24)
+    assert (counts.schedulable_nodes, counts.schedulable_cores) == (4, 88)
+    assert (counts.excluded_nodes, counts.capped_nodes) == (1, 1)
+    # Changes under the policy keep the totals right; so does a relist.
+    store.upsert(NodeInfo("virtual2", "1", False, True, "20000",
+                          ("x", "virtual-kubelet.io/provider")))
+    store.delete("big")
+    store.upsert(info("n0", "8", ready=False))
+    counts = store.counts()
+    assert (counts.total_nodes, counts.total_cores, counts.schedulable_nodes) == (3, 24, 2)
+    assert (counts.excluded_nodes, counts.capped_nodes) == (2, 0)
+    assert store.set_policy(CountingPolicy()) is True  # back to upstream's counting
+    assert store.set_policy(CountingPolicy()) is False
+    counts = store.counts()
+    assert (counts.total_nodes, counts.total_cores) == (5, 40024)
+    assert (counts.excluded_nodes, counts.capped_nodes) == (0, 0)
+
+
+def test_taint_sets_are_shared() -> None:
+    store = NodeStore()
+    for i in range(3):
+        store.upsert(NodeInfo(f"v{i}", "1", False, True, "4", ("a", "b")))
+    records = [store.get(f"v{i}") for i in range(3)]
+    assert len({id(r.taints) for r in records if r is not None}) == 1
+
+
+def _recount(nodes: dict[str, NodeInfo], policy: Any) -> tuple[int, int, int, int]:
+    """A plain recomputation from scratch, sharing nothing with the store's bookkeeping."""
+    import math
+
+    from cpa.quantity import cpu_millicores
+
+    total_n = sched_n = 0
+    total_m: Any = 0
+    sched_m: Any = 0
+    for node in nodes.values():
+        if set(node.taints) & set(policy.exclude_taints):
+            continue
+        milli = cpu_millicores(node.cpu) if node.cpu else 0
+        if policy.max_millicores_per_node is not None:
+            milli = min(milli, policy.max_millicores_per_node)
+        total_n += 1
+        total_m += milli
+        if node.ready and not node.unschedulable:
+            sched_n += 1
+            sched_m += milli
+    return total_n, math.ceil(total_m / 1000), sched_n, math.ceil(sched_m / 1000)
+
+
+def test_running_totals_equal_a_recount_under_any_changes() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from cpa.nodestore import CountingPolicy
+
+    node = st.builds(NodeInfo, st.sampled_from("abcdefgh"), st.just("1"), st.booleans(),
+                     st.booleans(), st.sampled_from([None, "1", "3920m", "96", "250m", "20000"]),
+                     st.sampled_from([(), ("vk",), ("x",), ("vk", "x")]))
+    policy = st.builds(CountingPolicy, st.sampled_from([frozenset(), frozenset({"vk"})]),
+                       st.sampled_from([None, 1000, 64_000]))
+    op = st.one_of(st.tuples(st.just("upsert"), node),
+                   st.tuples(st.just("delete"), st.sampled_from("abcdefgh")),
+                   st.tuples(st.just("policy"), policy))
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(op, max_size=40))
+    def check(ops: list[tuple[str, Any]]) -> None:
+        store = NodeStore()
+        truth: dict[str, NodeInfo] = {}
+        for kind, arg in ops:
+            if kind == "upsert":
+                store.upsert(arg)
+                truth[arg.name] = arg
+            elif kind == "delete":
+                store.delete(arg)
+                truth.pop(arg, None)
+            else:
+                store.set_policy(arg)
+            c = store.counts()
+            assert (c.total_nodes, c.total_cores, c.schedulable_nodes,
+                    c.schedulable_cores) == _recount(truth, store.policy)
+
+    check()
