@@ -30,6 +30,7 @@ from typing import Final
 
 from cpa.gojson import format_go_float
 from cpa.params import LadderParams, LinearParams
+from cpa.steps import Step
 
 __all__ = ["INT32_MAX", "ClusterCounts", "Decision", "Step", "counts_step", "ladder", "linear",
            "range_error"]
@@ -49,14 +50,6 @@ class ClusterCounts:
     total_cores: int
     schedulable_nodes: int
     schedulable_cores: int
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One step of the reasoning: a stable greppable ``key`` and a full sentence."""
-
-    key: str
-    text: str
 
 
 @dataclass(frozen=True, slots=True)
