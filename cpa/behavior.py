@@ -56,6 +56,7 @@ __all__ = [
     "MAX_PERIOD_SECONDS",
     "MAX_WINDOW_SECONDS",
     "Behavior",
+    "BehaviorError",
     "BehaviorStage",
     "BehaviorState",
     "Outcome",
