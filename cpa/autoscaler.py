@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from cpa import configmap, logs
 from cpa.api import Api, ApiError
+from cpa.behavior import Behavior, BehaviorStage, Outcome
 from cpa.flags import Options
 from cpa.formulas import ClusterCounts, Decision
 from cpa.modes import decide, mode_of, parse_configmap_data
@@ -61,6 +62,8 @@ class PollResult:
     scales: list[ScaleResult] = field(default_factory=list)
     stale: str | None = None  # why the counts may be out of date (the poll still ran)
     overwritten: list[Overwrite] = field(default_factory=list)  # another writer's changes
+    behavior: dict[Target, Outcome] = field(default_factory=dict)
+    """Ours: what ``behavior`` made of the decision per target (empty without it)."""
 
     @property
     def ok(self) -> bool:
@@ -100,6 +103,7 @@ class Autoscaler:
         self._stale_logged = False
         self._written: dict[Target, int] = {}  # what we last wrote to each target
         self._fighting: set[Target] = set()  # targets in an episode of another writer
+        self._behavior = BehaviorStage()  # ours: windows/policies history, per target
         self.consecutive_failures = 0
         self.polls = 0
 
@@ -200,6 +204,43 @@ class Autoscaler:
             self._written[target] = res.replicas if res.changed else (
                 res.previous if res.previous is not None else res.replicas)
 
+    # --- behavior (ours, opt-in) ---------------------------------------------------
+    def _shaper(self, target: Target, behavior: Behavior | None, result: PollResult
+                ) -> Callable[[int], int] | None:
+        """With ``behavior``, the count written depends on the target's current replicas
+        (the scale GET's), so the scale write asks this function; without it, None and the
+        formula's count is written as upstream writes it.
+
+        History is kept per target across polls and ConfigMap versions (a changed window or
+        mode is judged against the same history, so an edit can never release a scale-down
+        that the window was holding); it is dropped when the ConfigMap has no behavior.
+        """
+        if behavior is None:
+            return None
+        assert result.decision is not None
+        desired, now = result.decision.replicas, result.started
+
+        def shape(current: int) -> int:
+            outcome = self._behavior.shape(target, behavior, desired, current, now)
+            result.behavior[target] = outcome
+            return outcome.replicas
+        return shape
+
+    def _behavior_fields(self, res: ScaleResult, result: PollResult) -> dict[str, object]:
+        """Record a successful write in the target's history; log a hold once per episode;
+        return the extra ``scale.changed`` fields when the behavior shaped the write."""
+        outcome = result.behavior.get(res.target)
+        if outcome is None or res.error is not None:
+            return {}
+        if res.changed and res.previous is not None:
+            self._behavior.written(res.target, res.previous, res.replicas, result.started)
+        elif self._behavior.newly_held(res.target, outcome):
+            self._log.info("scale.held", target=str(res.target), replicas=outcome.replicas,
+                           desired=outcome.desired, behavior=outcome.reason)
+        if not outcome.shaped:
+            return {}
+        return {"desired": outcome.desired, "behavior": outcome.reason}
+
     def poll_once(self) -> PollResult:
         """Run one poll; never raises: the outcome (and /last-poll) carries the error."""
         self.polls += 1
@@ -219,11 +260,15 @@ class Autoscaler:
             if decision.error is not None:
                 raise PollError(decision.error)
             failures: list[str] = []
+            if params.behavior is None:
+                self._behavior.reset()
             for target in self._opts.targets:  # ours: every target is attempted
                 res = ensure_replicas(self._api, self._opts.namespace, target,
-                                      decision.replicas)
+                                      decision.replicas,
+                                      self._shaper(target, params.behavior, result))
                 result.scales.append(res)
                 self._check_other_writer(res, result)
+                shaped = self._behavior_fields(res, result)
                 if res.error:
                     failures.append(res.error)
                 elif res.changed:
@@ -233,7 +278,7 @@ class Autoscaler:
                                    total_nodes=counts.total_nodes,
                                    total_cores=counts.total_cores,
                                    schedulable_nodes=counts.schedulable_nodes,
-                                   schedulable_cores=counts.schedulable_cores)
+                                   schedulable_cores=counts.schedulable_cores, **shaped)
             if failures:
                 raise PollError("; ".join(failures))
         except _InvalidParams as exc:

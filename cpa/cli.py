@@ -153,6 +153,7 @@ _CPA_USAGE = """usage: cpa [--version] <command> [flags]
 commands:
   run       run the autoscaler daemon (same flags as cluster-proportional-autoscaler)
   explain   show what the autoscaler would do, and why, without writing anything
+  simulate  replay a timeline of node/core counts through the formula and its behavior
 
 `cpa <command> --help` describes a command's flags."""
 
@@ -173,4 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from cpa.explain import explain_main
 
         return explain_main(rest)
-    return _usage_exit("cpa", f"unknown command {command!r}: use run or explain")
+    if command == "simulate":
+        from cpa.simulate import simulate_main
+
+        return simulate_main(rest)
+    return _usage_exit("cpa", f"unknown command {command!r}: use run, explain or simulate")

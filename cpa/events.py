@@ -67,6 +67,10 @@ class EventRecorder:
                     f"{decision.cores} cores counted; the cluster has {counts.total_nodes} "
                     f"nodes and {counts.total_cores} cores, {counts.schedulable_nodes} and "
                     f"{counts.schedulable_cores} of them schedulable)")
+            outcome = result.behavior.get(scale.target)
+            if outcome is not None and outcome.shaped:
+                note += (f"; the parameters gave {outcome.desired}, the behavior wrote "
+                         f"{outcome.replicas}: {outcome.reason}")
             self.emit("Normal", "Scaled", "Scale", {
                 "apiVersion": kind.api_version, "kind": kind.name,
                 "name": scale.target.name, "namespace": self._namespace}, note)

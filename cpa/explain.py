@@ -1,7 +1,13 @@
 """``cpa explain``: what the autoscaler would do, and why, without writing anything.
 
-It runs the same parsing and the same :func:`cpa.formulas.decide` as the daemon, so its
-answer is the daemon's answer; only the source of counts and parameters differs.
+It runs the same parsing and the same :func:`cpa.modes.decide` as the daemon, so its
+answer is the daemon's answer; only the source of counts and parameters differs. With a
+``behavior`` (ours) and the target's current replicas it also runs the daemon's
+:func:`cpa.behavior.apply`, for one poll with no history (the daemon has history; explain
+cannot know it, and says so).
+
+The parameter flags and their resolution (:func:`add_parameter_arguments`,
+:func:`parameters_from_flags`) are shared with ``cpa simulate``.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cpa.behavior import BehaviorState, Outcome, apply
 from cpa.formulas import ClusterCounts, Decision
 from cpa.modes import decide, parse_configmap_data
 from cpa.params import Params, ParamsError, default_params_to_data
@@ -23,11 +30,8 @@ class ExplainError(Exception):
     """Bad input to explain; exit 1 with this message."""
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="cpa explain", allow_abbrev=False,
-        description="Compute the replicas the autoscaler would write, step by step. "
-                    "Nothing is written to the cluster.")
+def add_parameter_arguments(p: argparse.ArgumentParser) -> None:
+    """The parameter flags, shared by ``explain`` and ``simulate``."""
     src = p.add_argument_group("parameters (one of)")
     src.add_argument("--data", metavar="JSON",
                      help='the ConfigMap\'s data as a JSON object of strings, e.g. '
@@ -36,6 +40,14 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument("--default-params", metavar="JSON",
                      help="the --default-params flag's value; with --from-cluster, used only "
                           "when the ConfigMap does not exist (as the daemon would create it)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cpa explain", allow_abbrev=False,
+        description="Compute the replicas the autoscaler would write, step by step. "
+                    "Nothing is written to the cluster.")
+    add_parameter_arguments(p)
     cl = p.add_argument_group("cluster")
     cl.add_argument("--nodes", type=int, help="total nodes")
     cl.add_argument("--cores", help="total allocatable cores (a quantity: 1536, 3920m)")
@@ -48,6 +60,12 @@ def _parser() -> argparse.ArgumentParser:
     cl.add_argument("--nodelabels", default="", help="with --from-cluster")
     cl.add_argument("--kubeconfig", default="", help="with --from-cluster (default $KUBECONFIG, "
                                                       "else in-cluster)")
+    cl.add_argument("--current-replicas", type=int, metavar="N",
+                    help="the target's replicas now: shows what a behavior in the parameters "
+                         "would do this poll")
+    cl.add_argument("--target", default="", metavar="KIND/NAME",
+                    help="with --from-cluster: read the current replicas from this target's "
+                         "scale (read-only)")
     p.add_argument("--output", "-o", choices=("text", "json"), default="text")
     return p
 
@@ -105,6 +123,24 @@ def _explicit_params(args: argparse.Namespace) -> tuple[dict[str, str] | None, s
     return None
 
 
+def parse_params(data: dict[str, str] | None, origin: str) -> Params:
+    try:
+        return parse_configmap_data(data)
+    except ParamsError as exc:
+        raise ExplainError(f"invalid parameters from {origin}: {exc}") from exc
+
+
+def parameters_from_flags(args: argparse.Namespace) -> tuple[Params, str]:
+    """The parameters from ``--data``, ``--configmap-file`` or ``--default-params`` (no
+    cluster), and where they came from."""
+    source = _explicit_params(args)
+    if source is None and args.default_params is not None:
+        source = _defaults(args.default_params), "--default-params"
+    if source is None:
+        raise ExplainError("give the parameters: --data, --configmap-file or --default-params")
+    return parse_params(*source), source[1]
+
+
 def _from_cluster(args: argparse.Namespace, read_configmap: bool
                   ) -> tuple[ClusterCounts, tuple[dict[str, str] | None, str] | None]:
     """Counts from a one-off node list and, when asked, the parameters from the ConfigMap
@@ -152,45 +188,114 @@ def _given_counts(args: argparse.Namespace) -> ClusterCounts:
 
 def gather(args: argparse.Namespace) -> tuple[ClusterCounts, Params, str]:
     """Resolve the counts and the parameters from the arguments."""
-    source = _explicit_params(args)
-    if args.from_cluster:
-        if args.nodes is not None or args.cores is not None:
-            raise ExplainError("--from-cluster reads the counts; drop --nodes/--cores")
-        counts, from_cluster = _from_cluster(args, read_configmap=source is None)
-        source = source or from_cluster
-    else:
+    if not args.from_cluster:
         counts = _given_counts(args)
-        if source is None and args.default_params is not None:
-            source = _defaults(args.default_params), "--default-params"
-    if source is None:
-        raise ExplainError("give the parameters: --data, --configmap-file or --default-params")
-    data, origin = source
+        _check_counts(counts)
+        return (counts, *parameters_from_flags(args))
+    if args.nodes is not None or args.cores is not None:
+        raise ExplainError("--from-cluster reads the counts; drop --nodes/--cores")
+    source = _explicit_params(args)
+    counts, from_cluster = _from_cluster(args, read_configmap=source is None)
+    source = source or from_cluster
+    assert source is not None
+    _check_counts(counts)
+    return counts, parse_params(*source), source[1]
+
+
+def _check_counts(counts: ClusterCounts) -> None:
     if min(counts.total_nodes, counts.total_cores, counts.schedulable_nodes,
            counts.schedulable_cores) < 0:
         raise ExplainError("node and core counts cannot be negative")
+
+
+def current_replicas(args: argparse.Namespace) -> int | None:
+    """``--current-replicas``, or with ``--from-cluster --target`` the target's scale."""
+    if args.current_replicas is not None:
+        if args.current_replicas < 0:
+            raise ExplainError("--current-replicas cannot be negative")
+        return int(args.current_replicas)
+    if not args.target:
+        return None
+    if not args.from_cluster:
+        raise ExplainError("--target reads the scale from the cluster: add --from-cluster, "
+                           "or give --current-replicas instead")
+    from cpa.flags import parse_targets
+    from cpa.kubeapi import ApiError, KubeApi
+    from cpa.kubeconfig import ConfigError, load
+    from cpa.scale import scale_path
+
+    targets, problems = parse_targets(args.target)
+    if problems or len(targets) != 1:
+        raise ExplainError("; ".join(problems) or "--target: give exactly one kind/name")
+    if not args.namespace:
+        raise ExplainError("--target needs --namespace")
     try:
-        params = parse_configmap_data(data)
-    except ParamsError as exc:
-        raise ExplainError(f"invalid parameters from {origin}: {exc}") from exc
-    return counts, params, origin
+        scale = KubeApi(load(args.kubeconfig)).get_json(scale_path(args.namespace,
+                                                                   targets[0]))
+    except (ApiError, ConfigError) as exc:
+        raise ExplainError(f"cannot read the scale of {targets[0]}: {exc}") from exc
+    spec = scale.get("spec") or {}
+    return int(spec.get("replicas", 0) or 0) if isinstance(spec, dict) else 0
 
 
-def render_text(counts: ClusterCounts, decision: Decision, origin: str) -> str:
+def behave(params: Params, decision: Decision, current: int | None) -> Outcome | None:
+    """The daemon's behavior stage for one poll with no history, if it applies."""
+    if params.behavior is None or current is None or decision.error is not None:
+        return None
+    return apply(params.behavior, BehaviorState(), decision.replicas, current, 0.0)
+
+
+_NO_HISTORY = ("for one poll with no history: explain knows no earlier recommendations or "
+               "writes; the running daemon keeps them, so its windows may hold for longer")
+
+
+def render_text(counts: ClusterCounts, decision: Decision, origin: str,
+                params: Params | None = None, current: int | None = None) -> str:
     lines = [
         f"Cluster: {counts.total_nodes} nodes with {counts.total_cores} cores in total; "
         f"{counts.schedulable_nodes} schedulable nodes with {counts.schedulable_cores} cores.",
         f"Parameters: {decision.mode} mode, from {origin}.",
     ]
     lines += [f"{i}. {step.text}" for i, step in enumerate(decision.steps, 1)]
+    outcome = behave(params, decision, current) if params is not None else None
+    if outcome is not None:
+        lines.append(f"Behavior, {_NO_HISTORY}. The target has {current} replicas now.")
+        lines += [f"{i}. {step.text}"
+                  for i, step in enumerate(outcome.steps, len(decision.steps) + 1)]
+    elif params is not None and params.behavior is not None and decision.error is None:
+        lines.append("Behavior is set, but the target's current replicas are not known: give "
+                     "--current-replicas N (or --from-cluster --target KIND/NAME) to see what "
+                     "it would write.")
     if decision.error is not None:
         lines.append(f"=> error: {decision.error}")
+    elif outcome is not None and outcome.shaped:
+        lines.append(f"=> {outcome.replicas} replicas (the formula says {decision.replicas}; "
+                     f"{outcome.reason})")
     else:
         lines.append(f"=> {decision.replicas} replicas")
     return "\n".join(lines)
 
 
 def render_json(counts: ClusterCounts, params: Params, decision: Decision,
-                origin: str) -> dict[str, Any]:
+                origin: str, current: int | None = None) -> dict[str, Any]:
+    doc = _render_json(counts, params, decision, origin)
+    if params.behavior is None or decision.error is not None:
+        return doc
+    outcome = behave(params, decision, current)
+    doc["desired"] = decision.replicas
+    if outcome is None:
+        doc["behavior"] = {"current_replicas": None, "note": "give --current-replicas to see "
+                           "what the behavior would write"}
+        return doc
+    doc["replicas"] = outcome.replicas
+    doc["behavior"] = {"current_replicas": current, "history": _NO_HISTORY,
+                       "reason": outcome.reason,
+                       "steps": [{"key": s.key, "text": s.text} for s in outcome.steps]}
+    return doc
+
+
+def _render_json(counts: ClusterCounts, params: Params, decision: Decision,
+                 origin: str) -> dict[str, Any]:
     return {
         "mode": decision.mode,
         "replicas": decision.replicas,
@@ -220,11 +325,12 @@ def explain_main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     try:
         counts, params, origin = gather(args)
+        current = current_replicas(args)
         decision = decide(params, counts)
         if args.output == "json":
-            out = json.dumps(render_json(counts, params, decision, origin), indent=2)
+            out = json.dumps(render_json(counts, params, decision, origin, current), indent=2)
         else:
-            out = render_text(counts, decision, origin)
+            out = render_text(counts, decision, origin, params, current)
     except ExplainError as exc:
         return _fail(args, str(exc))
     except Exception as exc:  # the contract is "no traceback", whatever the input

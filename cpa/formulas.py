@@ -30,6 +30,7 @@ from typing import Final
 
 from cpa.gojson import format_go_float
 from cpa.params import LadderParams, LinearParams
+from cpa.steps import Step
 
 __all__ = ["INT32_MAX", "ClusterCounts", "Decision", "Step", "counts_step", "ladder", "linear",
            "range_error"]
@@ -51,14 +52,6 @@ class ClusterCounts:
     schedulable_cores: int
     excluded_nodes: int = 0  # left out by excludeNodesWithTaints (not in the totals)
     capped_nodes: int = 0  # whose cores maxCoresPerNode capped (counted capped)
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One step of the reasoning: a stable greppable ``key`` and a full sentence."""
-
-    key: str
-    text: str
 
 
 @dataclass(frozen=True, slots=True)

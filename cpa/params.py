@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cpa.behavior import Behavior, behavior_problems, decode_behavior
 from cpa.gojson import (
     GoJsonError,
     JsonObject,
@@ -53,13 +54,19 @@ class LinearParams:
     max: int
     prevent_single_point_failure: bool
     include_unschedulable_nodes: bool
+    behavior: Behavior | None = None
+    """Ours, opt-in: windows and rate policies (:mod:`cpa.behavior`); None = upstream's."""
 
     def fields(self) -> dict[str, object]:
         """The parameters as the ConfigMap spells them, for logs and ``explain``."""
-        return {"coresPerReplica": self.cores_per_replica,
-                "nodesPerReplica": self.nodes_per_replica, "min": self.min, "max": self.max,
-                "preventSinglePointFailure": self.prevent_single_point_failure,
-                "includeUnschedulableNodes": self.include_unschedulable_nodes}
+        out: dict[str, object] = {
+            "coresPerReplica": self.cores_per_replica,
+            "nodesPerReplica": self.nodes_per_replica, "min": self.min, "max": self.max,
+            "preventSinglePointFailure": self.prevent_single_point_failure,
+            "includeUnschedulableNodes": self.include_unschedulable_nodes}
+        if self.behavior is not None:
+            out["behavior"] = self.behavior.fields()
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +76,18 @@ class LadderParams:
     cores_to_replicas: tuple[tuple[int, int], ...]
     nodes_to_replicas: tuple[tuple[int, int], ...]
     include_unschedulable_nodes: bool
+    behavior: Behavior | None = None
+    """Ours, opt-in: windows and rate policies (:mod:`cpa.behavior`); None = upstream's."""
 
     def fields(self) -> dict[str, object]:
         """The parameters as the ConfigMap spells them, for logs and ``explain``."""
-        return {"coresToReplicas": [list(p) for p in self.cores_to_replicas],
-                "nodesToReplicas": [list(p) for p in self.nodes_to_replicas],
-                "includeUnschedulableNodes": self.include_unschedulable_nodes}
+        out: dict[str, object] = {
+            "coresToReplicas": [list(p) for p in self.cores_to_replicas],
+            "nodesToReplicas": [list(p) for p in self.nodes_to_replicas],
+            "includeUnschedulableNodes": self.include_unschedulable_nodes}
+        if self.behavior is not None:
+            out["behavior"] = self.behavior.fields()
+        return out
 
 
 Params = LinearParams | LadderParams
@@ -86,8 +99,9 @@ _LINEAR_FIELDS = (
     "max",
     "preventSinglePointFailure",
     "includeUnschedulableNodes",
+    "behavior",
 )
-_LADDER_FIELDS = ("coresToReplicas", "nodesToReplicas", "includeUnschedulableNodes")
+_LADDER_FIELDS = ("coresToReplicas", "nodesToReplicas", "includeUnschedulableNodes", "behavior")
 
 _HINTS = {
     "out of range": "use a smaller number",
@@ -96,7 +110,10 @@ _HINTS = {
     "decimal point or exponent",
     "expected a number": "write a number such as 16 or 0.5, without quotes",
     "expected true or false": "write true or false, without quotes",
+    "expected a string": 'write the name in double quotes, e.g. "Percent"',
     "expected a JSON object": "the value must be one JSON object",
+    "expected an array of policies": 'write a list of policies such as '
+    '[{"type":"Percent","value":33,"periodSeconds":180}]',
     "expected an array": "write a list of [threshold, replicas] pairs such as [[1,1],[64,3]]",
     "expected a [threshold": "write each pair as [threshold, replicas], e.g. [64,3]",
 }
@@ -131,12 +148,15 @@ def parse_linear(text: str) -> LinearParams:
     cores = nodes = 0.0
     minimum = maximum = 0
     spof = include = False
+    behavior_doc = None
     try:
         for field, value in members_by_field(obj, _LINEAR_FIELDS) if obj else ():
             where = f"linear.{field}"
-            if value is None:
+            if field == "behavior":  # a pointer: null makes it nil
+                behavior_doc = decode_behavior(value, where, behavior_doc)
+            elif value is None:
                 continue  # Go leaves the field as it was
-            if field == "coresPerReplica":
+            elif field == "coresPerReplica":
                 cores = go_float(value, where)
             elif field == "nodesPerReplica":
                 nodes = go_float(value, where)
@@ -151,7 +171,7 @@ def parse_linear(text: str) -> LinearParams:
     except GoJsonError as error:
         raise _fail("linear", error) from None
 
-    problems: list[str] = []
+    behavior, problems = behavior_problems(behavior_doc)
     if cores == 0 and nodes == 0:
         problems.append(
             "coresPerReplica and nodesPerReplica are both 0 or absent; set at least one "
@@ -179,6 +199,7 @@ def parse_linear(text: str) -> LinearParams:
         max=maximum,
         prevent_single_point_failure=spof,
         include_unschedulable_nodes=include,
+        behavior=behavior,
     )
 
 
@@ -233,10 +254,13 @@ def parse_ladder(text: str) -> LadderParams:
     obj = _document("ladder", text)
     tables = {"coresToReplicas": _GoPairSlice(), "nodesToReplicas": _GoPairSlice()}
     include = False
+    behavior_doc = None
     try:
         for field, value in members_by_field(obj, _LADDER_FIELDS) if obj else ():
             where = f"ladder.{field}"
-            if field in tables:
+            if field == "behavior":  # a pointer: null makes it nil
+                behavior_doc = decode_behavior(value, where, behavior_doc)
+            elif field in tables:
                 tables[field].decode(value, where)
             elif value is not None:
                 include = go_bool(value, where)
@@ -244,7 +268,7 @@ def parse_ladder(text: str) -> LadderParams:
         raise _fail("ladder", error) from None
 
     sorted_tables: dict[str, tuple[tuple[int, int], ...]] = {}
-    problems: list[str] = []
+    behavior, problems = behavior_problems(behavior_doc)
     for field, table in tables.items():
         pairs = table.pairs()
         problems.extend(
@@ -262,6 +286,7 @@ def parse_ladder(text: str) -> LadderParams:
         cores_to_replicas=sorted_tables["coresToReplicas"],
         nodes_to_replicas=sorted_tables["nodesToReplicas"],
         include_unschedulable_nodes=include,
+        behavior=behavior,
     )
 
 

@@ -7,6 +7,7 @@ path; ``--target`` parsing (flags) and the RBAC docs follow it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -70,12 +71,14 @@ def _replicas(scale: dict[str, Any]) -> int:
     return int(value or 0)
 
 
-def ensure_replicas(api: Api, namespace: str, target: Target, replicas: int) -> ScaleResult:
+def ensure_replicas(api: Api, namespace: str, target: Target, replicas: int,
+                    shape: Callable[[int], int] | None = None) -> ScaleResult:
     """GET the scale; PUT it back with ``replicas`` if it differs.
 
     The PUT carries the GET's resourceVersion, so it fails with 409 when someone changed the
     target in between; we then GET again and retry once within the same poll (ours: upstream
-    fails the poll and waits a whole period).
+    fails the poll and waits a whole period). ``shape`` (ours, for ``behavior``) turns the
+    replicas the GET found into the count to write instead of ``replicas``.
     """
     path = scale_path(namespace, target)
     previous: int | None = None
@@ -83,6 +86,8 @@ def ensure_replicas(api: Api, namespace: str, target: Target, replicas: int) -> 
         for attempt in range(2):
             scale = api.get_json(path)
             previous = _replicas(scale)
+            if shape is not None:
+                replicas = shape(previous)
             if previous == replicas:
                 return ScaleResult(target, previous, replicas, False)
             scale.setdefault("spec", {})["replicas"] = replicas

@@ -110,3 +110,17 @@ def test_any_failure_is_swallowed_and_logged() -> None:
     rec = recorder(FakeApi(RuntimeError("socket closed")))
     assert rec.emit("Normal", "Scaled", "Scale", {"name": "c"}, "n") is False
     assert rec.failed == 1
+
+
+def test_a_change_shaped_by_behavior_says_so() -> None:
+    from cpa.behavior import Outcome
+
+    api = FakeApi()
+    target = Target("deployment", "coredns")
+    r = scaled(ScaleResult(target, 10, 7, True))
+    r.behavior[target] = Outcome(desired=3, current=10, replicas=7, steps=(),
+                                 reason="scale-down limited to 3 Pods per 60s")
+    recorder(api).observe(r)
+    note = api.posted[0][1]["note"]
+    assert note.endswith("the parameters gave 3, the behavior wrote 7: scale-down limited "
+                         "to 3 Pods per 60s")

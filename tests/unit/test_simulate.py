@@ -1,0 +1,230 @@
+"""`cpa simulate`: timelines in, the daemon's decisions out; clear errors for bad timelines."""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cpa.simulate import load_timeline, simulate, simulate_main, writes
+from tests.unit.test_autoscaler import COREDNS, FakeApi, make
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "simulate"
+WINDOW = json.dumps({"linear": '{"nodesPerReplica":16,"behavior":{"scaleDown":'
+                               '{"stabilizationWindowSeconds":600}}}'})
+PLAIN = json.dumps({"linear": '{"nodesPerReplica":16}'})
+FLAP_CSV = "t,nodes,cores\n0,30,240\n30,34,272\n60,30,240\n90,34,272\n120,30,240\n700,30,240\n"
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = simulate_main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_text_table_with_and_without_behavior(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    timeline = write(tmp_path, "t.csv", FLAP_CSV)
+    code, out, _ = run(["--timeline", timeline, "--data", WINDOW], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["t", "nodes", "cores", "desired", "replicas", "reason"]
+    table = [line.split(None, 5) for line in lines[1:-1]]
+    assert [(r[3], r[4]) for r in table] == [("2", "2"), ("3", "3"), ("2", "3"), ("3", "3"),
+                                            ("2", "3"), ("2", "2")]
+    assert "window 600 s" in table[2][5]
+    assert lines[-1] == "2 scale writes from 2 replicas (without behavior: 4)."
+    code, out, _ = run(["--timeline", timeline, "--data", PLAIN], capsys)
+    rows = [line.split() for line in out.splitlines()[1:-1]]
+    assert all(r[3] == r[4] for r in rows), "without behavior the formula's count is written"
+
+
+def test_json_output_csv_and_json_timelines_agree(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    csv_path = write(tmp_path, "t.csv", FLAP_CSV)
+    rows = [dict(zip(("t", "nodes", "cores"), map(int, line.split(",")), strict=True))
+            for line in FLAP_CSV.splitlines()[1:]]
+    json_path = write(tmp_path, "t.json", json.dumps(rows))
+    _, from_csv, _ = run(["--timeline", csv_path, "--data", WINDOW, "-o", "json"], capsys)
+    _, from_json, _ = run(["--timeline", json_path, "--data", WINDOW, "-o", "json"], capsys)
+    assert from_csv == from_json
+    doc = json.loads(from_csv)
+    assert list(doc) == ["steps"]
+    assert list(doc["steps"][0]) == ["t", "nodes", "cores", "desired", "replicas", "reason"]
+    assert doc["steps"][2] == {"t": 60, "nodes": 30, "cores": 240, "desired": 2,
+                               "replicas": 3, "reason": doc["steps"][2]["reason"]}
+
+
+def test_start_replicas_and_schedulable_columns(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    timeline = write(tmp_path, "t.csv", "t,nodes,cores,schedulable_nodes\n0,40,160,20\n"
+                                        "10,40,160,40\n")
+    data = json.dumps({"linear": '{"nodesPerReplica":10,"behavior":{"scaleUp":{"policies":'
+                                 '[{"type":"Pods","value":1,"periodSeconds":60}]}}}'})
+    _, out, _ = run(["--timeline", timeline, "--data", data, "-o", "json",
+                     "--start-replicas", "1"], capsys)
+    steps = json.loads(out)["steps"]
+    assert [(s["desired"], s["replicas"]) for s in steps] == [(2, 2), (4, 2)]
+    _, out, _ = run(["--timeline", timeline, "--data", data, "-o", "json"], capsys)
+    assert [s["replicas"] for s in json.loads(out)["steps"]] == [2, 3]
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("t,nodes,cores\n0,3,12\n0,4,16\n", "t must increase from row to row; t 0 comes after t 0"),
+    ("t,nodes,cores\n10,3,12\n5,4,16\n", "t 5 comes after t 10"),
+    ("t,nodes\n0,3\n", "the CSV header must name t, nodes and cores"),
+    ("t,nodes,cores\n0,-3,12\n", "line 2: nodes is -3; counts must be whole numbers, 0 or more"),
+    ("t,nodes,cores\n0,3,1.5\n", "cores is 1.5; counts must be whole numbers"),
+    ("t,nodes,cores\n0,3,x\n", "cores is 'x', not a number"),
+    ("t,nodes,cores\n0,3,\n", "cores is missing"),
+    ("t,nodes,cores\n0,3,12,9\n", "more cells than columns"),
+    ("t,nodes,cores,node\n0,3,12,1\n", "unknown column 'node'"),
+    ("t,nodes,cores,schedulable_nodes\n0,3,12,4\n", "more schedulable than total"),
+    ("t,nodes,cores\n", "the timeline has no rows"),
+    ("t,nodes,cores\nnan,3,12\n", "give a finite number"),
+    ('[{"t":0,"nodes":3}]', "item 0: missing column 'cores'"),
+    ('[{"t":0,"nodes":3,"cores":true}]', "cores is True; give a number"),
+    ('[{"t":0,"nodes":3,"cores":"12"}]', None),  # a string that is a number is fine
+    ('{"t":0}', "a JSON timeline is a list of objects"),
+    ("[1,2]", "a JSON timeline is a list of objects"),
+    ("[{", "not valid JSON"),
+    ("[]", "the timeline has no rows"),
+])
+def test_bad_timelines_are_one_line_exit_1(text: str, fragment: str | None, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    timeline = write(tmp_path, "t.txt", text)
+    code, out, err = run(["--timeline", timeline, "--data", PLAIN], capsys)
+    if fragment is None:
+        assert code == 0, err
+        return
+    assert code == 1, out
+    assert err.startswith("cpa simulate: ") and fragment in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    code, out, _ = run(["--timeline", timeline, "--data", PLAIN, "-o", "json"], capsys)
+    assert code == 1 and fragment in json.loads(out)["error"]
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--timeline", "/nonexistent/t.csv", "--data", PLAIN], "cannot read /nonexistent/t.csv"),
+    (["--timeline", "{t}"], "give the parameters: --data, --configmap-file or --default-params"),
+    (["--timeline", "{t}", "--data", PLAIN, "--compare"], "give --plot FILE.png too"),
+    (["--timeline", "{t}", "--data", PLAIN, "--start-replicas", "-1"], "cannot be negative"),
+    (["--timeline", "{t}", "--data", json.dumps({"linear": '{"nodesPerReplica":16,'
+                                                           '"behavior":{"scaleUp":[]}}'})],
+     "invalid parameters from --data"),
+    (["--timeline", "{t}", "--data", json.dumps({"linear": '{"nodesPerReplica":1,'
+                                                           '"min":2147483648}'})],
+     "t 0: the parameters give 2147483648 replicas"),
+])
+def test_bad_flags(args: list[str], fragment: str, tmp_path: Path,
+                   capsys: pytest.CaptureFixture[str]) -> None:
+    timeline = write(tmp_path, "t.csv", FLAP_CSV)
+    code, _, err = run([a.replace("{t}", timeline) for a in args], capsys)
+    assert code == 1 and fragment in err and "Traceback" not in err, err
+
+
+def test_simulate_is_what_the_daemon_does() -> None:
+    """The committed example timeline through simulate and through the real poll loop (fake
+    API, the timeline's t as the clock): the same writes, poll for poll."""
+    rows = load_timeline(str(EXAMPLE / "flapping-timeline.csv"))[::3]
+    data = {"linear": '{"nodesPerReplica":16,"coresPerReplica":256,'
+                      '"preventSinglePointFailure":true,"behavior":{"scaleDown":'
+                      '{"stabilizationWindowSeconds":600,"policies":[{"type":"Percent",'
+                      '"value":33,"periodSeconds":180}]},"scaleUp":{"policies":'
+                      '[{"type":"Pods","value":2,"periodSeconds":120}]}}}'}
+    from cpa.modes import parse_configmap_data
+
+    steps = simulate(parse_configmap_data(data), rows)
+    api = FakeApi()
+    api.add_scale(COREDNS, steps[0].desired)
+    api.set_configmap(data)
+    now = [0.0]
+    current = [rows[0].counts]
+    autoscaler = make(api, lambda: current[0], clock=lambda: now[0])
+    daemon = []
+    for row in rows:
+        now[0], current[0] = row.t, row.counts
+        assert autoscaler.poll_once().error is None
+        daemon.append(api.objects[COREDNS]["spec"]["replicas"])
+    assert daemon == [s.replicas for s in steps]
+    assert any(s.replicas != s.desired for s in steps), "the behavior did something"
+
+
+def test_the_example_flaps_without_behavior_and_not_with_it() -> None:
+    from cpa.explain import _data_from_file
+    from cpa.modes import parse_configmap_data
+
+    params = parse_configmap_data(_data_from_file(str(EXAMPLE /
+                                                      "kube-dns-autoscaler-behavior.yaml")))
+    rows = load_timeline(str(EXAMPLE / "flapping-timeline.csv"))
+    with_behavior = simulate(params, rows)
+    without = simulate(params, rows, with_behavior=False)
+    downs = [b for a, b in itertools.pairwise(without) if b.replicas < a.replicas]
+    assert len(downs) >= 10, "the example is a flapping cluster"
+    start = with_behavior[0].desired
+    assert writes(with_behavior, start) * 3 < writes(without, start), "no more flapping"
+    flapping = [s for s in with_behavior if 30 * 60 <= s.t < 100 * 60]
+    assert len({s.replicas for s in flapping}) == 1 < len({s.desired for s in flapping})
+    assert max(s.replicas for s in with_behavior) == max(s.desired for s in with_behavior), \
+        "scale-up still reaches the formula's peak"
+
+
+def test_plot_draws_both_panels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    timeline = write(tmp_path, "t.csv", FLAP_CSV)
+    png = tmp_path / "out.png"
+    code, _, err = run(["--timeline", timeline, "--data", WINDOW, "--plot", str(png),
+                        "--compare"], capsys)
+    assert code == 0, err
+    data = png.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    single = tmp_path / "single.png"
+    run(["--timeline", timeline, "--data", WINDOW, "--plot", str(single)], capsys)
+    single_height = int.from_bytes(single.read_bytes()[20:24], "big")
+    assert width == 1000 and height > single_height * 1.7, "two panels, one above the other"
+
+
+def test_plot_without_matplotlib_is_a_clear_error(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    real_import = builtins.__import__
+
+    def no_matplotlib(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.startswith("matplotlib"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    timeline = write(tmp_path, "t.csv", FLAP_CSV)
+    code, _, err = run(["--timeline", timeline, "--data", WINDOW, "--plot",
+                        str(tmp_path / "x.png")], capsys)
+    assert code == 1
+    assert "--plot needs matplotlib: pip install 'cluster-proportional-autoscaler-py[plot]'" \
+        in err
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_the_cpa_command_runs_simulate(tmp_path: Path) -> None:
+    timeline = write(tmp_path, "t.csv", "t,nodes,cores\n0,3,12\n5,2,12\n")
+    proc = subprocess.run([sys.executable, "-m", "cpa", "simulate", "--timeline", timeline,
+                           "--data", PLAIN, "-o", "json"], capture_output=True, text=True,
+                          timeout=60, check=False, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert len(json.loads(proc.stdout)["steps"]) == 2
+    usage = subprocess.run([sys.executable, "-m", "cpa", "--help"], capture_output=True,
+                           text=True, timeout=60, check=False, cwd=REPO)
+    assert "simulate  replay a timeline" in usage.stdout
