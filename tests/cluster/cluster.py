@@ -251,6 +251,9 @@ class Cluster:
             f"--root-ca-file={plane.ca_file}",
             "--use-service-account-credentials=false",
             f"--service-cluster-ip-range={SERVICE_RANGE}",
+            # API-only Nodes (the scenario's) have no kubelet to renew their Lease: with the
+            # default 50 s the node lifecycle controller would mark them NotReady mid-run.
+            "--node-monitor-grace-period=1h",
             "--profiling=false",
             "--v=1",
         ])

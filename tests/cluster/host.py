@@ -65,6 +65,9 @@ WATCHED_DIRS = (
 OURS_PREFIXES = ("KUBE-", "CNI-")
 _BUILTIN_CHAINS = {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"}
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# The kubelet's pod cgroups (cgroupfs driver) and containerd's for containers it runs
+# outside the kubelet's (the k8s.io namespace's default parent).
+CGROUP_ROOTS = ("kubepods", "k8s.io")
 
 
 def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -93,21 +96,24 @@ def _iptables_rules(binary: str) -> dict[str, tuple[set[str], Counter[str]]]:
 
 
 def _cgroup_dirs() -> set[str]:
-    """Every cgroup directory up to four levels deep, in every hierarchy (v1 and unified).
+    """The cgroup directories under the roots the kubelet and containerd create, in every
+    hierarchy (v1 and unified), down to the kubelet's ``kubepods/<qos>/pod<uid>/<id>``.
 
-    Four levels covers the kubelet's ``kubepods/<qos>/pod<uid>/<container>`` layout."""
+    Only those roots: other tools on this machine (podman's ``libpod_parent``, the
+    sandbox's own per-command cgroups) create and remove cgroups at any time."""
     found: set[str] = set()
     if not CGROUP_ROOT.is_dir():
         return found
     for hierarchy in CGROUP_ROOT.iterdir():
-        if not hierarchy.is_dir():
-            continue
-        for root, dirs, _files in os.walk(hierarchy):
-            depth = Path(root).relative_to(hierarchy).parts
-            if len(depth) >= 4:
-                dirs.clear()
-            for name in dirs:
-                found.add(str(Path(root) / name))
+        for top in CGROUP_ROOTS:
+            start = hierarchy / top
+            if not start.is_dir():
+                continue
+            found.add(str(start))
+            for root, dirs, _files in os.walk(start):
+                if len(Path(root).relative_to(start).parts) >= 4:
+                    dirs.clear()
+                found.update(str(Path(root) / name) for name in dirs)
     return found
 
 

@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cluster.cluster import NODE_NAME, Cluster, wait_for
+from tests.cluster.cluster import NODE_NAME, Cluster, missing_packages, wait_for
 from tests.cluster.host import run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,6 +74,11 @@ STATE: dict[str, Any] = {}
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
+    if os.geteuid() != 0:
+        pytest.fail("the cluster e2e needs root: run it with `make cluster-e2e`")
+    if missing_packages():
+        pytest.fail(f"missing Debian packages {missing_packages()}: `make cluster-e2e` "
+                    "(tests/cluster/run.sh) installs them")
     c = Cluster()
     try:
         c.start()
@@ -136,6 +141,11 @@ def the_pod(c: Cluster, selector: str) -> dict[str, Any]:
 
 def pod_logs(c: Cluster, name: str) -> str:
     return c.kubectl("logs", "-n", NS, name).stdout
+
+
+def show_logs(title: str, logs: str, lines: int = 12) -> None:
+    body = "\n".join(f"    {line}" for line in logs.splitlines()[:lines])
+    print(f"[cluster-e2e] {title}:\n{body}", flush=True)
 
 
 def log_times(logs: str, event: str) -> list[dt.datetime]:
@@ -261,6 +271,7 @@ def test_2_autoscaler_ready_creates_configmap_and_scales(cluster: Cluster) -> No
     assert cm["data"] == {"linear": '{"coresPerReplica":256,"includeUnschedulableNodes":true,'
                                     '"nodesPerReplica":16,"preventSinglePointFailure":true}'}
     logs = pod_logs(cluster, name)
+    show_logs(f"step 2: kubectl logs {name}", logs)
     for event in ("starting", "configmap.created", "scale.changed", "params.loaded"):
         assert event in logs, f"{event} missing from the pod's logs:\n{logs}"
     # In-cluster config through the kubernetes Service's ClusterIP, not the bridge address.
@@ -347,6 +358,7 @@ def test_5_replaced_pod_writes_nothing_wrong(cluster: Cluster) -> None:
         stop.set()
         sampler.join(5)
     logs = pod_logs(cluster, name)
+    show_logs(f"step 5: kubectl logs {name} (the replacement)", logs)
     assert samples and set(samples) == {4}, f"coredns replicas over the transition: {samples}"
     assert "scale.changed" not in logs, logs
     assert "configmap.created" not in logs, logs
