@@ -43,22 +43,26 @@ from typing import Any
 
 import yaml
 
+from tests.cluster import configs
+from tests.cluster.configs import (
+    BRIDGE,
+    CNI_BIN_DIR,
+    GATEWAY,
+    NODE_NAME,
+    POD_SUBNET,
+    SERVICE_IP,
+    SERVICE_RANGE,
+)
 from tests.cluster.host import HostSnapshot, pids_with_arg, run, unmount_under
 from tests.cluster.procs import Proc, tail
 from tests.controlplane import ControlPlane, ensure_binaries
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SH = REPO / "tests" / "controlplane" / "build.sh"
-IMAGES_ENV = REPO / ".cache" / "cluster" / "images"
+IMAGES_DIR = REPO / ".cache" / "cluster" / "images"
 NODE_BINARIES = ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
                  "kubectl")
 
-BRIDGE = "cpae2e0"
-POD_SUBNET = "10.244.0.0/24"
-GATEWAY = "10.244.0.1"
-SERVICE_RANGE = "10.0.0.0/24"
-NODE_NAME = "cpa-e2e-node"
-CNI_BIN_DIR = "/usr/lib/cni"
 DEBIAN_PACKAGES = {  # command -> Debian package
     "containerd": "containerd",
     "runc": "runc",
@@ -91,7 +95,7 @@ def missing_packages() -> list[str]:
 
 def read_images() -> dict[str, str]:
     """The image references tests/cluster/images.sh built and exported."""
-    env = IMAGES_ENV / "images.env"
+    env = IMAGES_DIR / "images.env"
     if not env.exists():
         raise RuntimeError(f"{env} missing: run tests/cluster/images.sh first")
     pairs = (line.split("=", 1) for line in env.read_text().splitlines() if "=" in line)
@@ -279,89 +283,25 @@ class Cluster:
                  60, both_alive)
 
     # ------------------------------------------------------------------ containerd
-    def _write_cni_config(self) -> None:
-        self.cni_conf_dir.mkdir(parents=True, exist_ok=True)
-        conflist = {
-            "cniVersion": "0.4.0",
-            "name": "cpa-e2e",
-            "plugins": [
-                {
-                    "type": "bridge",
-                    "bridge": BRIDGE,
-                    "isGateway": True,
-                    "ipMasq": False,
-                    "hairpinMode": False,
-                    "ipam": {
-                        "type": "host-local",
-                        "dataDir": str(self.workdir / "cni" / "ipam"),
-                        "ranges": [[{"subnet": POD_SUBNET, "gateway": GATEWAY,
-                                     "rangeStart": "10.244.0.10"}]],
-                        "routes": [{"dst": SERVICE_RANGE}],
-                    },
-                },
-                {"type": "portmap", "capabilities": {"portMappings": True}},
-            ],
-        }
-        (self.cni_conf_dir / "10-cpa-e2e.conflist").write_text(json.dumps(conflist, indent=2))
-
     def _start_containerd(self) -> None:
-        self._write_cni_config()
-        root, state = self.containerd_dir / "root", self.containerd_dir / "state"
-        for path in (root, state):
-            path.mkdir(parents=True, exist_ok=True)
-        cri = 'plugins."io.containerd.grpc.v1.cri"'
-        config = f"""\
-# Written by tests/cluster/cluster.py: containerd for one test node, nothing shared.
-version = 2
-root = "{root}"
-state = "{state}"
-# The "opt" plugin would create /opt/containerd; the others only fail to load here.
-disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.btrfs",
-                    "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs",
-                    "io.containerd.snapshotter.v1.devmapper"]
-
-[grpc]
-  address = "{self.containerd_sock}"
-
-[ttrpc]
-  address = "{self.containerd_dir / 'containerd.sock.ttrpc'}"
-
-[{cri}]
-  sandbox_image = "{self.images['PAUSE_IMAGE']}"
-  # Required here: a negative oom_score_adj needs CAP_SYS_RESOURCE, which root lacks.
-  restrict_oom_score_adj = true
-  enable_selinux = false
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-
-[{cri}.containerd]
-  snapshotter = "overlayfs"
-  default_runtime_name = "runc"
-
-[{cri}.containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-
-[{cri}.containerd.runtimes.runc.options]
-  SystemdCgroup = false
-  Root = "{self.containerd_dir / 'runc'}"
-
-[{cri}.cni]
-  bin_dir = "{CNI_BIN_DIR}"
-  conf_dir = "{self.cni_conf_dir}"
-  max_conf_num = 1
-"""
+        self.cni_conf_dir.mkdir(parents=True, exist_ok=True)
+        conflist = configs.cni_conflist(self.workdir / "cni" / "ipam")
+        (self.cni_conf_dir / "10-cpa-e2e.conflist").write_text(json.dumps(conflist, indent=2))
+        for sub in ("root", "state"):
+            (self.containerd_dir / sub).mkdir(parents=True, exist_ok=True)
         conf = self.containerd_dir / "config.toml"
-        conf.write_text(config)
+        conf.write_text(configs.containerd_toml(self.containerd_dir, self.containerd_sock,
+                                                self.images["PAUSE_IMAGE"], self.cni_conf_dir))
         proc = self._spawn("containerd", ["containerd", "--config", str(conf)])
         wait_for("containerd socket", lambda: self.ctr("version", check=False).returncode == 0,
                  30, proc.check_alive)
 
     def _import_images(self) -> None:
-        for key in ("PAUSE_IMAGE", "COREDNS_IMAGE", "AUTOSCALER_IMAGE"):
-            ref = self.images[key]
-            tar = IMAGES_ENV / {"PAUSE_IMAGE": "pause.tar", "COREDNS_IMAGE": "coredns.tar",
-                                "AUTOSCALER_IMAGE": "autoscaler.tar"}[key]
-            self.ctr("images", "import", "--index-name", ref, str(tar))
+        # podman save writes the full reference as the archive's ref.name annotation, which
+        # names the image. (--index-name would add a second image of the same name, whose
+        # index blob containerd may collect before it is unpacked: a flaky "not found".)
+        for name in ("pause", "coredns", "autoscaler"):
+            self.ctr("images", "import", str(IMAGES_DIR / f"{name}.tar"))
         listed = self.ctr("images", "ls", "-q").stdout.split()
         missing = [ref for ref in self.images.values() if ref not in listed]
         if missing:
@@ -373,34 +313,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         plane = self.plane
         assert plane is not None
         self.kubelet_dir.mkdir(parents=True, exist_ok=True)
-        config = {
-            "apiVersion": "kubelet.config.k8s.io/v1beta1",
-            "kind": "KubeletConfiguration",
-            "address": GATEWAY,
-            "port": _free_port(GATEWAY),
-            "readOnlyPort": 0,
-            "healthzPort": 0,
-            # A test node on a bridge only this machine reaches.
-            "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
-            "authorization": {"mode": "AlwaysAllow"},
-            "cgroupDriver": "cgroupfs",
-            "failCgroupV1": False,
-            "failSwapOn": False,
-            "containerRuntimeEndpoint": f"unix://{self.containerd_sock}",
-            "enforceNodeAllocatable": [],
-            "evictionHard": {},  # no evictions on a test node
-            # Never collect the imported images: nothing could pull them back.
-            "imageGCHighThresholdPercent": 100,
-            "imageGCLowThresholdPercent": 99,
-            "podLogsDir": str(self.workdir / "pod-logs"),
-            "volumePluginDir": str(self.workdir / "volume-plugins"),
-            "resolvConf": "",
-            "serializeImagePulls": False,
-            "registerNode": True,
-            "rotateCertificates": False,
-            "serverTLSBootstrap": False,
-            "nodeStatusUpdateFrequency": "5s",
-        }
+        config = configs.kubelet_config(_free_port(GATEWAY), self.containerd_sock, self.workdir)
         conf = self.workdir / "kubelet.yaml"
         conf.write_text(yaml.safe_dump(config))
         proc = self._spawn("kubelet", [
@@ -427,23 +340,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
     def _start_kube_proxy(self) -> None:
         plane = self.plane
         assert plane is not None
-        config = {
-            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
-            "kind": "KubeProxyConfiguration",
-            "mode": "iptables",
-            "clusterCIDR": POD_SUBNET,
-            "hostnameOverride": NODE_NAME,
-            "clientConnection": {"kubeconfig": str(plane.admin_kubeconfig)},
-            "healthzBindAddress": f"127.0.0.1:{_free_port()}",
-            "metricsBindAddress": f"127.0.0.1:{_free_port()}",
-            "nodePortAddresses": [f"{GATEWAY}/32"],
-            # Leave the host's conntrack sysctls alone (0 = do not set).
-            "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s",
-                          "tcpCloseWaitTimeout": "0s", "udpTimeout": "0s",
-                          "udpStreamTimeout": "0s"},
-            # true would set net.ipv4.conf.all.route_localnet=1 on the host.
-            "iptables": {"localhostNodePorts": False},
-        }
+        config = configs.kube_proxy_config(plane.admin_kubeconfig, _free_port(), _free_port())
         conf = self.workdir / "kube-proxy.yaml"
         conf.write_text(yaml.safe_dump(config))
         self._kube_proxy_conf = conf
@@ -455,7 +352,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
             nat = run("iptables-save", "-t", "nat").stdout
             return "default/kubernetes:https" in nat and f"--to-destination {endpoint}" in nat
 
-        wait_for(f"kube-proxy DNAT 10.0.0.1:443 -> {endpoint}", programmed, 60,
+        wait_for(f"kube-proxy DNAT {SERVICE_IP}:443 -> {endpoint}", programmed, 60,
                  proc.check_alive)
 
     # ------------------------------------------------------------------ stop

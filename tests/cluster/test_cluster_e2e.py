@@ -36,7 +36,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cluster.cluster import NODE_NAME, Cluster, missing_packages, wait_for
+from tests.cluster.cluster import Cluster, missing_packages, wait_for
+from tests.cluster.configs import NODE_NAME, SERVICE_IP
 from tests.cluster.host import run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -240,7 +241,7 @@ def test_1_apply_manifest_with_image_swapped(cluster: Cluster) -> None:
         assert obj in out, out
     STATE["overlay"] = root
     svc = admin(cluster).get("/api/v1/namespaces/default/services/kubernetes")
-    assert svc["spec"]["clusterIP"] == "10.0.0.1"
+    assert svc["spec"]["clusterIP"] == SERVICE_IP
 
 
 def test_2_autoscaler_ready_creates_configmap_and_scales(cluster: Cluster) -> None:
@@ -275,16 +276,16 @@ def test_2_autoscaler_ready_creates_configmap_and_scales(cluster: Cluster) -> No
     for event in ("starting", "configmap.created", "scale.changed", "params.loaded"):
         assert event in logs, f"{event} missing from the pod's logs:\n{logs}"
     # In-cluster config through the kubernetes Service's ClusterIP, not the bridge address.
-    assert "server=https://10.0.0.1:443" in logs and "config=in-cluster" in logs, logs
+    assert f"server=https://{SERVICE_IP}:443" in logs and "config=in-cluster" in logs, logs
     start, write = log_times(logs, "starting")[0], log_times(logs, "scale.changed")[0]
     TIMES.add("step 2: autoscaler process start -> first scale write (its own log)",
               (write - start).total_seconds())
     # kube-proxy's DNAT carried that traffic: conntrack shows the Pod's connections to the
     # ClusterIP, translated to the API server on the bridge.
     pod_ip = pod["status"]["podIP"]
-    flows = run("conntrack", "-L", "-p", "tcp", "--orig-dst", "10.0.0.1", check=False).stdout
-    assert any(f"src={pod_ip} dst=10.0.0.1" in f and "dport=443" in f for f in
-               flows.splitlines()), f"no conntrack entry {pod_ip} -> 10.0.0.1:443:\n{flows}"
+    flows = run("conntrack", "-L", "-p", "tcp", "--orig-dst", SERVICE_IP, check=False).stdout
+    assert any(f"src={pod_ip} dst={SERVICE_IP}" in f and "dport=443" in f for f in
+               flows.splitlines()), f"no conntrack entry {pod_ip} -> {SERVICE_IP}:443:\n{flows}"
 
 
 def test_3_api_only_nodes_grow_the_cluster(cluster: Cluster) -> None:
