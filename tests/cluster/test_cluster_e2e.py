@@ -159,6 +159,31 @@ def log_times(logs: str, event: str) -> list[dt.datetime]:
     return out
 
 
+def check_security_context(c: Cluster, container_id: str) -> None:
+    """The container's process, seen from the host, has what the manifest asks for: uid/gid
+    65534, no capabilities, no privilege escalation, seccomp on, a read-only root, 64Mi."""
+    cid = container_id.removeprefix("containerd://")
+    tasks = c.ctr("tasks", "ls").stdout.splitlines()[1:]
+    pid = next(int(line.split()[1]) for line in tasks if line.split()[0] == cid)
+    status = dict(line.split(":\t", 1) for line in
+                  Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+    assert status["Uid"].split()[:2] == ["65534", "65534"], status["Uid"]
+    assert status["Gid"].split()[:2] == ["65534", "65534"], status["Gid"]
+    assert int(status["CapEff"], 16) == 0 and int(status["CapBnd"], 16) == 0
+    assert status["NoNewPrivs"].strip() == "1"
+    assert status["Seccomp"].strip() == "2", "no seccomp filter (RuntimeDefault)"
+    root = next(line.split() for line in Path(f"/proc/{pid}/mountinfo").read_text()
+                .splitlines() if line.split()[4] == "/")
+    assert "ro" in root[5].split(","), f"root filesystem not read-only: {root}"
+    memory = next(line.split(":", 2)[2] for line in
+                  Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+                  if line.split(":")[1] == "memory")
+    limit = Path(f"/sys/fs/cgroup/memory{memory}/memory.limit_in_bytes").read_text().strip()
+    assert int(limit) == 64 * 2**20, f"memory limit {limit}"
+    print(f"[cluster-e2e] step 2: autoscaler process {pid}: uid/gid 65534, no capabilities, "
+          f"no_new_privs, seccomp filter, read-only root, memory limit 64Mi", flush=True)
+
+
 def overlay(c: Cluster) -> Path:
     """A kustomize overlay of manifests/ that swaps only the image, as a user would."""
     root = REPO / ".cache" / "cluster" / "overlay"
@@ -283,6 +308,7 @@ def test_2_autoscaler_ready_creates_configmap_and_scales(cluster: Cluster) -> No
     start, write = log_times(logs, "starting")[0], log_times(logs, "scale.changed")[0]
     TIMES.add("step 2: autoscaler process start -> first scale write (its own log)",
               (write - start).total_seconds())
+    check_security_context(cluster, status["containerID"])
     # kube-proxy's DNAT carried that traffic: conntrack shows the Pod's connections to the
     # ClusterIP, translated to the API server on the bridge.
     pod_ip = pod["status"]["podIP"]
