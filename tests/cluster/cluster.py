@@ -53,7 +53,7 @@ from tests.cluster.configs import (
     SERVICE_IP,
     SERVICE_RANGE,
 )
-from tests.cluster.host import HostSnapshot, pids_with_arg, run, unmount_under
+from tests.cluster.host import HostSnapshot, is_ours, pids_with_arg, run, unmount_under
 from tests.cluster.procs import Proc, tail
 from tests.controlplane import ControlPlane, ensure_binaries
 
@@ -158,6 +158,7 @@ class Cluster:
         self.timings: dict[str, float] = {}
         self.cleanup_report: list[str] = []
         self.leftovers: list[str] = []
+        self.foreign_changes: list[str] = []  # host changes another process made meanwhile
         atexit.register(_stop_at_exit, weakref.ref(self))
 
     # ------------------------------------------------------------------ helpers
@@ -358,8 +359,9 @@ class Cluster:
     # ------------------------------------------------------------------ stop
     def stop(self) -> None:
         """Tear everything down and put the host back; idempotent. Fills
-        ``cleanup_report`` with what was removed and ``leftovers`` with what still differs
-        from the snapshot taken at start (empty when the host is as it was)."""
+        ``cleanup_report`` with what was removed, ``leftovers`` with what of the cluster's
+        still differs from the snapshot taken at start (empty when the host is as it was)
+        and ``foreign_changes`` with differences another process made meanwhile."""
         if self._stopped:
             return
         self._stopped = True
@@ -412,8 +414,9 @@ class Cluster:
             report.append(f"kept {self.workdir} (${KEEP_ENV}=1)")
         else:
             shutil.rmtree(self.workdir, ignore_errors=True)
-        self.leftovers = (snapshot.differences(HostSnapshot.take())
-                          if snapshot is not None else [])
+        changes = snapshot.differences(HostSnapshot.take()) if snapshot is not None else []
+        self.leftovers = [c for c in changes if is_ours(c, str(self.workdir), BRIDGE)]
+        self.foreign_changes = [c for c in changes if c not in self.leftovers]
         self.leftovers += [f"process {pid} still runs with {self.workdir} in its arguments"
                            for pid in pids_with_arg(str(self.workdir))]
         self.timings["cleanup"] = time.monotonic() - began

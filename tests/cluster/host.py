@@ -294,6 +294,26 @@ class HostSnapshot:
         return removed
 
 
+# Differences that another tool on this machine may cause while the cluster runs (podman's
+# container mounts, ``ip netns`` namespaces and veths of other tests): not the cluster's
+# unless they name one of its own things.
+_SHARED_KINDS = ("new link ", "link gone ", "new mount ", "mount gone ", "/run/netns:",
+                 "/var/run/netns:")
+_OURS_MARKERS = ("cni-", "veth", "kubelet", "containerd", "kubepods")
+
+
+def is_ours(difference: str, workdir: str, bridge: str) -> bool:
+    """Whether a :meth:`HostSnapshot.differences` line can be the cluster's doing.
+
+    iptables, cgroup (already limited to the kubelet's roots), sysctl and kubelet/containerd
+    directory changes always count; links, mounts and network namespaces count when they
+    name the cluster's bridge or temp dir, a CNI veth or netns, or a kubelet/containerd
+    path."""
+    if not difference.startswith(_SHARED_KINDS):
+        return True
+    return any(marker in difference for marker in (workdir, bridge, *_OURS_MARKERS))
+
+
 def unmount_under(*roots: str | Path) -> list[str]:
     """Unmount every mount point at or below one of ``roots``, deepest first; lazily when
     a plain umount is refused (a mount still busy for a moment after its process died)."""

@@ -96,6 +96,9 @@ def cluster() -> Iterator[Cluster]:
         print("\n[cluster-e2e] cleanup:\n  " + "\n  ".join(c.cleanup_report), flush=True)
         print("\n[cluster-e2e] timings:\n" + TIMES.table(), flush=True)
         print(f"\n[cluster-e2e] host leftovers: {c.leftovers or 'none'}", flush=True)
+        if c.foreign_changes:
+            print("[cluster-e2e] host changes meanwhile that are not the cluster's (another "
+                  f"process?): {c.foreign_changes}", flush=True)
     assert c.leftovers == [], f"the host is not as it was: {c.leftovers}"
 
 

@@ -59,3 +59,16 @@ def test_kube_proxy_leaves_host_sysctls_alone(tmp_path: Path) -> None:
     assert conf["iptables"]["localhostNodePorts"] is False
     assert conf["healthzBindAddress"].startswith("127.0.0.1:")
     assert conf["metricsBindAddress"].startswith("127.0.0.1:")
+
+
+def test_leftover_attribution() -> None:
+    from tests.cluster.host import is_ours
+
+    ours = ["iptables-save filter: new chain KUBE-FIREWALL", "new cgroup dir /x/kubepods",
+            "sysctl kernel/panic: 1 -> 10", "new link cpae2e0", "new link veth1234abcd",
+            "new mount /tmp/cpa-cluster-x/kubelet/pods", "/run/netns: changed ['cni-1']",
+            "/var/lib/kubelet: created ['device-plugins']"]
+    foreign = ["new link cpah01ab23", "new mount /var/lib/containers/storage/overlay/a/merged",
+               "/run/netns: changed ['cpa-pod-01ab23']"]
+    assert all(is_ours(d, "/tmp/cpa-cluster-x", "cpae2e0") for d in ours)
+    assert not any(is_ours(d, "/tmp/cpa-cluster-x", "cpae2e0") for d in foreign)
