@@ -4,7 +4,7 @@ PYTHON ?= python3
 PYTEST_ARGS ?=
 
 .PHONY: help install controlplane test unit integration lint demo bench bench-quick e2e chart-test \
-	image image-test clean
+	image image-test cluster-e2e clean
 
 help:
 	@echo "make install       install the package and test tools (pip, editable)"
@@ -16,6 +16,8 @@ help:
 	@echo "make bench         benchmarks at 1k/15k/65k nodes vs upstream (long); bench-quick: 1k/5k"
 	@echo "make image         build the container image (docker, else buildah; see README)"
 	@echo "make image-test    run the built image as a kubelet would, against a local control plane"
+	@echo "make cluster-e2e   a real single-node cluster here (kubelet, containerd, kube-proxy, ...):"
+	@echo "                   the manifest and the chart as Pods scaling CoreDNS (root; see README)"
 	@echo "make e2e           kind end-to-end (needs Docker + kind; skips otherwise)"
 
 # Installed once per change of pyproject.toml, so `make test` / `make demo` work on a fresh
@@ -61,6 +63,11 @@ image:
 # Builds (or reuses, layers are cached) the image first; podman runs it.
 image-test: $(STAMP) controlplane image
 	bash -c '. image/env.sh && image_setup && exec $(PYTHON) -m pytest -q -s tests/image $(PYTEST_ARGS)'
+
+# Builds (once) the node binaries, helm and the images, then runs tests/cluster (not part of
+# `make test`: it needs root and changes the host while it runs, then puts it back).
+cluster-e2e: $(STAMP)
+	bash tests/cluster/run.sh
 
 e2e:
 	bash scripts/e2e-kind.sh

@@ -375,12 +375,21 @@ class ControlPlane:
     """
 
     def __init__(self, bin_dir: Path | None = None, workdir: Path | None = None,
-                 bind_address: str = "127.0.0.1") -> None:
+                 bind_address: str = "127.0.0.1", *, for_nodes: bool = False) -> None:
         """``bind_address`` is where the apiserver listens and what it advertises (its
         self-signed certificate is valid for it): 127.0.0.1 unless a test gives it an
         address on a bridge it created, so that containers in other network namespaces
-        can reach it (see tests/image/). etcd always stays on 127.0.0.1."""
+        can reach it (see tests/image/). etcd always stays on 127.0.0.1.
+
+        ``for_nodes`` configures the apiserver of a cluster with a real kubelet and
+        kube-controller-manager (tests/cluster/): the ServiceAccount and
+        TaintNodesByCondition admission plugins stay on (Pods get projected tokens), the
+        default endpoint reconciler points the ``kubernetes`` Service at ``bind_address``,
+        and the apiserver reaches kubelets at their InternalIP. Without it (the integration
+        tests) nothing creates ServiceAccounts or removes the not-ready taint, so both
+        plugins are off, and the ``kubernetes`` Service gets no endpoints."""
         self.bind_address = bind_address
+        self.for_nodes = for_nodes
         self.bin_dir = Path(bin_dir) if bin_dir is not None else ensure_binaries()
         if not _has_binaries(self.bin_dir):
             raise RuntimeError(f"{self.bin_dir} does not contain kube-apiserver and etcd")
@@ -577,10 +586,13 @@ class ControlPlane:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={self.sa_pub}",
             f"--service-account-signing-key-file={self.sa_key}",
-            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-            "--endpoint-reconciler-type=none",
             "--profiling=false",
         ]
+        if self.for_nodes:
+            args.append("--kubelet-preferred-address-types=InternalIP")
+        else:
+            args += ["--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+                     "--endpoint-reconciler-type=none"]
         self._apiserver = self._spawn(args, self.apiserver_log)
         self._wait_apiserver_ready()
 

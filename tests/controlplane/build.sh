@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Build (once) the real kube-apiserver and etcd used by the integration tests, and the upstream
-# cluster-proportional-autoscaler used as a reference peer by the benchmarks.
+# cluster-proportional-autoscaler used as a reference peer by the benchmarks. With the argument
+# `node`, also the node components and kubectl of the single-node cluster that
+# `make cluster-e2e` runs (tests/cluster/): kube-controller-manager, kube-scheduler, kubelet,
+# kube-proxy and kubectl, from the same wrapper module and Kubernetes version.
 #
 # Why from source: this environment has Go and the Go module proxy but no Docker and no access
 # to release downloads, so kind/kwok/setup-envtest binaries are not an option. The wrapper
@@ -8,8 +11,12 @@
 # reproducible. Binaries are cached per version under <repo>/.cache, so only the first run pays.
 #
 # Output:  <repo>/.cache/controlplane/<k8s-version>/bin/{kube-apiserver,etcd}
+#          (with `node`: also kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl)
 #          <repo>/.cache/upstream-cpa/<version>/cluster-proportional-autoscaler
 # The last line on stdout is the control-plane bin dir; all progress goes to stderr.
+# Each binary is cached on its own: only missing ones are built.
+#
+# Usage:   build.sh [node]
 #
 # Environment:
 #   CPA_SKIP_UPSTREAM=1   do not build the upstream autoscaler
@@ -80,11 +87,34 @@ go_build_progress() {
     log "built $what in $(( SECONDS - start ))s: $(du -h "$out" | cut -f1)"
 }
 
-if [[ "${CPA_BUILD_FORCE:-0}" != 1 && -x "$bin_dir/kube-apiserver" && -x "$bin_dir/etcd" ]]; then
-    log "kube-apiserver $k8s_version and etcd $etcd_version already cached in $bin_dir"
+# What to build: name -> Go package. The control plane always; `node` adds the rest.
+components=(etcd kube-apiserver)
+node_components=(kube-controller-manager kube-scheduler kube-proxy kubelet kubectl)
+case "${1:-}" in
+    "") ;;
+    node) components+=("${node_components[@]}") ;;
+    *) log "ERROR: unknown argument '$1' (usage: build.sh [node])"; exit 2 ;;
+esac
+package_of() {
+    case "$1" in
+        etcd) echo go.etcd.io/etcd/server/v3 ;;
+        *) echo "k8s.io/kubernetes/cmd/$1" ;;
+    esac
+}
+
+missing=()
+for name in "${components[@]}"; do
+    if [[ "${CPA_BUILD_FORCE:-0}" == 1 || ! -x "$bin_dir/$name" ]]; then
+        missing+=("$name")
+    fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+    log "${components[*]} ($k8s_version, etcd $etcd_version) already cached in $bin_dir"
 else
-    log "cold build of kube-apiserver $k8s_version + etcd $etcd_version: this takes ~10-20 minutes"
-    log "on 2 cores and needs ~4 GB RAM (plus a few hundred MB of Go modules on first download)"
+    log "building ${missing[*]} ($k8s_version, etcd $etcd_version): kube-apiserver + etcd take"
+    log "~10-20 minutes cold on 2 cores and ~4 GB RAM (plus a few hundred MB of Go modules on"
+    log "first download); the node components add ~20 minutes more (see the README)"
     total_start=$SECONDS
     (cd "$mod" && go mod download) || { log "ERROR: go mod download failed"; exit 1; }
 
@@ -95,12 +125,14 @@ else
     k8s_ldflags="-s -w -X $vpkg.gitVersion=$k8s_version -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor"
     k8s_ldflags+=" -X $vpkg.gitTreeState=clean -X $vpkg.buildDate=$build_date"
 
-    if [[ "${CPA_BUILD_FORCE:-0}" == 1 || ! -x "$bin_dir/etcd" ]]; then
-        go_build_progress etcd "$bin_dir/etcd" go.etcd.io/etcd/server/v3 "-s -w"
-    fi
-    go_build_progress kube-apiserver "$bin_dir/kube-apiserver" \
-        k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
-    log "control plane built in $(( SECONDS - total_start ))s"
+    for name in "${missing[@]}"; do
+        if [[ $name == etcd ]]; then
+            go_build_progress etcd "$bin_dir/etcd" "$(package_of etcd)" "-s -w"
+        else
+            go_build_progress "$name" "$bin_dir/$name" "$(package_of "$name")" "$k8s_ldflags"
+        fi
+    done
+    log "built ${missing[*]} in $(( SECONDS - total_start ))s"
 fi
 
 # The upstream autoscaler is only a benchmark reference: never fail the control plane for it.

@@ -1,0 +1,67 @@
+"""Long-running cluster processes, each started with its own log and stopped by its PID.
+
+Why not ``tests.integration.support.LoggedProcess``: the node components must also die with
+the test process if it is killed (PR_SET_PDEATHSIG, as the control plane's processes do),
+and some need a longer grace period (the kubelet and containerd tear pods down on SIGTERM).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: the kernel sends SIGTERM to the child when the test process dies."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a log file (for error messages)."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as exc:
+        return f"<no log: {exc}>"
+
+
+class Proc:
+    """One started process: ``name`` for messages, output appended to ``log``."""
+
+    def __init__(self, name: str, argv: list[str], log: Path, cwd: Path) -> None:
+        self.name = name
+        self.log = log
+        with log.open("ab") as out:
+            out.write(f"==== {time.strftime('%H:%M:%S')} {' '.join(argv)}\n".encode())
+            out.flush()
+            self.popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                          stderr=subprocess.STDOUT, cwd=cwd,
+                                          preexec_fn=_die_with_parent)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def check_alive(self) -> None:
+        """Raise with the log's tail if the process has exited."""
+        if not self.alive():
+            raise RuntimeError(f"{self.name} exited with code {self.popen.returncode}; "
+                               f"last lines of {self.log}:\n{tail(self.log)}")
+
+    def stop(self, grace: float = 20.0) -> int | None:
+        """SIGTERM to this PID only, SIGKILL after ``grace`` seconds; returns the exit code."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(10)
+        return self.popen.returncode

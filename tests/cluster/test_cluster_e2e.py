@@ -1,0 +1,451 @@
+"""Issue 9: the unchanged manifest running as a Pod on a real node, scaling real CoreDNS pods.
+
+One cluster for the module (``cluster.py``); the steps run in order and build on each other:
+
+1. ``kubectl apply -k`` of an overlay that only swaps the manifest's image (as a user would),
+   plus a ``coredns`` Deployment of the stand-in image; the autoscaler reaches the API
+   through the ``kubernetes`` Service's ClusterIP (10.0.0.1, DNAT by kube-proxy).
+2. The autoscaler Pod becomes Ready (kubelet probes on /healthz), creates its ConfigMap from
+   ``--default-params`` and scales coredns; the CoreDNS pods run on the node.
+3. API-only Nodes (no kubelet, tainted NoSchedule) grow the cluster past a threshold:
+   replicas follow and the new CoreDNS pods run, on the real node.
+4. The ConfigMap switches to ladder: replicas follow, same Pod, no restart.
+5. The autoscaler Pod is deleted: its replacement writes nothing (replicas sampled over the
+   whole transition stay what the formula says; the ConfigMap is not rewritten).
+6. The Helm chart, installed the same way with the image overridden by values, takes over.
+
+Every step's times are recorded and printed at the end, with the cleanup report; the host
+is checked to be exactly as before (``Cluster.leftovers``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.cluster.cluster import Cluster, missing_packages, wait_for
+from tests.cluster.configs import NODE_NAME, SERVICE_IP
+from tests.cluster.host import run
+
+REPO = Path(__file__).resolve().parents[2]
+NS = "kube-system"
+MANIFEST_IMAGE = "ghcr.io/example/cluster-proportional-autoscaler-py"
+HELM = REPO / ".cache" / "bin" / "helm"
+FAKE_TAINT = {"key": "cpa-e2e/api-only", "value": "true", "effect": "NoSchedule"}
+FAKE_NODES = 32          # + the real node = 33 nodes: ceil(33 / 16) = 3 replicas (linear)
+LADDER = {"coresToReplicas": [[1, 1]], "nodesToReplicas": [[1, 1], [2, 2], [20, 4]]}
+HELM_LINEAR = {"coresPerReplica": 256, "nodesPerReplica": 8, "min": 1,
+               "preventSinglePointFailure": True, "includeUnschedulableNodes": True}
+POLL = 10                # the manifest's poll period (the default, not overridden)
+
+pytestmark = pytest.mark.timeout(1200)
+
+
+class Timings:
+    """Step timings, printed together at the end of the module."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, float]] = []
+
+    def add(self, what: str, seconds: float) -> None:
+        self.rows.append((what, seconds))
+        print(f"[cluster-e2e] {what}: {seconds:.1f}s", flush=True)
+
+    def table(self) -> str:
+        width = max(len(w) for w, _ in self.rows) if self.rows else 0
+        return "\n".join(f"  {w:<{width}}  {s:7.1f} s" for w, s in self.rows)
+
+
+TIMES = Timings()
+STATE: dict[str, Any] = {}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    if os.geteuid() != 0:
+        pytest.fail("the cluster e2e needs root: run it with `make cluster-e2e`")
+    if missing_packages():
+        pytest.fail(f"missing Debian packages {missing_packages()}: `make cluster-e2e` "
+                    "(tests/cluster/run.sh) installs them")
+    c = Cluster()
+    try:
+        c.start()
+        for what, seconds in c.timings.items():
+            TIMES.add(f"cluster: {what}", seconds)
+        yield c
+    except BaseException:
+        print(c.component_logs(), flush=True)
+        raise
+    finally:
+        c.stop()
+        TIMES.add("cluster: cleanup (pods deleted, processes stopped, host restored)",
+                  c.timings.get("cleanup", 0.0))
+        print("\n[cluster-e2e] cleanup:\n  " + "\n  ".join(c.cleanup_report), flush=True)
+        print("\n[cluster-e2e] timings:\n" + TIMES.table(), flush=True)
+        print(f"\n[cluster-e2e] host leftovers: {c.leftovers or 'none'}", flush=True)
+        if c.foreign_changes:
+            print("[cluster-e2e] host changes meanwhile that are not the cluster's (another "
+                  f"process?): {c.foreign_changes}", flush=True)
+    assert c.leftovers == [], f"the host is not as it was: {c.leftovers}"
+
+
+# ---------------------------------------------------------------------- helpers
+def admin(c: Cluster) -> Any:
+    assert c.plane is not None
+    return c.plane.admin()
+
+
+def coredns_replicas(c: Cluster) -> int:
+    dep = admin(c).get(f"/apis/apps/v1/namespaces/{NS}/deployments/coredns")
+    return int(dep["spec"]["replicas"])
+
+
+def pods(c: Cluster, selector: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = admin(c).get(
+        f"/api/v1/namespaces/{NS}/pods?labelSelector={selector}")["items"]
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(x["type"] == "Ready" and x["status"] == "True" for x in conditions)
+
+
+def coredns_ready_on_node(c: Cluster, want: int) -> bool:
+    """Exactly ``want`` CoreDNS pods, all Running and Ready on the real node."""
+    found = pods(c, "k8s-app=kube-dns")
+    return len(found) == want and all(
+        p["spec"].get("nodeName") == NODE_NAME and p["status"].get("phase") == "Running"
+        and is_ready(p) for p in found)
+
+
+def wait_replicas(c: Cluster, want: int, timeout: float) -> None:
+    wait_for(f"coredns spec.replicas == {want}", lambda: coredns_replicas(c) == want,
+             timeout, interval=0.2)
+
+
+def the_pod(c: Cluster, selector: str) -> dict[str, Any]:
+    found = pods(c, selector)
+    assert len(found) == 1, f"expected one pod for {selector}, got {len(found)}"
+    return found[0]
+
+
+def pod_logs(c: Cluster, name: str) -> str:
+    return c.kubectl("logs", "-n", NS, name).stdout
+
+
+def show_logs(title: str, logs: str, lines: int = 12) -> None:
+    body = "\n".join(f"    {line}" for line in logs.splitlines()[:lines])
+    print(f"[cluster-e2e] {title}:\n{body}", flush=True)
+
+
+def log_times(logs: str, event: str) -> list[dt.datetime]:
+    """Timestamps of the autoscaler's text-log lines for ``event`` (its own clock)."""
+    out = []
+    for line in logs.splitlines():
+        match = re.match(r"(\S+Z) \[\w+\s*\] (\S+)", line)
+        if match and match.group(2) == event:
+            out.append(dt.datetime.fromisoformat(match.group(1).replace("Z", "+00:00")))
+    return out
+
+
+def check_security_context(c: Cluster, container_id: str) -> None:
+    """The container's process, seen from the host, has what the manifest asks for: uid/gid
+    65534, no capabilities, no privilege escalation, seccomp on, a read-only root, 64Mi."""
+    cid = container_id.removeprefix("containerd://")
+    tasks = c.ctr("tasks", "ls").stdout.splitlines()[1:]
+    pid = next(int(line.split()[1]) for line in tasks if line.split()[0] == cid)
+    status = dict(line.split(":\t", 1) for line in
+                  Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+    assert status["Uid"].split()[:2] == ["65534", "65534"], status["Uid"]
+    assert status["Gid"].split()[:2] == ["65534", "65534"], status["Gid"]
+    assert int(status["CapEff"], 16) == 0 and int(status["CapBnd"], 16) == 0
+    assert status["NoNewPrivs"].strip() == "1"
+    assert status["Seccomp"].strip() == "2", "no seccomp filter (RuntimeDefault)"
+    root = next(line.split() for line in Path(f"/proc/{pid}/mountinfo").read_text()
+                .splitlines() if line.split()[4] == "/")
+    assert "ro" in root[5].split(","), f"root filesystem not read-only: {root}"
+    memory = next(line.split(":", 2)[2] for line in
+                  Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+                  if line.split(":")[1] == "memory")
+    limit = Path(f"/sys/fs/cgroup/memory{memory}/memory.limit_in_bytes").read_text().strip()
+    assert int(limit) == 64 * 2**20, f"memory limit {limit}"
+    print(f"[cluster-e2e] step 2: autoscaler process {pid}: uid/gid 65534, no capabilities, "
+          f"no_new_privs, seccomp filter, read-only root, memory limit 64Mi", flush=True)
+
+
+def overlay(c: Cluster) -> Path:
+    """A kustomize overlay of manifests/ that swaps only the image, as a user would."""
+    root = REPO / ".cache" / "cluster" / "overlay"
+    root.mkdir(parents=True, exist_ok=True)
+    ref = c.images["AUTOSCALER_IMAGE"]
+    name, tag = ref.rsplit(":", 1)
+    (root / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(REPO / "manifests", root)],
+        "images": [{"name": MANIFEST_IMAGE, "newName": name, "newTag": tag}],
+    }))
+    return root
+
+
+def coredns_deployment(image: str) -> dict[str, Any]:
+    """CoreDNS as kubeadm deploys it (2 replicas, its probe ports), with the stand-in image."""
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "coredns", "namespace": NS, "labels": {"k8s-app": "kube-dns"}},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"k8s-app": "kube-dns"}},
+            "template": {
+                "metadata": {"labels": {"k8s-app": "kube-dns"}},
+                "spec": {
+                    "priorityClassName": "system-cluster-critical",
+                    "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+                    "nodeSelector": {"kubernetes.io/os": "linux"},
+                    "terminationGracePeriodSeconds": 5,
+                    "containers": [{
+                        "name": "coredns", "image": image, "imagePullPolicy": "Never",
+                        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181},
+                                           "periodSeconds": 2},
+                        "livenessProbe": {"httpGet": {"path": "/health", "port": 8080},
+                                          "periodSeconds": 10},
+                        "securityContext": {"readOnlyRootFilesystem": True,
+                                            "allowPrivilegeEscalation": False,
+                                            "capabilities": {"drop": ["ALL"]}},
+                    }],
+                },
+            },
+        },
+    }
+
+
+def fake_node(index: int) -> dict[str, Any]:
+    """A Node object no kubelet backs: Ready, 4 cores, tainted so nothing schedules there."""
+    name = f"api-only-{index:02d}"
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/os": "linux",
+                                              "kubernetes.io/hostname": name,
+                                              "cpa-e2e/api-only": "true"}},
+        "spec": {"taints": [FAKE_TAINT]},
+        "status": {
+            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+            "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "APIOnly",
+                            "message": "no kubelet: created through the API by the test"}],
+        },
+    }
+
+
+# ---------------------------------------------------------------------- the steps
+def test_1_apply_manifest_with_image_swapped(cluster: Cluster) -> None:
+    began = time.monotonic()
+    cluster.kubectl("apply", "-f", "-", input_text=json.dumps(
+        coredns_deployment(cluster.images["COREDNS_IMAGE"])))
+    wait_for("2 CoreDNS pods Running and Ready", lambda: coredns_ready_on_node(cluster, 2),
+             120, interval=0.2)
+    TIMES.add("step 1: coredns applied -> 2 CoreDNS pods Ready on the node",
+              time.monotonic() - began)
+    root = overlay(cluster)
+    rendered = cluster.kubectl("kustomize", str(root)).stdout
+    images = re.findall(r"image: (\S+)", rendered)
+    assert images == [cluster.images["AUTOSCALER_IMAGE"]], images
+    STATE["applied"] = time.monotonic()
+    STATE["applied_wall"] = dt.datetime.now(dt.UTC)
+    out = cluster.kubectl("apply", "-k", str(root)).stdout
+    for obj in ("serviceaccount/kube-dns-autoscaler", "clusterrole.rbac.authorization.k8s.io/"
+                "system:kube-dns-autoscaler", "deployment.apps/kube-dns-autoscaler"):
+        assert obj in out, out
+    STATE["overlay"] = root
+    svc = admin(cluster).get("/api/v1/namespaces/default/services/kubernetes")
+    assert svc["spec"]["clusterIP"] == SERVICE_IP
+
+
+def test_2_autoscaler_ready_creates_configmap_and_scales(cluster: Cluster) -> None:
+    began = STATE["applied"]
+    pod = wait_for("the autoscaler pod Running", lambda: [
+        p for p in pods(cluster, "k8s-app=kube-dns-autoscaler")
+        if p["status"].get("phase") == "Running"], 120, interval=0.2)[0]
+    TIMES.add("step 2: apply -> autoscaler container running", time.monotonic() - began)
+    # One real node with 2 cores: 1 replica (preventSinglePointFailure needs > 1 node).
+    wait_replicas(cluster, 1, 60)
+    TIMES.add("step 2: apply -> first scale write observed (coredns 2 -> 1)",
+              time.monotonic() - began)
+    wait_for("autoscaler pod Ready", lambda: is_ready(
+        the_pod(cluster, "k8s-app=kube-dns-autoscaler")), 60, interval=0.2)
+    TIMES.add("step 2: apply -> autoscaler pod Ready (readiness probe on /healthz)",
+              time.monotonic() - began)
+    wait_for("1 CoreDNS pod Running", lambda: coredns_ready_on_node(cluster, 1), 60)
+
+    pod = the_pod(cluster, "k8s-app=kube-dns-autoscaler")
+    name = pod["metadata"]["name"]
+    STATE["pod"] = pod
+    assert pod["spec"]["nodeName"] == NODE_NAME
+    assert pod["spec"]["containers"][0]["image"] == cluster.images["AUTOSCALER_IMAGE"]
+    status = pod["status"]["containerStatuses"][0]
+    assert status["restartCount"] == 0 and status["ready"]
+
+    cm = admin(cluster).get(f"/api/v1/namespaces/{NS}/configmaps/kube-dns-autoscaler")
+    assert cm["data"] == {"linear": '{"coresPerReplica":256,"includeUnschedulableNodes":true,'
+                                    '"nodesPerReplica":16,"preventSinglePointFailure":true}'}
+    logs = pod_logs(cluster, name)
+    show_logs(f"step 2: kubectl logs {name}", logs)
+    for event in ("starting", "configmap.created", "scale.changed", "params.loaded"):
+        assert event in logs, f"{event} missing from the pod's logs:\n{logs}"
+    # In-cluster config through the kubernetes Service's ClusterIP, not the bridge address.
+    assert f"server=https://{SERVICE_IP}:443" in logs and "config=in-cluster" in logs, logs
+    start, write = log_times(logs, "starting")[0], log_times(logs, "scale.changed")[0]
+    TIMES.add("step 2: autoscaler process start -> first scale write (its own log)",
+              (write - start).total_seconds())
+    check_security_context(cluster, status["containerID"])
+    # kube-proxy's DNAT carried that traffic: conntrack shows the Pod's connections to the
+    # ClusterIP, translated to the API server on the bridge.
+    pod_ip = pod["status"]["podIP"]
+    flows = run("conntrack", "-L", "-p", "tcp", "--orig-dst", SERVICE_IP, check=False).stdout
+    assert any(f"src={pod_ip} dst={SERVICE_IP}" in f and "dport=443" in f for f in
+               flows.splitlines()), f"no conntrack entry {pod_ip} -> {SERVICE_IP}:443:\n{flows}"
+
+
+def test_3_api_only_nodes_grow_the_cluster(cluster: Cluster) -> None:
+    client = admin(cluster)
+    began = time.monotonic()
+    for i in range(FAKE_NODES):
+        client.post("/api/v1/nodes", fake_node(i))
+    created = time.monotonic()
+    TIMES.add(f"step 3: create {FAKE_NODES} API-only Nodes", created - began)
+    # 33 nodes, 2 + 128 cores: max(ceil(130/256), ceil(33/16)) = 3.
+    wait_replicas(cluster, 3, POLL * 3 + 30)
+    TIMES.add("step 3: nodes created -> coredns replicas 3", time.monotonic() - created)
+    wait_for("3 CoreDNS pods Running and Ready on the real node",
+             lambda: coredns_ready_on_node(cluster, 3), 90)
+    TIMES.add("step 3: nodes created -> 3 CoreDNS pods Ready", time.monotonic() - created)
+    # The API-only Nodes are tainted NoSchedule, so no pod went (or waits) there.
+    on_fake = [p["metadata"]["name"] for p in pods(cluster, "k8s-app=kube-dns")
+               if p["spec"].get("nodeName", "").startswith("api-only-")]
+    assert on_fake == []
+
+
+def test_4_switch_to_ladder_without_restart(cluster: Cluster) -> None:
+    client = admin(cluster)
+    began = time.monotonic()
+    client.put(f"/api/v1/namespaces/{NS}/configmaps/kube-dns-autoscaler", {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "kube-dns-autoscaler", "namespace": NS},
+        "data": {"ladder": json.dumps(LADDER)},
+    })
+    # 33 nodes -> the [20, 4] step; 130 cores -> 1: 4 replicas.
+    wait_replicas(cluster, 4, POLL * 3 + 30)
+    TIMES.add("step 4: ConfigMap -> ladder -> coredns replicas 4", time.monotonic() - began)
+    wait_for("4 CoreDNS pods Ready", lambda: coredns_ready_on_node(cluster, 4), 90)
+    TIMES.add("step 4: ConfigMap -> ladder -> 4 CoreDNS pods Ready", time.monotonic() - began)
+    pod = the_pod(cluster, "k8s-app=kube-dns-autoscaler")
+    assert pod["metadata"]["uid"] == STATE["pod"]["metadata"]["uid"], "the pod was replaced"
+    assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+    logs = pod_logs(cluster, pod["metadata"]["name"])
+    assert "mode.changed" in logs and "mode=ladder" in logs, logs
+
+
+def test_5_replaced_pod_writes_nothing_wrong(cluster: Cluster) -> None:
+    client = admin(cluster)
+    old = the_pod(cluster, "k8s-app=kube-dns-autoscaler")
+    cm_version = client.get(
+        f"/api/v1/namespaces/{NS}/configmaps/kube-dns-autoscaler")["metadata"]["resourceVersion"]
+    samples: list[int] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(Exception):  # an API error is not a replica count
+                samples.append(coredns_replicas(cluster))
+            time.sleep(0.25)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        began = time.monotonic()
+        cluster.kubectl("delete", "pod", "-n", NS, old["metadata"]["name"], "--wait=false")
+        new = wait_for("a new autoscaler pod Ready", lambda: [
+            p for p in pods(cluster, "k8s-app=kube-dns-autoscaler")
+            if p["metadata"]["uid"] != old["metadata"]["uid"] and is_ready(p)], 120)[0]
+        TIMES.add("step 5: pod deleted -> replacement Ready", time.monotonic() - began)
+        name = new["metadata"]["name"]
+        wait_for("the replacement's first poll (params.loaded)",
+                 lambda: "params.loaded" in pod_logs(cluster, name), 60)
+        TIMES.add("step 5: pod deleted -> replacement's first poll", time.monotonic() - began)
+        time.sleep(POLL + 2)  # one more poll period: still nothing to write
+    finally:
+        stop.set()
+        sampler.join(5)
+    logs = pod_logs(cluster, name)
+    show_logs(f"step 5: kubectl logs {name} (the replacement)", logs)
+    assert samples and set(samples) == {4}, f"coredns replicas over the transition: {samples}"
+    assert "scale.changed" not in logs, logs
+    assert "configmap.created" not in logs, logs
+    assert "mode=ladder" in logs, logs
+    cm = client.get(f"/api/v1/namespaces/{NS}/configmaps/kube-dns-autoscaler")
+    assert cm["metadata"]["resourceVersion"] == cm_version, "the ConfigMap was rewritten"
+    assert coredns_ready_on_node(cluster, 4)
+    print(f"[cluster-e2e] step 5: {len(samples)} samples of coredns replicas, all 4", flush=True)
+
+
+def test_6_helm_chart_takes_over(cluster: Cluster) -> None:
+    assert HELM.exists(), f"{HELM} missing: run scripts/install-helm.sh"
+    assert cluster.plane is not None
+    began = time.monotonic()
+    cluster.kubectl("delete", "-k", str(STATE["overlay"]), "--wait=true", timeout=120)
+    cluster.kubectl("delete", "configmap", "-n", NS, "kube-dns-autoscaler")
+    wait_for("the kubectl-applied autoscaler pod gone",
+             lambda: not pods(cluster, "k8s-app=kube-dns-autoscaler"), 60)
+    TIMES.add("step 6: kubectl delete -k (the applied manifest) done", time.monotonic() - began)
+    repo, tag = cluster.images["AUTOSCALER_IMAGE"].rsplit(":", 1)
+    values = {
+        "image": {"repository": repo, "tag": tag, "pullPolicy": "IfNotPresent"},
+        "options": {"target": "deployment/coredns", "logLevel": 2},
+        "config": {"linear": HELM_LINEAR},
+        "priorityClassName": "system-cluster-critical",
+    }
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(values, f)
+    try:
+        began = time.monotonic()
+        proc = subprocess.run(
+            [str(HELM), "install", "dns-autoscaler",
+             str(REPO / "charts" / "cluster-proportional-autoscaler"),
+             "--namespace", NS, "--kubeconfig", str(cluster.plane.admin_kubeconfig),
+             "-f", f.name, "--wait", "--timeout", "180s"],
+            capture_output=True, text=True, timeout=240, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        TIMES.add("step 6: helm install --wait (pod Ready)", time.monotonic() - began)
+    finally:
+        os.unlink(f.name)
+    # 33 nodes / 8 per replica = 5.
+    wait_replicas(cluster, 5, POLL * 3 + 30)
+    TIMES.add("step 6: helm install -> coredns replicas 5", time.monotonic() - began)
+    wait_for("5 CoreDNS pods Ready", lambda: coredns_ready_on_node(cluster, 5), 90)
+    TIMES.add("step 6: helm install -> 5 CoreDNS pods Ready", time.monotonic() - began)
+    selector = "app.kubernetes.io/instance=dns-autoscaler"
+    pod = the_pod(cluster, selector)
+    assert pod["spec"]["containers"][0]["image"] == cluster.images["AUTOSCALER_IMAGE"]
+    assert is_ready(pod)
+    logs = pod_logs(cluster, pod["metadata"]["name"])
+    assert "config=in-cluster" in logs and "scale.changed" in logs, logs
+    assert "configmap.created" not in logs, "the chart's ConfigMap should have been used"
+    proc = subprocess.run([str(HELM), "uninstall", "dns-autoscaler", "--namespace", NS,
+                           "--kubeconfig", str(cluster.plane.admin_kubeconfig), "--wait"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wait_for("the chart's pod gone", lambda: not pods(cluster, selector), 60)
