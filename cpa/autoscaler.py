@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from cpa import configmap, logs
 from cpa.api import Api, ApiError
 from cpa.behavior import Behavior, BehaviorStage, Outcome
+from cpa.counting import CountingPolicy
 from cpa.flags import Options
 from cpa.formulas import ClusterCounts, Decision
 from cpa.modes import decide, mode_of, parse_configmap_data
@@ -85,10 +86,13 @@ class Autoscaler:
                  observers: Sequence[Observer] = (),
                  watch_status: Callable[[], WatchStatus] | None = None,
                  may_write: Callable[[], bool] | None = None,
+                 count_by: Callable[[CountingPolicy], bool] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``may_write`` (leader election) is asked before every poll: a follower does not
-        poll at all, it only keeps its node watch warm."""
+        poll at all, it only keeps its node watch warm. ``count_by`` hands the parameters'
+        counting policy to the node store (True when that changed the counts)."""
         self._opts = opts
+        self._count_by = count_by
         self._may_write = may_write
         self._woken = False
         self._api = api
@@ -255,6 +259,8 @@ class Autoscaler:
                                schedulable_cores=counts.schedulable_cores)
             params = result.params = self._load_params()
             result.params_version = self._params_rv
+            if self._count_by is not None and self._count_by(params.counting.policy()):
+                counts = result.counts = self._counts()  # counted as these params say
             decision = decide(params, counts)
             result.decision = decision
             if decision.error is not None:

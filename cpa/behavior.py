@@ -48,6 +48,7 @@ from cpa.gojson import (
     as_object,
     describe,
     go_int,
+    go_string,
     members_by_field,
 )
 from cpa.steps import Step
@@ -182,12 +183,6 @@ def _go_int32(value: JsonValue, where: str) -> int:
                       f"(it must lie between {_INT32_MIN} and {_INT32_MAX})")
 
 
-def _go_string(value: JsonValue, where: str) -> str:
-    if isinstance(value, str):
-        return value
-    raise GoJsonError(f"{where}: expected a string, got {describe(value)}")
-
-
 def _decode_policies(doc: _RulesDoc, value: JsonValue, where: str) -> None:
     if value is None or value == ():
         # null gives a nil slice, [] a fresh empty one: the old backing array is gone.
@@ -208,7 +203,7 @@ def _decode_policies(doc: _RulesDoc, value: JsonValue, where: str) -> None:
             if member is None:
                 continue  # plain (non-pointer) fields ignore null
             if name == "type":
-                slot.type = _go_string(member, f"{at}.type")
+                slot.type = go_string(member, f"{at}.type")
             elif name == "value":
                 slot.value = _go_int32(member, f"{at}.value")
             else:
@@ -226,7 +221,7 @@ def _decode_rules(value: JsonValue, where: str, into: _RulesDoc | None) -> _Rule
         if name == "stabilizationWindowSeconds":
             doc.window = None if member is None else _go_int32(member, at)
         elif name == "selectPolicy":
-            doc.select_policy = None if member is None else _go_string(member, at)
+            doc.select_policy = None if member is None else go_string(member, at)
         else:
             _decode_policies(doc, member, at)
     return doc

@@ -102,7 +102,8 @@ def run_daemon(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
     autoscaler = Autoscaler(opts, api, store.counts,
                             observers=[health.observe, metrics.observe],
                             watch_status=watch.status,
-                            may_write=elector.is_leader if elector is not None else None)
+                            may_write=elector.is_leader if elector is not None else None,
+                            count_by=store.set_policy)
     if opts.events:
         from cpa.events import EventRecorder
 

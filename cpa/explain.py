@@ -17,13 +17,16 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cpa.behavior import BehaviorState, Outcome, apply
 from cpa.formulas import ClusterCounts, Decision
 from cpa.modes import decide, parse_configmap_data
 from cpa.params import Params, ParamsError, default_params_to_data
 from cpa.quantity import QuantityError, cores_rounded_up, cpu_millicores
+
+if TYPE_CHECKING:
+    from cpa.nodestore import NodeStore
 
 
 class ExplainError(Exception):
@@ -142,8 +145,8 @@ def parameters_from_flags(args: argparse.Namespace) -> tuple[Params, str]:
 
 
 def _from_cluster(args: argparse.Namespace, read_configmap: bool
-                  ) -> tuple[ClusterCounts, tuple[dict[str, str] | None, str] | None]:
-    """Counts from a one-off node list and, when asked, the parameters from the ConfigMap
+                  ) -> tuple[NodeStore, tuple[dict[str, str] | None, str] | None]:
+    """The Nodes from a one-off list and, when asked, the parameters from the ConfigMap
     (or the defaults the daemon would create it with). Reads only."""
     from cpa import configmap
     from cpa.kubeapi import ApiError, KubeApi
@@ -157,16 +160,15 @@ def _from_cluster(args: argparse.Namespace, read_configmap: bool
         api = KubeApi(load(args.kubeconfig))
         store = NodeStore()
         NodeReflector(api, store, args.nodelabels).list_once()
-        counts = store.counts()
         if not read_configmap:
-            return counts, None
+            return store, None
         try:
             cm = configmap.fetch(api, args.namespace, args.configmap)
-            return counts, (cm.data, f"ConfigMap {args.namespace}/{args.configmap} "
-                                     f"(resourceVersion {cm.resource_version})")
+            return store, (cm.data, f"ConfigMap {args.namespace}/{args.configmap} "
+                                    f"(resourceVersion {cm.resource_version})")
         except ApiError as exc:
             if exc.not_found and args.default_params:
-                return counts, (_defaults(args.default_params), (
+                return store, (_defaults(args.default_params), (
                     f"--default-params (ConfigMap {args.namespace}/{args.configmap} does not "
                     "exist; the daemon would create it with these)"))
             raise
@@ -195,11 +197,14 @@ def gather(args: argparse.Namespace) -> tuple[ClusterCounts, Params, str]:
     if args.nodes is not None or args.cores is not None:
         raise ExplainError("--from-cluster reads the counts; drop --nodes/--cores")
     source = _explicit_params(args)
-    counts, from_cluster = _from_cluster(args, read_configmap=source is None)
+    store, from_cluster = _from_cluster(args, read_configmap=source is None)
     source = source or from_cluster
     assert source is not None
+    params = parse_params(*source)
+    store.set_policy(params.counting.policy())  # count as the daemon would
+    counts = store.counts()
     _check_counts(counts)
-    return counts, parse_params(*source), source[1]
+    return counts, params, source[1]
 
 
 def _check_counts(counts: ClusterCounts) -> None:
@@ -303,7 +308,9 @@ def _render_json(counts: ClusterCounts, params: Params, decision: Decision,
         "cores": decision.cores,
         "counts": {"total_nodes": counts.total_nodes, "total_cores": counts.total_cores,
                    "schedulable_nodes": counts.schedulable_nodes,
-                   "schedulable_cores": counts.schedulable_cores},
+                   "schedulable_cores": counts.schedulable_cores,
+                   "excluded_nodes": counts.excluded_nodes,
+                   "capped_nodes": counts.capped_nodes},
         "params": params.fields(),
         "source": origin,
         "steps": [{"key": s.key, "text": s.text} for s in decision.steps],

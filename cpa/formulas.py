@@ -50,8 +50,10 @@ class ClusterCounts:
     total_cores: int
     schedulable_nodes: int
     schedulable_cores: int
-    excluded_nodes: int = 0  # left out by excludeNodesWithTaints (not in the totals)
-    capped_nodes: int = 0  # whose cores maxCoresPerNode capped (counted capped)
+    excluded_nodes: int | None = None  # left out by excludeNodesWithTaints (not in totals)
+    capped_nodes: int | None = None  # whose cores maxCoresPerNode capped (counted capped)
+    """Both None when the counts were not taken from the node store (given by hand to
+    ``cpa explain`` or ``cpa simulate``): then they are taken as counted already."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ __all__ = [
     "go_float",
     "go_int",
     "go_marshal",
+    "go_string",
     "match_field",
     "parse",
 ]
@@ -354,6 +355,13 @@ def go_float(value: JsonValue, where: str) -> float:
             )
         return number
     raise GoJsonError(f"{where}: expected a number, got {describe(value)}")
+
+
+def go_string(value: JsonValue, where: str) -> str:
+    """Decode a Go ``string``: only a JSON string (not a number, not ``true``)."""
+    if isinstance(value, str):
+        return value
+    raise GoJsonError(f"{where}: expected a string, got {describe(value)}")
 
 
 def go_bool(value: JsonValue, where: str) -> bool:

@@ -71,7 +71,9 @@ def decide(params: Params, counts: ClusterCounts) -> Decision:
     steps: list[Step] = []
     nodes, cores, first = counts_step(params.include_unschedulable_nodes, counts)
     steps.append(first)
+    steps.extend(params.counting.count_steps(counts.excluded_nodes, counts.capped_nodes))
     replicas = mode.replicas(params, nodes, cores, steps)
+    replicas = params.counting.cap_replicas(replicas, nodes, steps)
     error = range_error(replicas, steps)
     return Decision(mode=mode.name, replicas=replicas, nodes=nodes, cores=cores,
                     steps=tuple(steps), error=error)

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Final, NamedTuple
+from typing import NamedTuple
 
 from cpa import logs
+from cpa.counting import DEFAULT_POLICY, CountingPolicy
 from cpa.formulas import ClusterCounts
 from cpa.nodewire import NodeInfo
 from cpa.quantity import QuantityError, cores_rounded_up, cpu_millicores
 
-__all__ = ["DEFAULT_POLICY", "CountingPolicy", "NodeRecord", "NodeStore"]
+__all__ = ["NodeRecord", "NodeStore"]
 
 
 class NodeRecord(NamedTuple):
@@ -39,23 +39,6 @@ class NodeRecord(NamedTuple):
         return not self.unschedulable and self.ready
 
 
-@dataclass(frozen=True, slots=True)
-class CountingPolicy:
-    """Opt-in rules for what a Node contributes (ConfigMap keys ``excludeNodesWithTaints``
-    and ``maxCoresPerNode``). The default counts every Node fully, as upstream does."""
-
-    exclude_taints: frozenset[str] = frozenset()
-    max_millicores_per_node: int | None = None
-
-    def counts(self, record: NodeRecord) -> bool:
-        return not (self.exclude_taints and record.taints & self.exclude_taints)
-
-    def millicores(self, record: NodeRecord) -> int | Fraction:
-        cap = self.max_millicores_per_node
-        return record.millicores if cap is None else min(record.millicores, cap)
-
-
-DEFAULT_POLICY: Final = CountingPolicy()
 
 
 @lru_cache(maxsize=4096)

@@ -14,6 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cpa.behavior import Behavior, behavior_problems, decode_behavior
+from cpa.counting import FIELDS as COUNTING_FIELDS
+from cpa.counting import (
+    NO_COUNTING,
+    Counting,
+    CountingDoc,
+    counting_problems,
+    decode_counting_field,
+)
 from cpa.gojson import (
     GoJsonError,
     JsonObject,
@@ -56,6 +64,8 @@ class LinearParams:
     include_unschedulable_nodes: bool
     behavior: Behavior | None = None
     """Ours, opt-in: windows and rate policies (:mod:`cpa.behavior`); None = upstream's."""
+    counting: Counting = NO_COUNTING
+    """Ours, opt-in: which Nodes and cores count (:mod:`cpa.counting`); default upstream's."""
 
     def fields(self) -> dict[str, object]:
         """The parameters as the ConfigMap spells them, for logs and ``explain``."""
@@ -64,6 +74,7 @@ class LinearParams:
             "nodesPerReplica": self.nodes_per_replica, "min": self.min, "max": self.max,
             "preventSinglePointFailure": self.prevent_single_point_failure,
             "includeUnschedulableNodes": self.include_unschedulable_nodes}
+        out.update(self.counting.fields())
         if self.behavior is not None:
             out["behavior"] = self.behavior.fields()
         return out
@@ -78,6 +89,8 @@ class LadderParams:
     include_unschedulable_nodes: bool
     behavior: Behavior | None = None
     """Ours, opt-in: windows and rate policies (:mod:`cpa.behavior`); None = upstream's."""
+    counting: Counting = NO_COUNTING
+    """Ours, opt-in: which Nodes and cores count (:mod:`cpa.counting`); default upstream's."""
 
     def fields(self) -> dict[str, object]:
         """The parameters as the ConfigMap spells them, for logs and ``explain``."""
@@ -85,6 +98,7 @@ class LadderParams:
             "coresToReplicas": [list(p) for p in self.cores_to_replicas],
             "nodesToReplicas": [list(p) for p in self.nodes_to_replicas],
             "includeUnschedulableNodes": self.include_unschedulable_nodes}
+        out.update(self.counting.fields())
         if self.behavior is not None:
             out["behavior"] = self.behavior.fields()
         return out
@@ -100,8 +114,10 @@ _LINEAR_FIELDS = (
     "preventSinglePointFailure",
     "includeUnschedulableNodes",
     "behavior",
+    *COUNTING_FIELDS,
 )
-_LADDER_FIELDS = ("coresToReplicas", "nodesToReplicas", "includeUnschedulableNodes", "behavior")
+_LADDER_FIELDS = ("coresToReplicas", "nodesToReplicas", "includeUnschedulableNodes", "behavior",
+                  *COUNTING_FIELDS)
 
 _HINTS = {
     "out of range": "use a smaller number",
@@ -149,11 +165,14 @@ def parse_linear(text: str) -> LinearParams:
     minimum = maximum = 0
     spof = include = False
     behavior_doc = None
+    counting_doc = CountingDoc()
     try:
         for field, value in members_by_field(obj, _LINEAR_FIELDS) if obj else ():
             where = f"linear.{field}"
             if field == "behavior":  # a pointer: null makes it nil
                 behavior_doc = decode_behavior(value, where, behavior_doc)
+            elif field in COUNTING_FIELDS:
+                decode_counting_field(counting_doc, field, value, where)
             elif value is None:
                 continue  # Go leaves the field as it was
             elif field == "coresPerReplica":
@@ -172,6 +191,8 @@ def parse_linear(text: str) -> LinearParams:
         raise _fail("linear", error) from None
 
     behavior, problems = behavior_problems(behavior_doc)
+    counting, counting_errors = counting_problems(counting_doc)
+    problems.extend(counting_errors)
     if cores == 0 and nodes == 0:
         problems.append(
             "coresPerReplica and nodesPerReplica are both 0 or absent; set at least one "
@@ -200,6 +221,7 @@ def parse_linear(text: str) -> LinearParams:
         prevent_single_point_failure=spof,
         include_unschedulable_nodes=include,
         behavior=behavior,
+        counting=counting,
     )
 
 
@@ -255,11 +277,14 @@ def parse_ladder(text: str) -> LadderParams:
     tables = {"coresToReplicas": _GoPairSlice(), "nodesToReplicas": _GoPairSlice()}
     include = False
     behavior_doc = None
+    counting_doc = CountingDoc()
     try:
         for field, value in members_by_field(obj, _LADDER_FIELDS) if obj else ():
             where = f"ladder.{field}"
             if field == "behavior":  # a pointer: null makes it nil
                 behavior_doc = decode_behavior(value, where, behavior_doc)
+            elif field in COUNTING_FIELDS:
+                decode_counting_field(counting_doc, field, value, where)
             elif field in tables:
                 tables[field].decode(value, where)
             elif value is not None:
@@ -269,6 +294,8 @@ def parse_ladder(text: str) -> LadderParams:
 
     sorted_tables: dict[str, tuple[tuple[int, int], ...]] = {}
     behavior, problems = behavior_problems(behavior_doc)
+    counting, counting_errors = counting_problems(counting_doc)
+    problems.extend(counting_errors)
     for field, table in tables.items():
         pairs = table.pairs()
         problems.extend(
@@ -287,6 +314,7 @@ def parse_ladder(text: str) -> LadderParams:
         nodes_to_replicas=sorted_tables["nodesToReplicas"],
         include_unschedulable_nodes=include,
         behavior=behavior,
+        counting=counting,
     )
 
 

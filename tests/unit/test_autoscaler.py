@@ -434,3 +434,30 @@ def test_another_writer_is_warned_once_per_episode_and_counted(
               if line.startswith("{")]
     assert events.count("scale.overwritten") == 2
     assert events.count("scale.overwritten.ended") == 1
+
+
+def test_the_parameters_counting_policy_reaches_the_node_store() -> None:
+    from cpa.counting import DEFAULT_POLICY, CountingPolicy
+
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap({"linear": '{"coresPerReplica":1,"excludeNodesWithTaints":["vk"]}'})
+    policies: list[Any] = []
+    current = [counts(3, 20012)]
+
+    def count_by(policy: Any) -> bool:
+        changed = not policies or policies[-1] != policy
+        policies.append(policy)
+        if changed:
+            current[0] = counts(2, 12) if policy != DEFAULT_POLICY else counts(3, 20012)
+        return changed
+
+    a = make(api, lambda: current[0], count_by=count_by)
+    result = a.poll_once()
+    assert policies == [CountingPolicy(frozenset({"vk"}))]
+    assert result.counts == counts(2, 12), "counted again under the new policy"
+    assert api.objects[COREDNS]["spec"]["replicas"] == 12
+    api.set_configmap({"linear": '{"coresPerReplica":1}'})
+    a.poll_once()
+    assert policies[-1] == DEFAULT_POLICY
+    assert api.objects[COREDNS]["spec"]["replicas"] == 20012

@@ -1,0 +1,76 @@
+"""Smarter node counting with the real daemon: a virtual node of 20,000 cores, excluded by
+its taint (upstream issue #153: virtual-kubelet nodes blow CoreDNS up)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.controlplane import ControlPlane
+from tests.integration.support import (
+    create_nodes,
+    create_workload,
+    node_object,
+    put_configmap_data,
+    run_cli,
+    wait_replicas,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+CM = "count-params"
+KUBE_DNS = {"coresPerReplica": 256, "nodesPerReplica": 16, "preventSinglePointFailure": True,
+            "includeUnschedulableNodes": True}
+
+
+def virtual_node(name: str) -> dict[str, Any]:
+    node = node_object(name, cpu="20000")
+    node["spec"]["taints"] = [{"key": "virtual-kubelet.io/provider", "value": "azure",
+                               "effect": "NoSchedule"}]
+    return node
+
+
+def test_a_virtual_node_excluded_by_taint(controlplane: ControlPlane, namespace: str,
+                                          no_nodes: None, start: Any) -> None:
+    admin = controlplane.admin()
+    create_workload(admin, namespace, "deployment", "coredns")
+    create_nodes(admin, "real", 16, cpu="8")
+    admin.post("/api/v1/nodes", virtual_node("virtual-0"))
+    admin.post(f"/api/v1/namespaces/{namespace}/configmaps", {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CM},
+        "data": {"linear": json.dumps(KUBE_DNS)}})
+    proc = start(f"--namespace={namespace}", f"--configmap={CM}",
+                 "--target=deployment/coredns")
+    # Upstream's counting: 128 + 20,000 cores -> ceil(20128 / 256) = 79 replicas of CoreDNS.
+    wait_replicas(admin, namespace, "deployment", "coredns", 79, proc=proc)
+
+    put_configmap_data(admin, namespace, CM, {"linear": json.dumps(
+        {**KUBE_DNS, "excludeNodesWithTaints": ["virtual-kubelet.io/provider"]})})
+    # 16 nodes, 128 cores: both axes give 1; preventSinglePointFailure lifts it to 2.
+    wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
+    admin.post("/api/v1/nodes", virtual_node("virtual-1"))  # the totals keep excluding
+    create_nodes(admin, "real", 16, cpu="8", start=16)  # 32 real nodes: 2
+    create_nodes(admin, "real", 1, cpu="8", start=32)  # 33: ceil(33/16) = 3
+    wait_replicas(admin, namespace, "deployment", "coredns", 3, proc=proc)
+
+    explained = run_cli(["explain", "--from-cluster", f"--namespace={namespace}",
+                         f"--configmap={CM}", f"--kubeconfig={controlplane.admin_kubeconfig}",
+                         "-o", "json"])
+    assert explained.returncode == 0, explained.stderr
+    doc = json.loads(explained.stdout)
+    assert doc["replicas"] == 3
+    assert doc["counts"]["excluded_nodes"] == 2 and doc["counts"]["total_nodes"] == 33
+    assert any(s["key"] == "counting.exclude" and "leaves 2 Nodes out" in s["text"]
+               for s in doc["steps"])
+
+    put_configmap_data(admin, namespace, CM, {"linear": json.dumps(
+        {**KUBE_DNS, "excludeNodesWithTaints": ["virtual-kubelet.io/provider"],
+         "maxReplicasPerNode": 0.05})})  # at most floor(0.05 * 33) = 1, never below 1
+    wait_replicas(admin, namespace, "deployment", "coredns", 1, proc=proc)
+    put_configmap_data(admin, namespace, CM, {"linear": json.dumps(
+        {**KUBE_DNS, "maxCoresPerNode": 16})})  # the virtual nodes count 16 cores each
+    # 35 nodes, 33 x 8 + 2 x 16 = 296 cores: max(ceil(296/256), ceil(35/16)) = 3
+    wait_replicas(admin, namespace, "deployment", "coredns", 3, proc=proc)
+    proc.wait_poll_ok()
