@@ -7,26 +7,12 @@ and some need a longer grace period (the kubelet and containerd tear pods down o
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import signal
 import subprocess
 import time
 from pathlib import Path
 
-
-def _die_with_parent() -> None:
-    """preexec_fn: the kernel sends SIGTERM to the child when the test process dies."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def tail(path: Path, lines: int = 40) -> str:
-    """The last ``lines`` lines of a log file (for error messages)."""
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError as exc:
-        return f"<no log: {exc}>"
+from tests.controlplane import die_with_parent, tail
 
 
 class Proc:
@@ -40,7 +26,7 @@ class Proc:
             out.flush()
             self.popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                           stderr=subprocess.STDOUT, cwd=cwd,
-                                          preexec_fn=_die_with_parent)
+                                          preexec_fn=die_with_parent)
 
     @property
     def pid(self) -> int:

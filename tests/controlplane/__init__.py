@@ -51,10 +51,12 @@ __all__ = [
     "AdminClient",
     "ApiError",
     "ControlPlane",
+    "die_with_parent",
     "ensure_binaries",
     "find_binaries",
     "go_available",
     "resource_path",
+    "tail",
     "upstream_autoscaler_binary",
 ]
 
@@ -314,13 +316,14 @@ def _free_port(address: str = "127.0.0.1") -> int:
         return port
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """preexec_fn: ask Linux to SIGTERM the child if the test process dies (e.g. SIGKILL)."""
     with contextlib.suppress(Exception):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def _tail(path: Path, lines: int = 40) -> str:
+def tail(path: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a log file (for error messages)."""
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError as exc:
@@ -524,7 +527,7 @@ class ControlPlane:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=self.workdir,
-                preexec_fn=_die_with_parent,  # only calls prctl
+                preexec_fn=die_with_parent,  # only calls prctl
             )
 
     # ---------------------------------------------------------------- etcd
@@ -629,7 +632,7 @@ class ControlPlane:
             time.sleep(0.2)
 
     def _fail(self, what: str, reason: str, log: Path) -> None:
-        raise RuntimeError(f"{what} {reason}; last lines of {log}:\n{_tail(log)}")
+        raise RuntimeError(f"{what} {reason}; last lines of {log}:\n{tail(log)}")
 
     # ---------------------------------------------------------------- identities
     def _write_token_file(self) -> None:
