@@ -2,8 +2,10 @@
 
 Why: decoding a NodeList into the generated client models takes minutes and gigabytes at
 65,000 nodes, while msgspec structs that name only the needed fields skip everything else
-unparsed (about a second, and no garbage). The rest of the program sees :class:`NodeInfo`
-and never a wire struct, so another encoding can be added here alone.
+unparsed (about a second, and no garbage). The rest of the program sees :class:`NodeInfo`,
+:class:`ListPage` and :class:`Event` and never a wire struct: this module decodes JSON (the
+fallback), :mod:`cpa.nodeproto` decodes Kubernetes' protobuf into the same types, and
+:func:`is_protobuf` tells from a response's Content-Type which of the two applies.
 """
 
 from __future__ import annotations
@@ -13,19 +15,33 @@ from typing import NamedTuple
 import msgspec
 
 __all__ = [
+    "ACCEPT_PROTOBUF",
     "INITIAL_EVENTS_END",
+    "PROTOBUF",
+    "Event",
     "ListPage",
     "NodeInfo",
     "Status",
-    "WatchEvent",
     "decode_bookmark",
     "decode_event",
     "decode_list_page",
     "decode_node",
     "decode_status",
+    "is_protobuf",
 ]
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+# Protobuf where the server can encode it, JSON otherwise (a server, aggregated API or proxy
+# without protobuf answers JSON to this): the response's Content-Type says which came.
+ACCEPT_PROTOBUF = f"{PROTOBUF}, application/json"
+
+
+def is_protobuf(content_type: str | None) -> bool:
+    """Whether a response (``...protobuf`` or ``...protobuf;stream=watch``) is protobuf."""
+    if not content_type:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == PROTOBUF
 
 
 class NodeInfo(NamedTuple):
@@ -45,9 +61,24 @@ class ListPage(NamedTuple):
     continue_token: str
 
 
-class WatchEvent(NamedTuple):
+class Status(msgspec.Struct):
+    """A ``Status`` object (an ERROR watch event)."""
+
+    code: int = 0
+    reason: str = ""
+    message: str = ""
+
+
+class Event(NamedTuple):
+    """One watch event, decoded according to its ``type``: ``node`` for ADDED, MODIFIED and
+    DELETED; ``resource_version`` (and ``initial_end``, the streaming list's last one) for
+    BOOKMARK; ``status`` for ERROR. Other types carry nothing and are ignored."""
+
     type: str
-    object: bytes | msgspec.Raw  # the undecoded object, decoded according to ``type``
+    node: NodeInfo | None = None
+    resource_version: str = ""
+    initial_end: bool = False
+    status: Status | None = None
 
 
 # --- wire structs: only the fields the decision needs; msgspec skips the rest unparsed ---
@@ -104,14 +135,6 @@ class _Bookmark(msgspec.Struct):
     metadata: _BookmarkMeta = msgspec.field(default_factory=_BookmarkMeta)
 
 
-class Status(msgspec.Struct):
-    """A ``Status`` object (an ERROR watch event)."""
-
-    code: int = 0
-    reason: str = ""
-    message: str = ""
-
-
 class _Event(msgspec.Struct):
     type: str = ""
     object: msgspec.Raw = msgspec.Raw(b"null")
@@ -136,9 +159,19 @@ def _info(node: _Node) -> NodeInfo:
                     cpu, taints)
 
 
-def decode_event(line: bytes) -> WatchEvent:
+def decode_event(line: bytes | bytearray) -> Event:
+    """One JSON watch event (a line of the stream)."""
     event = _event(line)
-    return WatchEvent(event.type, event.object)
+    kind = event.type
+    if kind in ("ADDED", "MODIFIED", "DELETED"):
+        node = _info(_node(event.object))
+        return Event(kind, node, node.resource_version)
+    if kind == "BOOKMARK":
+        rv, initial_end = decode_bookmark(event.object)
+        return Event(kind, resource_version=rv, initial_end=initial_end)
+    if kind == "ERROR":
+        return Event(kind, status=decode_status(event.object))
+    return Event(kind)
 
 
 def decode_node(raw: bytes | msgspec.Raw) -> NodeInfo:
