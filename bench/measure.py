@@ -85,8 +85,10 @@ class RssSampler:
         window = [kib for t, kib in self.samples if t0 <= t <= t1]
         return statistics.median(window) / 1024 if window else None
 
-    def max_mib(self) -> float | None:
-        return max(kib for _, kib in self.samples) / 1024 if self.samples else None
+    def max_mib(self, t0: float | None = None, t1: float | None = None) -> float | None:
+        window = [kib for t, kib in self.samples
+                  if (t0 is None or t >= t0) and (t1 is None or t <= t1)]
+        return max(window) / 1024 if window else None
 
     def stop(self) -> None:
         self._stop.set()
