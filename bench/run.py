@@ -119,14 +119,30 @@ def _port_free(port: int) -> bool:
         return True
 
 
-def ours(plane: ControlPlane, period: int) -> Impl:
+def ours(plane: ControlPlane, period: int, workdir: Path | None = None) -> Impl:
+    """Our daemon. With a ``workdir`` (and root, for the private mount) it runs in-cluster
+    exactly as upstream does here, as in a Pod: ServiceAccount files and
+    KUBERNETES_SERVICE_HOST/PORT, no kubeconfig (whose YAML parser a Pod never imports);
+    else with ``--kubeconfig``."""
+    in_pod = workdir is not None and shutil.which("unshare") is not None and os.geteuid() == 0
+    token = workdir / "ours-token" if workdir is not None else None
+    if in_pod and token is not None:
+        token.write_text(plane.autoscaler_token)
+        token.chmod(0o600)
+
     def start(log_path: Path) -> measure.Process:
-        argv = [*measure.our_command(), f"--kubeconfig={plane.autoscaler_kubeconfig}",
-                f"--health-port={free_port()}", f"--namespace={NS}", f"--configmap={CM}",
-                f"--target=Deployment/{TARGET}", f"--default-params={KUBE_DNS_DEFAULTS}",
-                f"--poll-period-seconds={period}", "--logtostderr=true", "--v=4",
-                "--log-format=json"]
+        flags = [f"--health-port={free_port()}", f"--namespace={NS}", f"--configmap={CM}",
+                 f"--target=Deployment/{TARGET}", f"--default-params={KUBE_DNS_DEFAULTS}",
+                 f"--poll-period-seconds={period}", "--logtostderr=true", "--v=4",
+                 "--log-format=json"]
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "MY_POD_NAMESPACE")}
+        if in_pod and token is not None:
+            argv = [*_in_pod(token, plane.ca_file), *measure.our_command(), *flags]
+            env.update(KUBERNETES_SERVICE_HOST="127.0.0.1",
+                       KUBERNETES_SERVICE_PORT=plane.server.rsplit(":", 1)[1])
+        else:
+            argv = [*measure.our_command(), f"--kubeconfig={plane.autoscaler_kubeconfig}",
+                    *flags]
         return measure.Process(argv, log_path, env)
 
     def polls(proc: measure.Process) -> int:
@@ -174,7 +190,8 @@ def upstream_problem() -> tuple[Path | None, str]:
     return binary, ""
 
 
-# Runs in a private mount namespace: a tmpfs over the ServiceAccount dir (or over /var/run
+# Runs in a private mount namespace (both implementations, as in a Pod): a tmpfs over the
+# ServiceAccount dir (or over /var/run
 # when that dir does not exist, so nothing is created on the real filesystem), the token and
 # CA copied in, then exec the binary (same PID as the Popen: unshare and sh both exec).
 _UPSTREAM_SH = r"""
@@ -193,6 +210,12 @@ exec "$@"
 """
 
 
+def _in_pod(token: Path, ca_file: Path) -> list[str]:
+    """The argv prefix that runs a command with the ServiceAccount files in place."""
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", _UPSTREAM_SH, "sh",
+            SA_DIR, str(token), str(ca_file)]
+
+
 def upstream(plane: ControlPlane, binary: Path, period: int, workdir: Path) -> Impl:
     token = workdir / "upstream-token"
     token.write_text(plane.autoscaler_token)
@@ -200,9 +223,8 @@ def upstream(plane: ControlPlane, binary: Path, period: int, workdir: Path) -> I
     port = plane.server.rsplit(":", 1)[1]
 
     def start(log_path: Path) -> measure.Process:
-        argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", _UPSTREAM_SH, "sh",
-                SA_DIR, str(token), str(plane.ca_file), str(binary),
-                f"--namespace={NS}", f"--configmap={CM}", f"--target=Deployment/{TARGET}",
+        argv = [*_in_pod(token, plane.ca_file), str(binary), f"--namespace={NS}",
+                f"--configmap={CM}", f"--target=Deployment/{TARGET}",
                 f"--default-params={KUBE_DNS_DEFAULTS}", f"--poll-period-seconds={period}",
                 "--logtostderr=true", "--v=4"]  # v=4: the counts of each poll, as ours
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "MY_POD_NAMESPACE")}
@@ -237,6 +259,7 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
     n = cluster.base
     expected = expected_replicas(cluster.counts())
     _set_replicas(admin, 1)
+    writes = measure.ReplicaWatch(plane.server, plane.ca_file, plane.admin_token, NS, TARGET)
     log(f"{impl.name} @ {n} nodes: expecting {expected} replicas; starting the process")
     watches_before = measure.open_node_watches(plane.metrics())  # the apiserver's own
     plane_pids = {"apiserver": plane.apiserver_pid, "etcd": plane.etcd_pid}
@@ -247,8 +270,7 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
                            "poll_period_seconds": args.poll_period}
     try:
         # 1. time to the first correct scale write
-        t_ok = measure.wait_for(f"{expected} replicas", lambda: _replicas(admin) == expected,
-                                args.sync_timeout, 0.1, proc.alive)
+        t_ok = writes.wait(expected, proc.started, args.sync_timeout, proc.alive)
         row["sync_seconds"] = round(t_ok - proc.started, 3)
         # Who the sync waited for: CPU seconds spent from the process start to that write.
         row["sync_cpu_seconds"] = {"autoscaler": round(measure.cpu_seconds(proc.pid), 2), **{
@@ -321,6 +343,7 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
             row["peak_rss_after_churn_mib"] = round(
                 measure.proc_status(proc.pid)["VmHWM"] / 1024, 1)
     finally:
+        writes.close()
         sampler.stop()
         code = proc.stop()
         row["exit_code"] = code
@@ -530,7 +553,7 @@ def markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
                 f"{r.get('churn_settle_seconds', '-')} |")
     lines += ["", "Definitions: *peak RSS* VmHWM at the end of the run; *steady RSS* median "
               "VmRSS (sampled every 0.2 s) over the steady window; *sync* process start to the "
-              "first correct scale write (Deployment polled every 0.1 s); *CPU ms/poll* "
+              "first correct scale write (seen by a watch on the Deployment); *CPU ms/poll* "
               "on-CPU time of the process's threads (/proc/PID/task/*/schedstat, ns) over the "
               "window / polls in it; *requests/poll* "
               "`apiserver_request_total` deltas (GET/POST configmaps, GET/PUT scale, any "
@@ -714,7 +737,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cluster = Cluster()
         impls: list[Impl] = []
         if args.impl in ("all", "ours"):
-            impls.append(ours(plane, args.poll_period))
+            impls.append(ours(plane, args.poll_period, workdir))
         if binary is not None and args.impl in ("all", "upstream"):
             impls.append(upstream(plane, binary, args.poll_period, workdir))
         try:

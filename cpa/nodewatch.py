@@ -37,11 +37,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from cpa import logs, nodeproto, nodewire
+from cpa import logs, nodeproto
 from cpa.api import ApiError, StreamingApi, StreamResponse
 from cpa.kubeapi import frames, lines
 from cpa.nodestore import NodeStore
-from cpa.nodewire import ACCEPT_PROTOBUF, Event, ListPage, is_protobuf
+from cpa.nodewire import ACCEPT_PROTOBUF, Event, ListPage, Status, is_protobuf
 
 __all__ = ["NodeReflector", "WatchStatus"]
 
@@ -238,7 +238,8 @@ class NodeReflector:
             self.encoding = "protobuf"
             return nodeproto.decode_list_page(body)
         self.encoding = "json"
-        return nodewire.decode_list_page(body)
+        from cpa import nodejson  # the fallback: its library is loaded only when needed
+        return nodejson.decode_list_page(body)
 
     def _events(self, resp: StreamResponse) -> Iterator[Event]:
         """The stream's events, decoded as its Content-Type says."""
@@ -246,7 +247,8 @@ class NodeReflector:
             self.encoding = "protobuf"
             return map(nodeproto.decode_event, frames(resp))
         self.encoding = "json"
-        return map(nodewire.decode_event, lines(resp))
+        from cpa import nodejson
+        return map(nodejson.decode_event, lines(resp))
 
     def _stream_initial(self) -> bool:
         """Streaming list; False when the server refuses it.
@@ -339,8 +341,7 @@ class NodeReflector:
                         self._mark_synced("streaming-list")
                         return count, True
                 elif kind == "ERROR":
-                    status = event.status or nodewire.Status(message="an ERROR event without "
-                                                             "a Status")
+                    status = event.status or Status(message="an ERROR event without a Status")
                     if status.code == 410:
                         raise _Relist(status.message)
                     raise ApiError(status.code, status.reason, status.message)

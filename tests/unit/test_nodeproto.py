@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cpa import nodeproto, nodewire
+from cpa import nodejson, nodeproto, nodewire
 from cpa.kubeapi import _error_from, frames, lines
 from cpa.nodewire import Event, NodeInfo, Status
 
@@ -38,7 +38,7 @@ def pb_events(name: str, chunk: int = 65536) -> list[Event]:
 
 
 def json_events(name: str) -> list[Event]:
-    return [nodewire.decode_event(line) for line in lines(Chunks(fixture(name), 65536))]  # type: ignore[arg-type]
+    return [nodejson.decode_event(line) for line in lines(Chunks(fixture(name), 65536))]  # type: ignore[arg-type]
 
 
 # --- recorded from kube-apiserver ---------------------------------------------------------
@@ -53,7 +53,7 @@ def test_recorded_content_types() -> None:
 
 def test_list_page_matches_json() -> None:
     pb = nodeproto.decode_list_page(bytearray(fixture("list-page.pb")))
-    js = nodewire.decode_list_page(fixture("list-page.json"))
+    js = nodejson.decode_list_page(fixture("list-page.json"))
     assert pb == js
     assert len(pb.items) == 3 and pb.continue_token and pb.resource_version
     by_name = {n.name: n for n in pb.items}
