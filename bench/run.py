@@ -558,7 +558,7 @@ def markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
               "window / polls in it; *requests/poll* "
               "`apiserver_request_total` deltas (GET/POST configmaps, GET/PUT scale, any "
               "nodes request) / polls (ours: polls counted from its `poll.counts` log events; "
-              "upstream: from ConfigMap GETs, one per poll, as it logs nothing per poll); "
+              "upstream: from ConfigMap GETs, one per poll); "
               "*reaction* last write of a batch (+5% nodes and 5% "
               "cordoned, or its revert; the worse of the two) to the correct replicas; "
               "*API server CPU s (sync)* kube-apiserver's utime+stime from the process start "
