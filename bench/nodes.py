@@ -122,6 +122,33 @@ _CONDITIONS = (
 )
 
 
+def node_images(i: int, generation: int = 0) -> list[dict[str, Any]]:
+    """status.images of node ``i``; a later ``generation`` has pulled a newer build of one
+    app image (what a deploy does to a kubelet's image list)."""
+    images = []
+    for k, (repo, tag, size) in enumerate(_IMAGES):
+        if generation and k == len(_IMAGES) - 5:  # .../apps/checkout-service
+            tag = f"{tag}-g{generation}"
+            size += generation * 8192
+        digest = _hash(k * 1000 + generation if generation and k == len(_IMAGES) - 5 else k,
+                       repo)
+        images.append({"names": [f"{repo}@sha256:{digest}{digest[:24]}", f"{repo}:{tag}"],
+                       "sizeBytes": size + (i % 7) * 4096})
+    return images
+
+
+CONDITION_TYPES = (*(c[0] for c in _CONDITIONS), "NetworkUnavailable", "MemoryPressure",
+                   "DiskPressure", "PIDPressure", "Ready")
+
+
+def base_taints(i: int) -> list[dict[str, str]]:
+    """spec.taints of node ``i`` as created (a cordoned node has the unschedulable taint)."""
+    if not is_cordoned(i):
+        return []
+    return [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule",
+             "timeAdded": "2026-11-29T22:04:10Z"}]
+
+
 def node_object(i: int, prefix: str = NAME_PREFIX) -> dict[str, Any]:
     """Node ``i`` as a GKE node looks in ``kubectl get node -o json`` (about 9.6 KB)."""
     name = node_name(i, prefix)
@@ -201,11 +228,7 @@ def node_object(i: int, prefix: str = NAME_PREFIX) -> dict[str, Any]:
                     "reason:NetworkPluginNotReady message:Network plugin returns error: "
                     "cni plugin not initialized"),
         "lastHeartbeatTime": ts, "lastTransitionTime": "2026-11-02T14:11:12Z"})
-    images = [
-        {"names": [f"{repo}@sha256:{_hash(k, repo)}{_hash(k, repo)[:24]}", f"{repo}:{tag}"],
-         "sizeBytes": size + (i % 7) * 4096}
-        for k, (repo, tag, size) in enumerate(_IMAGES)
-    ]
+    images = node_images(i)
     spec: dict[str, Any] = {
         "podCIDR": f"10.{64 + (i >> 16) % 64}.{(i >> 8) & 255}.0/24",
         "podCIDRs": [f"10.{64 + (i >> 16) % 64}.{(i >> 8) & 255}.0/24"],
@@ -213,8 +236,7 @@ def node_object(i: int, prefix: str = NAME_PREFIX) -> dict[str, Any]:
     }
     if is_cordoned(i):
         spec["unschedulable"] = True
-        spec["taints"] = [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule",
-                           "timeAdded": "2026-11-29T22:04:10Z"}]
+        spec["taints"] = base_taints(i)
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -346,6 +368,11 @@ class NodeWriter:
             self._send("PATCH", f"/api/v1/nodes/{name}", body,
                        "application/merge-patch+json", (200,))
         return self._parallel("cordon" if unschedulable else "uncordon", names, one, progress)
+
+    def patch(self, path: str, body: dict[str, Any], ctype: str) -> None:
+        """One PATCH (``application/merge-patch+json`` or ``strategic-merge-patch+json``)."""
+        self._send("PATCH", path, json.dumps(body, separators=(",", ":")).encode(), ctype,
+                   (200,))
 
     def count(self, prefix: str) -> int:
         """How many nodes named ``prefix-*`` exist (paginated, metadata only)."""

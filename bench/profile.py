@@ -9,6 +9,16 @@ prints what it finds (and writes ``bench/results/profile.json``):
 * under ``tracemalloc`` (snapshot once synced): what the resident Python objects are;
 * with the streaming list disabled (paginated list, ``limit`` as shipped and 500): the
   fallback's cost.
+
+``python -m bench.profile --startup [--nodes 1000 --runs 5]`` instead times the start to the
+first correct write of ours and upstream (run in-cluster as ``bench.run`` does), ours split
+by its log events, and our daemon's import path piece by piece. Writes
+``bench/results/profile-startup.json``.
+
+``python -m bench.profile --churn [--nodes 5000 --rate 150 --seconds 30]`` instead profiles
+our daemon under node churn (``bench/churn.py``): its CPU % and, with py-spy, where the
+time goes (``--gil``: only samples holding the GIL, i.e. Python code on the CPU, not a
+thread blocked in a read). Writes ``bench/results/profile-churn.json``.
 """
 
 from __future__ import annotations
@@ -18,13 +28,14 @@ import collections
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench import measure, nodes
+from bench import churn, measure, nodes
 from bench.run import (
     CM,
     KUBE_DNS_DEFAULTS,
@@ -167,11 +178,177 @@ def _pyspy(plane: ControlPlane, spy: str, argv: list[str], work: Path) -> list[s
     return [f"synced: {_synced(proc)}", *_pyspy_summary(raw)]
 
 
+# Our daemon's start-up path up to the Node list going out, timed in one fresh interpreter.
+_PHASES = r"""
+import json, sys, time
+t0 = time.perf_counter()
+marks = {}
+def mark(name):
+    marks[name] = round((time.perf_counter() - t0) * 1000, 1)
+import cpa.cli; mark("import cpa.cli (flags, logs)")
+from cpa import flags
+opts = flags.parse_args(sys.argv[1:]); mark("parse flags (parameters)")
+from cpa.kubeapi import KubeApi; mark("import kubeapi (urllib3, http.client, nodeproto)")
+from cpa.kubeconfig import load; mark("import kubeconfig")
+from cpa.nodestore import NodeStore; mark("import nodestore")
+from cpa.nodewatch import NodeReflector; mark("import nodewatch: the Node list can go out")
+import structlog; mark("import structlog (after the list went out)")
+from cpa.autoscaler import Autoscaler; mark("import autoscaler (after the list went out)")
+from cpa.health import serve; mark("import health (after the list went out)")
+print(json.dumps(marks))
+"""
+
+
+def startup_profile(args: argparse.Namespace) -> int:
+    import datetime
+    import statistics
+
+    from bench.run import _set_replicas, expected_replicas, ours, upstream, upstream_problem
+    report: dict[str, Any] = {"nodes": args.nodes, "runs": args.runs}
+    py = str(Path(sys.executable).parent / "python3")
+    subprocess.run([py, "-c", "pass"], check=False)  # warm the page cache
+    phases = []
+    for _ in range(args.runs):
+        t = time.monotonic()
+        done = subprocess.run([py, "-c", _PHASES, f"--namespace={NS}", f"--configmap={CM}",
+                               f"--target=Deployment/{TARGET}",
+                               f"--default-params={KUBE_DNS_DEFAULTS}"],
+                              capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+        phase = json.loads(done.stdout)
+        phase["process wall ms"] = round((time.monotonic() - t) * 1000, 1)
+        phases.append(phase)
+    report["import_phases_ms_median"] = {k: statistics.median(p[k] for p in phases)
+                                         for k in phases[0]}
+    bare = []
+    for _ in range(args.runs):
+        t = time.monotonic()
+        subprocess.run([py, "-c", "pass"], check=True)
+        bare.append((time.monotonic() - t) * 1000)
+    report["interpreter_start_ms_median"] = round(statistics.median(bare), 1)
+    with tempfile.TemporaryDirectory(prefix="cpa-profile-") as tmp, \
+            ControlPlane(bin_dir=ensure_binaries()) as plane:
+        work = Path(tmp)
+        setup(plane)
+        writer = nodes.NodeWriter(plane.server, plane.ca_file, plane.admin_token, args.threads)
+        cluster = Cluster()
+        try:
+            grow(plane, writer, cluster, args.nodes)
+        finally:
+            writer.close()
+        expected = expected_replicas(cluster.counts())
+        admin = plane.admin()
+        impls = [ours(plane, 2, work)]
+        binary, _ = upstream_problem()
+        if binary is not None:
+            impls.append(upstream(plane, binary, 2, work))
+        for impl in impls:
+            runs = []
+            for i in range(args.runs):
+                _set_replicas(admin, 1)
+                watch = measure.ReplicaWatch(plane.server, plane.ca_file, plane.admin_token,
+                                             NS, TARGET)
+                wall0 = time.time()
+                proc = impl.start(work / f"{impl.name}-{i}.log")
+                try:
+                    t_ok = watch.wait(expected, proc.started, 60, proc.alive)
+                    run: dict[str, float] = {"first_correct_write": round(t_ok - proc.started,
+                                                                          3)}
+                    for line in proc.logs().splitlines():
+                        if not line.startswith("{"):
+                            continue
+                        doc = json.loads(line)
+                        if doc.get("event") in ("starting", "nodes.synced", "scale.changed"):
+                            ts = datetime.datetime.fromisoformat(
+                                doc["timestamp"].replace("Z", "+00:00")).timestamp()
+                            run.setdefault(doc["event"], round(ts - wall0, 3))
+                    runs.append(run)
+                finally:
+                    watch.close()
+                    proc.stop()
+            report[impl.name] = {"runs": runs, "median_first_correct_write": statistics.median(
+                r["first_correct_write"] for r in runs)}
+            log(f"{impl.name}: {report[impl.name]}")
+    log(json.dumps({k: v for k, v in report.items() if k not in ("ours", "upstream")}))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "profile-startup.json").write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+def churn_profile(args: argparse.Namespace) -> int:
+    report: dict[str, Any] = {"nodes": args.nodes, "rate": args.rate, "seconds": args.seconds}
+    with tempfile.TemporaryDirectory(prefix="cpa-profile-") as tmp, \
+            ControlPlane(bin_dir=ensure_binaries()) as plane:
+        work = Path(tmp)
+        setup(plane)
+        writer = nodes.NodeWriter(plane.server, plane.ca_file, plane.admin_token, args.threads)
+        cluster = Cluster()
+        try:
+            grow(plane, writer, cluster, args.nodes)
+            proc = measure.Process([*measure.our_command(), *_daemon_args(plane)],
+                                   work / "daemon.log")
+            try:
+                measure.wait_for("nodes.synced", lambda: _synced(proc) is not None, 600, 0.05,
+                                 proc.alive)
+                time.sleep(3)
+                ns0, t0 = measure.cpu_ns(proc.pid), time.monotonic()
+                time.sleep(10)
+                report["idle_cpu_percent"] = round(
+                    (measure.cpu_ns(proc.pid) - ns0) / 1e9 / (time.monotonic() - t0) * 100, 2)
+                spy = shutil.which("py-spy")
+                raw = work / "pyspy.txt"
+                rec = None
+                if spy:
+                    rec = measure.Process(
+                        [spy, "record", "--pid", str(proc.pid), "--format", "raw", "--gil",
+                         "--rate", "200", "--duration", str(int(args.seconds)),
+                         "--nonblocking", "-o", str(raw)], work / "pyspy.log")
+                window = churn.Churn(writer, cluster.states, args.nodes, args.rate,
+                                     args.seconds)
+                ns0, t0 = measure.cpu_ns(proc.pid), time.monotonic()
+                result = window.run()
+                wall = time.monotonic() - t0
+                report["churn_cpu_percent"] = round(
+                    (measure.cpu_ns(proc.pid) - ns0) / 1e9 / wall * 100, 2)
+                report.update(result.summary(args.rate, args.seconds))
+                report["cpu_us_per_update"] = round(
+                    (report["churn_cpu_percent"] - report["idle_cpu_percent"]) / 100
+                    / max(1e-9, report["churn_updates_per_second"]) * 1e6, 1)
+                if rec is not None:
+                    rec.proc.wait(60)
+                    rec.stop()
+                    report["pyspy_gil"] = (_pyspy_summary(raw, 25) if raw.exists()
+                                           else ["py-spy wrote nothing: " + rec.logs()[-300:]])
+                else:
+                    report["pyspy_gil"] = ["py-spy not installed (pip install py-spy)"]
+            finally:
+                proc.stop()
+        finally:
+            writer.close()
+    log(json.dumps({k: v for k, v in report.items() if k != "pyspy_gil"}))
+    print("\n".join(report["pyspy_gil"]), flush=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "profile-churn.json").write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.profile")
-    ap.add_argument("--nodes", type=int, default=65_000)
+    ap.add_argument("--nodes", type=int, default=None, help="65,000 (5,000 with --churn)")
     ap.add_argument("--threads", type=int, default=12)
+    ap.add_argument("--churn", action="store_true", help="profile under node churn instead")
+    ap.add_argument("--startup", action="store_true",
+                    help="time the start to the first correct write instead")
+    ap.add_argument("--runs", type=int, default=5, help="--startup: runs per implementation")
+    ap.add_argument("--rate", type=float, default=150.0, help="--churn: updates per second")
+    ap.add_argument("--seconds", type=float, default=30.0, help="--churn: window length")
     args = ap.parse_args()
+    if args.nodes is None:
+        args.nodes = 5_000 if args.churn else 1_000 if args.startup else 65_000
+    if args.churn:
+        return churn_profile(args)
+    if args.startup:
+        return startup_profile(args)
     report: dict[str, Any] = {"nodes": args.nodes}
     exe = measure.our_command()
     py = sys.executable

@@ -5,8 +5,9 @@ the harness creates only the nodes still missing, computes the expected replicas
 then for each implementation: starts the process (as the kube-dns-autoscaler ServiceAccount
 identity), measures the time to the first correct scale write, RSS (VmHWM; median VmRSS
 over a steady window), CPU per poll and API requests per poll over that window, and the
-reaction time to a batch of node changes (5% added + 5% cordoned, then reverted). Every
-process started is stopped by its PID.
+reaction time to a batch of node changes (5% added + 5% cordoned, then reverted), and, at
+the churn sizes (15,000 and up), 60 s of node churn (``bench/churn.py``): its CPU %, RSS and
+whether the counts are right at the end. Every process started is stopped by its PID.
 
 Results: ``bench/results/latest.json`` (rows), ``latest.md`` (table), ``latest.png`` (chart).
 """
@@ -16,13 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +34,13 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench import measure, nodes  # noqa: E402
+from bench import churn, measure, nodes  # noqa: E402
 from cpa.formulas import ClusterCounts  # noqa: E402
 from cpa.modes import decide, parse_configmap_data  # noqa: E402
 from cpa.params import default_params_to_data  # noqa: E402
 from tests.controlplane import (  # noqa: E402
     UPSTREAM_CPA_VERSION,
+    UPSTREAM_HOWTO,
     AdminClient,
     ControlPlane,
     ensure_binaries,
@@ -53,8 +56,7 @@ KUBE_DNS_DEFAULTS = ('{"linear":{"coresPerReplica":256,"nodesPerReplica":16,'
 FULL_SIZES = (1_000, 15_000, 65_000)
 QUICK_SIZES = (1_000, 5_000)
 RSS_BUDGET_MIB = 64.0
-UPSTREAM_REFUSED = ("not available (the Go module proxy refuses "
-                    "github.com/kubernetes-sigs/cluster-proportional-autoscaler)")
+CHURN_MIN_NODES = 15_000  # churn windows at these sizes and up (full runs)
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 UPSTREAM_HEALTH_PORT = 8080
 
@@ -94,6 +96,7 @@ class Impl:
     name: str                     # "ours" | "upstream"
     start: Callable[[Path], measure.Process]
     polls: Callable[[measure.Process], int]
+    counts: Callable[[measure.Process], ClusterCounts | None]  # the last poll's, as logged
 
 
 def _replicas(admin: AdminClient) -> int:
@@ -116,27 +119,68 @@ def _port_free(port: int) -> bool:
         return True
 
 
-def ours(plane: ControlPlane, period: int) -> Impl:
+def ours(plane: ControlPlane, period: int, workdir: Path | None = None) -> Impl:
+    """Our daemon. With a ``workdir`` (and root, for the private mount) it runs in-cluster
+    exactly as upstream does here, as in a Pod: ServiceAccount files and
+    KUBERNETES_SERVICE_HOST/PORT, no kubeconfig (whose YAML parser a Pod never imports);
+    else with ``--kubeconfig``."""
+    in_pod = workdir is not None and shutil.which("unshare") is not None and os.geteuid() == 0
+    token = workdir / "ours-token" if workdir is not None else None
+    if in_pod and token is not None:
+        token.write_text(plane.autoscaler_token)
+        token.chmod(0o600)
+
     def start(log_path: Path) -> measure.Process:
-        argv = [*measure.our_command(), f"--kubeconfig={plane.autoscaler_kubeconfig}",
-                f"--health-port={free_port()}", f"--namespace={NS}", f"--configmap={CM}",
-                f"--target=Deployment/{TARGET}", f"--default-params={KUBE_DNS_DEFAULTS}",
-                f"--poll-period-seconds={period}", "--logtostderr=true", "--v=4",
-                "--log-format=json"]
+        flags = [f"--health-port={free_port()}", f"--namespace={NS}", f"--configmap={CM}",
+                 f"--target=Deployment/{TARGET}", f"--default-params={KUBE_DNS_DEFAULTS}",
+                 f"--poll-period-seconds={period}", "--logtostderr=true", "--v=4",
+                 "--log-format=json"]
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "MY_POD_NAMESPACE")}
+        if in_pod and token is not None:
+            argv = [*_in_pod(token, plane.ca_file), *measure.our_command(), *flags]
+            env.update(KUBERNETES_SERVICE_HOST="127.0.0.1",
+                       KUBERNETES_SERVICE_PORT=plane.server.rsplit(":", 1)[1])
+        else:
+            argv = [*measure.our_command(), f"--kubeconfig={plane.autoscaler_kubeconfig}",
+                    *flags]
         return measure.Process(argv, log_path, env)
 
     def polls(proc: measure.Process) -> int:
         return proc.logs().count('"event": "poll.counts"')
 
-    return Impl("ours", start, polls)
+    def counts(proc: measure.Process) -> ClusterCounts | None:
+        events = log_events(proc.logs(), "poll.counts")
+        if not events:
+            return None
+        e = events[-1]
+        return ClusterCounts(total_nodes=e["nodes"], total_cores=e["cores"],
+                             schedulable_nodes=e["schedulable_nodes"],
+                             schedulable_cores=e["schedulable_cores"])
+
+    return Impl("ours", start, polls, counts)
+
+
+# upstream at --v=4, per poll (autoscaler_server.go): "Total nodes %5d, schedulable nodes:
+# %5d" and "Total cores %5d, schedulable cores: %5d".
+_UP_NODES = re.compile(r"Total nodes\s+(\d+), schedulable nodes:\s+(\d+)")
+_UP_CORES = re.compile(r"Total cores\s+(\d+), schedulable cores:\s+(\d+)")
+
+
+def upstream_counts(text: str) -> ClusterCounts | None:
+    """The last counts upstream logged (``--v=4``), or None."""
+    n = _UP_NODES.findall(text)
+    c = _UP_CORES.findall(text)
+    if not n or not c:
+        return None
+    return ClusterCounts(total_nodes=int(n[-1][0]), total_cores=int(c[-1][0]),
+                         schedulable_nodes=int(n[-1][1]), schedulable_cores=int(c[-1][1]))
 
 
 def upstream_problem() -> tuple[Path | None, str]:
     """The upstream binary and "" when it can run here, else None and the reason."""
     binary = upstream_autoscaler_binary()
     if binary is None:
-        return None, UPSTREAM_REFUSED
+        return None, UPSTREAM_HOWTO
     if shutil.which("unshare") is None or os.geteuid() != 0:
         return None, (f"binary {binary} found but not runnable here: it reads its token from "
                       f"{SA_DIR}, which needs root and `unshare -m` for a private mount")
@@ -146,7 +190,8 @@ def upstream_problem() -> tuple[Path | None, str]:
     return binary, ""
 
 
-# Runs in a private mount namespace: a tmpfs over the ServiceAccount dir (or over /var/run
+# Runs in a private mount namespace (both implementations, as in a Pod): a tmpfs over the
+# ServiceAccount dir (or over /var/run
 # when that dir does not exist, so nothing is created on the real filesystem), the token and
 # CA copied in, then exec the binary (same PID as the Popen: unshare and sh both exec).
 _UPSTREAM_SH = r"""
@@ -165,6 +210,12 @@ exec "$@"
 """
 
 
+def _in_pod(token: Path, ca_file: Path) -> list[str]:
+    """The argv prefix that runs a command with the ServiceAccount files in place."""
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", _UPSTREAM_SH, "sh",
+            SA_DIR, str(token), str(ca_file)]
+
+
 def upstream(plane: ControlPlane, binary: Path, period: int, workdir: Path) -> Impl:
     token = workdir / "upstream-token"
     token.write_text(plane.autoscaler_token)
@@ -172,21 +223,23 @@ def upstream(plane: ControlPlane, binary: Path, period: int, workdir: Path) -> I
     port = plane.server.rsplit(":", 1)[1]
 
     def start(log_path: Path) -> measure.Process:
-        argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", _UPSTREAM_SH, "sh",
-                SA_DIR, str(token), str(plane.ca_file), str(binary),
-                f"--namespace={NS}", f"--configmap={CM}", f"--target=Deployment/{TARGET}",
+        argv = [*_in_pod(token, plane.ca_file), str(binary), f"--namespace={NS}",
+                f"--configmap={CM}", f"--target=Deployment/{TARGET}",
                 f"--default-params={KUBE_DNS_DEFAULTS}", f"--poll-period-seconds={period}",
-                "--logtostderr=true", "--v=2"]
+                "--logtostderr=true", "--v=4"]  # v=4: the counts of each poll, as ours
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "MY_POD_NAMESPACE")}
         env.update(KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT=port)
         return measure.Process(argv, log_path, env)
 
     def polls(_proc: measure.Process) -> int:
-        # One ConfigMap GET per poll: upstream logs nothing per poll at --v=2.
+        # One ConfigMap GET per poll (counted the same way whatever it logs).
         totals = measure.request_totals(plane.metrics())
         return int(totals.get(("GET", "configmaps", ""), 0))
 
-    return Impl("upstream", start, polls)
+    def counts(proc: measure.Process) -> ClusterCounts | None:
+        return upstream_counts(proc.logs())
+
+    return Impl("upstream", start, polls, counts)
 
 
 # --- one measurement -----------------------------------------------------------------
@@ -206,6 +259,7 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
     n = cluster.base
     expected = expected_replicas(cluster.counts())
     _set_replicas(admin, 1)
+    writes = measure.ReplicaWatch(plane.server, plane.ca_file, plane.admin_token, NS, TARGET)
     log(f"{impl.name} @ {n} nodes: expecting {expected} replicas; starting the process")
     watches_before = measure.open_node_watches(plane.metrics())  # the apiserver's own
     plane_pids = {"apiserver": plane.apiserver_pid, "etcd": plane.etcd_pid}
@@ -216,13 +270,14 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
                            "poll_period_seconds": args.poll_period}
     try:
         # 1. time to the first correct scale write
-        t_ok = measure.wait_for(f"{expected} replicas", lambda: _replicas(admin) == expected,
-                                args.sync_timeout, 0.1, proc.alive)
+        t_ok = writes.wait(expected, proc.started, args.sync_timeout, proc.alive)
         row["sync_seconds"] = round(t_ok - proc.started, 3)
         # Who the sync waited for: CPU seconds spent from the process start to that write.
         row["sync_cpu_seconds"] = {"autoscaler": round(measure.cpu_seconds(proc.pid), 2), **{
             k: round(measure.cpu_seconds(p) - plane_cpu0[k], 2)
             for k, p in plane_pids.items() if p}}
+        # The load our sync puts on the API server: its CPU from our start to that write.
+        row["sync_apiserver_cpu_seconds"] = row["sync_cpu_seconds"].get("apiserver")
         synced = log_events(proc.logs(), "nodes.synced") if impl.name == "ours" else []
         if synced:
             row["sync_method"] = synced[0].get("method")
@@ -281,13 +336,66 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
         row["cpu_seconds_total"] = round(measure.cpu_seconds(proc.pid), 2)
         log(f"  peak RSS {row['peak_rss_mib']} MiB, reaction up "
             f"{reaction['reaction_up_seconds']}s / down {reaction['reaction_down_seconds']}s")
+
+        # 4. churn: status updates at N/300 per second and a few flips, for 60 s
+        if n in args.churn_at:
+            row.update(_churn(impl, proc, plane, writer, cluster, args, sampler))
+            row["peak_rss_after_churn_mib"] = round(
+                measure.proc_status(proc.pid)["VmHWM"] / 1024, 1)
     finally:
+        writes.close()
         sampler.stop()
         code = proc.stop()
         row["exit_code"] = code
     failed = log_events(proc.log_path.read_text(errors="replace"), "poll.failed")
     row["poll_failures"] = len(failed)
     return row
+
+
+def _churn(impl: Impl, proc: measure.Process, plane: ControlPlane, writer: nodes.NodeWriter,
+           cluster: Cluster, args: argparse.Namespace, sampler: measure.RssSampler
+           ) -> dict[str, Any]:
+    n = cluster.base
+    rate = churn.default_rate(n) * args.churn_rate_scale
+    window = churn.Churn(writer, cluster.states, n, rate, args.churn_seconds)
+    log(f"  churn: {window.total} updates at {rate:.0f}/s for {args.churn_seconds:.0f}s "
+        f"({len(window.flips)} flips)")
+    plane_pids = {"apiserver": plane.apiserver_pid, "etcd": plane.etcd_pid}
+    plane_ns0 = {k: measure.cpu_ns(p) for k, p in plane_pids.items() if p}
+    ns0, t0 = measure.cpu_ns(proc.pid), time.monotonic()
+    result = window.run()
+    ns1, t1 = measure.cpu_ns(proc.pid), time.monotonic()
+    wall = t1 - t0
+    out = result.summary(rate, args.churn_seconds)
+    out["churn_cpu_percent"] = round((ns1 - ns0) / 1e9 / wall * 100, 2)
+    out["churn_rss_mib"] = round(sampler.max_mib(t0, t1) or 0.0, 1)
+    out["churn_rss_median_mib"] = round(sampler.median_mib(t0, t1) or 0.0, 1)
+    out["churn_plane_cpu_percent"] = {k: round((measure.cpu_ns(p) - plane_ns0[k]) / 1e9 / wall
+                                               * 100, 1)
+                                      for k, p in plane_pids.items() if p}
+    # Correct at the end: the counts of a poll after the last update equal the harness's.
+    expected = cluster.counts()
+    settled: list[ClusterCounts | None] = [None]
+    polls0 = impl.polls(proc)
+
+    def right() -> bool:
+        settled[0] = impl.counts(proc)
+        return impl.polls(proc) > polls0 and settled[0] == expected
+    try:
+        t_ok = measure.wait_for("the counts after the churn", right, 60, 0.1, proc.alive)
+        out["churn_counts_correct"] = True
+        out["churn_settle_seconds"] = round(max(0.0, t_ok - t1), 2)
+    except TimeoutError:
+        out["churn_counts_correct"] = False
+        out["churn_counts_logged"] = asdict(settled[0]) if settled[0] else None
+    out["churn_counts_expected"] = asdict(expected)
+    log(f"  churn: {out['churn_updates_per_second']}/s achieved (target {rate:.0f}/s, lag p99 "
+        f"{out['churn_lag_p99_seconds']}s, kept up: {out['churn_generator_kept_up']}), CPU "
+        f"{out['churn_cpu_percent']}%, RSS max {out['churn_rss_mib']} MiB, counts right: "
+        f"{out['churn_counts_correct']} (after {out.get('churn_settle_seconds')}s); "
+        f"API server {out['churn_plane_cpu_percent']}%")
+    window.revert(log)
+    return out
 
 
 def _reaction(impl: Impl, proc: measure.Process, admin: AdminClient,
@@ -386,6 +494,11 @@ _COLUMNS = (("impl", "impl", "{}"), ("nodes", "nodes", "{:,}"),
             ("poll_cpu_ms", "CPU ms/poll", "{:.3f}"),
             ("requests_per_poll", "requests/poll", "{:.2f}"),
             ("reaction_seconds", "reaction s", "{:.2f}"),
+            ("sync_apiserver_cpu_seconds", "API server CPU s (sync)", "{:.2f}"),
+            ("churn_updates_per_second", "churn updates/s", "{:.0f}"),
+            ("churn_cpu_percent", "churn CPU %", "{:.2f}"),
+            ("churn_rss_mib", "churn RSS MiB", "{:.1f}"),
+            ("churn_counts_correct", "churn counts right", "{}"),
             ("expected_replicas", "replicas", "{:,}"))
 
 
@@ -400,7 +513,10 @@ def markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
              f"({meta.get('writer_threads')} client threads, POST with status)",
              f"- params: `{KUBE_DNS_DEFAULTS}`, poll period {meta['poll_period']} s, steady "
              f"window {meta['window_polls']} polls",
-             f"- upstream {UPSTREAM_CPA_VERSION}: {meta['upstream']}", ""]
+             f"- upstream {UPSTREAM_CPA_VERSION}: {meta['upstream']}",
+             f"- machine load average (1/5/15 min) at the start: "
+             f"{meta.get('load_average_at_start', '?')}, at the end: "
+             f"{meta.get('load_average_at_end', '?')}", ""]
     head = "| " + " | ".join(c[1] for c in _COLUMNS) + " |"
     lines += [head, "|" + "---|" * len(_COLUMNS)]
     for row in rows:
@@ -411,22 +527,47 @@ def markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     ratios = meta.get("ratios") or []
     if ratios:
-        lines += ["", "Ratios ours / upstream:", "",
-                  "| nodes | peak RSS | steady RSS | sync | CPU/poll | requests/poll |",
-                  "|---|---|---|---|---|---|"]
+        keys = ("peak_rss_mib", "steady_rss_mib", "sync_seconds", "poll_cpu_ms",
+                "requests_per_poll", "sync_apiserver_cpu_seconds", "churn_cpu_percent",
+                "churn_rss_mib")
+        lines += ["", "Ratios ours / upstream (lower is better for ours):", "",
+                  "| nodes | peak RSS | steady RSS | first correct write | CPU/poll | "
+                  "requests/poll | API server CPU (sync) | churn CPU % | churn RSS |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for r in ratios:
-            lines.append(f"| {r['nodes']:,} | {r['peak_rss_mib']} | {r['steady_rss_mib']} | "
-                         f"{r['sync_seconds']} | {r['poll_cpu_ms']} | {r['requests_per_poll']} |")
+            cells = ["-" if r.get(k) is None else f"{r[k]:.2f}" for k in keys]
+            lines.append(f"| {r['nodes']:,} | " + " | ".join(cells) + " |")
+    churned = [r for r in rows if "churn_updates" in r]
+    if churned:
+        lines += ["", "Churn windows (generator and API server):", "",
+                  "| impl | nodes | target/s | achieved/s | kept up | lag p99 s | "
+                  "latency p50/p99 ms | flips | API server CPU % | counts right after s |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in churned:
+            lines.append(
+                f"| {r['impl']} | {r['nodes']:,} | {r['churn_target_updates_per_second']:.0f} | "
+                f"{r['churn_updates_per_second']:.0f} | {r['churn_generator_kept_up']} | "
+                f"{r['churn_lag_p99_seconds']} | {r['churn_latency_p50_ms']}/"
+                f"{r['churn_latency_p99_ms']} | {sum(r['churn_flips'].values())} | "
+                f"{r['churn_plane_cpu_percent'].get('apiserver', '-')} | "
+                f"{r.get('churn_settle_seconds', '-')} |")
     lines += ["", "Definitions: *peak RSS* VmHWM at the end of the run; *steady RSS* median "
               "VmRSS (sampled every 0.2 s) over the steady window; *sync* process start to the "
-              "first correct scale write (Deployment polled every 0.1 s); *CPU ms/poll* "
+              "first correct scale write (seen by a watch on the Deployment); *CPU ms/poll* "
               "on-CPU time of the process's threads (/proc/PID/task/*/schedstat, ns) over the "
               "window / polls in it; *requests/poll* "
               "`apiserver_request_total` deltas (GET/POST configmaps, GET/PUT scale, any "
               "nodes request) / polls (ours: polls counted from its `poll.counts` log events; "
-              "upstream: from ConfigMap GETs, one per poll, as it logs nothing per poll); "
+              "upstream: from ConfigMap GETs, one per poll); "
               "*reaction* last write of a batch (+5% nodes and 5% "
-              "cordoned, or its revert; the worse of the two) to the correct replicas.", ""]
+              "cordoned, or its revert; the worse of the two) to the correct replicas; "
+              "*API server CPU s (sync)* kube-apiserver's utime+stime from the process start "
+              "to the first correct write; *churn* (`bench/churn.py`) 60 s of Node updates at "
+              "N/300 per second (kubelet status heartbeats, 1 in 5 with a new image list; 1 in "
+              "50 a label, taint, cordon or Ready flip): *churn CPU %* the process's on-CPU "
+              "time over the window / its wall time (100% = one core), *churn RSS* max VmRSS "
+              "in the window, *counts right* the counts the process logged for a poll after "
+              "the window equal the harness's (both run at --v=4, which logs them).", ""]
     return "\n".join(lines)
 
 
@@ -437,8 +578,16 @@ def chart(rows: Sequence[dict[str, Any]], path: Path, meta: dict[str, Any]) -> s
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib is not installed (pip install '.[bench]'); no chart"
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
+    fig, grid = plt.subplots(2, 3, figsize=(15, 8.6))
+    axes = list(grid.flat)
     styles = {"ours": ("tab:blue", "o"), "upstream": ("tab:orange", "s")}
+    # (axis, key, label format, title)
+    panels = ((1, "sync_seconds", "{:.1f}s", "start to first correct scale write (s)"),
+              (2, "poll_cpu_ms", "{:.2f}", "CPU per poll (ms)"),
+              (3, "sync_apiserver_cpu_seconds", "{:.1f}",
+               "kube-apiserver CPU s, start to first correct write"),
+              (4, "churn_cpu_percent", "{:.1f}%", "CPU % under churn (N/300 updates/s)"),
+              (5, "churn_rss_mib", "{:.0f}", "max RSS under churn (MiB)"))
     for impl in ("ours", "upstream"):
         rs = sorted((r for r in rows if r["impl"] == impl), key=lambda r: r["nodes"])
         if not rs:
@@ -449,19 +598,21 @@ def chart(rows: Sequence[dict[str, Any]], path: Path, meta: dict[str, Any]) -> s
                      label=f"{impl}: peak (VmHWM)")
         axes[0].plot(xs, [r["steady_rss_mib"] for r in rs], color=color, marker=marker,
                      linestyle="--", label=f"{impl}: steady (median VmRSS)")
-        axes[1].plot(xs, [r["sync_seconds"] for r in rs], color=color, marker=marker,
-                     label=impl)
-        axes[2].plot(xs, [r["poll_cpu_ms"] for r in rs], color=color, marker=marker,
-                     label=impl)
         for x, r in zip(xs, rs, strict=True):
             axes[0].annotate(f"{r['peak_rss_mib']:.0f}", (x, r["peak_rss_mib"]),
                              textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
-            axes[1].annotate(f"{r['sync_seconds']:.1f}s", (x, r["sync_seconds"]),
-                             textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
-            axes[2].annotate(f"{r['poll_cpu_ms']:.2f}", (x, r["poll_cpu_ms"]),
-                             textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
+        for ax_i, key, fmt, _ in panels:
+            pts = [(r["nodes"], r[key]) for r in rs if isinstance(r.get(key), (int, float))]
+            if not pts:
+                continue
+            axes[ax_i].plot([p[0] for p in pts], [p[1] for p in pts], color=color,
+                            marker=marker, label=impl)
+            for x, y in pts:
+                axes[ax_i].annotate(fmt.format(y), (x, y), textcoords="offset points",
+                                    xytext=(0, 6), ha="center", fontsize=8)
     axes[0].axhline(RSS_BUDGET_MIB, color="tab:red", linestyle=":", label="64 MiB budget")
-    titles = ("RSS (MiB)", "start to first correct scale write (s)", "CPU per poll (ms)")
+    axes[5].axhline(RSS_BUDGET_MIB, color="tab:red", linestyle=":", label="64 MiB budget")
+    titles = ["RSS (MiB)", *(p[3] for p in panels)]
     sizes = sorted({r["nodes"] for r in rows})
     for ax, title in zip(axes, titles, strict=True):
         ax.set_xscale("log")
@@ -469,15 +620,21 @@ def chart(rows: Sequence[dict[str, Any]], path: Path, meta: dict[str, Any]) -> s
         ax.set_xticks(sizes, [f"{n / 1000:g}k" for n in sizes])
         ax.minorticks_off()
         ax.set_xlim(sizes[0] / 1.6, sizes[-1] * 1.6)
-        ax.set_title(title)
+        ax.set_title(title, fontsize=10)
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=8, loc="upper left")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8, loc="upper left")
+        ax.set_ylim(bottom=0)
     axes[0].legend(fontsize=8, loc="lower right")
     axes[0].set_ylim(0, max([RSS_BUDGET_MIB * 1.25] + [r["peak_rss_mib"] * 1.2 for r in rows]))
-    axes[1].set_ylim(0, max(r["sync_seconds"] for r in rows) * 1.25)
-    axes[2].set_ylim(0, max(r["poll_cpu_ms"] for r in rows) * 1.6)
+    for ax_i, key, _, _ in panels:
+        values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+        if values:
+            axes[ax_i].set_ylim(0, max(values) * 1.3 or 1)
+    axes[5].set_ylim(0, max([RSS_BUDGET_MIB * 1.25] + [r.get("churn_rss_mib") or 0
+                                                       for r in rows]) * 1.1)
     upstream_note = "" if any(r["impl"] == "upstream" for r in rows) else \
-        f"  (upstream {UPSTREAM_CPA_VERSION}: {meta['upstream']})"
+        f"  (upstream {UPSTREAM_CPA_VERSION}: not measured, see latest.md)"
     fig.suptitle(f"cluster-proportional-autoscaler vs node count, kube-apiserver "
                  f"{meta['k8s_version']}{upstream_note}", fontsize=10)
     fig.tight_layout()
@@ -495,7 +652,8 @@ def ratios(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         ratio: dict[str, Any] = {"nodes": n}
         for key in ("peak_rss_mib", "steady_rss_mib", "sync_seconds", "poll_cpu_ms",
-                    "requests_per_poll"):
+                    "requests_per_poll", "sync_apiserver_cpu_seconds", "churn_cpu_percent",
+                    "churn_rss_mib"):
             a, b = r.get(key), u.get(key)
             ratio[key] = round(a / b, 3) if isinstance(a, (int, float)) and b else None
         out.append(ratio)
@@ -512,6 +670,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="polls in the steady window (default 8 quick, 12 full)")
     ap.add_argument("--threads", type=int, default=12, help="node-writer threads")
     ap.add_argument("--sync-timeout", type=float, default=600.0)
+    ap.add_argument("--churn-sizes", default=None,
+                    help=f"comma list of node counts with a churn window (default: the sizes "
+                         f">= {CHURN_MIN_NODES:,}; 'none' for none)")
+    ap.add_argument("--churn-seconds", type=float, default=60.0)
+    ap.add_argument("--churn-rate-scale", type=float, default=1.0,
+                    help="updates per second = nodes / 300 x this")
     ap.add_argument("--impl", choices=("all", "ours", "upstream"), default="all")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--replot", action="store_true",
@@ -534,6 +698,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = tuple(sorted(sizes))
     if args.window_polls is None:
         args.window_polls = 8 if args.quick else 12
+    if args.churn_sizes is None:
+        args.churn_at = {n for n in sizes if n >= CHURN_MIN_NODES}
+    elif args.churn_sizes == "none":
+        args.churn_at = set()
+    else:
+        args.churn_at = {int(x) for x in args.churn_sizes.split(",")}
     mode = "quick" if args.quick else ("custom" if args.sizes else "full")
     binary, problem = upstream_problem()
     upstream_note = f"available ({binary})" if binary else problem
@@ -547,6 +717,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    f"{os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') / 2**30:.0f} GiB",
         "sizes": list(sizes), "poll_period": args.poll_period,
         "window_polls": args.window_polls, "writer_threads": args.threads,
+        "churn_sizes": sorted(args.churn_at), "churn_seconds": args.churn_seconds,
+        "churn_rate_scale": args.churn_rate_scale,
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
         "upstream": upstream_note, "python": sys.version.split()[0],
     }
     rows: list[dict[str, Any]] = []
@@ -564,7 +737,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cluster = Cluster()
         impls: list[Impl] = []
         if args.impl in ("all", "ours"):
-            impls.append(ours(plane, args.poll_period))
+            impls.append(ours(plane, args.poll_period, workdir))
         if binary is not None and args.impl in ("all", "upstream"):
             impls.append(upstream(plane, binary, args.poll_period, workdir))
         try:
@@ -590,6 +763,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 shutil.copy(plane.apiserver_log, args.keep_logs / "kube-apiserver.log")
     meta["node_create_rate_overall"] = (round(created / create_seconds, 1)
                                         if create_seconds else None)
+    meta["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     _write(args.out, rows, meta)
     print(markdown(rows, meta))
     return 0

@@ -53,6 +53,11 @@ class Api(Protocol):
 class StreamResponse(Protocol):
     """The part of an HTTP response a watch reads."""
 
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """The response headers (Content-Type says JSON lines or protobuf frames)."""
+        ...
+
     def stream(self, amt: int, decode_content: bool = ...) -> Iterator[bytes]:
         ...
 
@@ -70,11 +75,12 @@ class StreamResponse(Protocol):
 class StreamingApi(Api, Protocol):
     """What the node list and watch need on top: raw bodies and open streams."""
 
-    def get_raw(self, path: str, query: Mapping[str, str]) -> bytes | bytearray:
-        """A GET whose body the caller decodes itself."""
+    def get_raw(self, path: str, query: Mapping[str, str], accept: str = ...
+                ) -> tuple[str, bytes | bytearray]:
+        """A GET whose body the caller decodes itself: (Content-Type, body)."""
         ...
 
-    def stream(self, path: str, query: Mapping[str, str], read_timeout: float
-               ) -> StreamResponse:
+    def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
+               accept: str = ...) -> StreamResponse:
         """Open a long-running GET and return the unread response."""
         ...

@@ -49,9 +49,8 @@ def run_daemon(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
         print(f"{prog}: failed to validate all input parameters", file=sys.stderr)
         return flags.EXIT_INVALID
 
-    # Imported here so --help/--version and flag errors stay instant.
-    from cpa.autoscaler import Autoscaler
-    from cpa.health import HealthState, serve
+    # Imported here so --help/--version and flag errors stay instant; only what starting
+    # the Node list needs comes first (the rest is imported while the list is in flight).
     from cpa.kubeapi import KubeApi
     from cpa.kubeconfig import ConfigError, load
     from cpa.nodestore import NodeStore
@@ -75,20 +74,25 @@ def run_daemon(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
         print(f"{prog}: {exc}", file=sys.stderr)
         return flags.EXIT_INVALID
     api = KubeApi(conn)
+    store = NodeStore()
+    watch = NodeReflector(api, store, opts.nodelabels)
+    watch.start()
+    # While the API server answers the Node list: the first log event (which imports the
+    # logging library), the first poll's code and the metrics library. At 1,000 nodes this
+    # is ~50 ms (and prometheus_client ~35 ms) of a ~0.25 s start to the first write.
     log.info("starting", version=__version__, server=conn.server, config=conn.source,
              namespace=opts.namespace, configmap=opts.configmap,
              targets=[str(t) for t in opts.targets], nodelabels=opts.nodelabels or None,
              poll_period_seconds=opts.poll_period_seconds, events=opts.events,
              leader_elect=opts.leader_elect)
-    store = NodeStore()
-    watch = NodeReflector(api, store, opts.nodelabels)
-    watch.start()
+    from cpa.autoscaler import Autoscaler
+    from cpa.health import HealthState, serve
+    from cpa.metrics import Metrics
+
     while not watch.wait_synced(1.0):
         if stop.is_set():
             watch.stop()
             return 0
-    from cpa.metrics import Metrics
-
     health = HealthState()
     metrics = Metrics(opts.targets, watch.status)
     try:

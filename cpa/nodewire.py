@@ -1,31 +1,39 @@
-"""Node objects off the wire: only the fields the counts need, decoded straight from bytes.
+"""Node objects off the wire, as the rest of the program sees them: only what the counts need.
 
-Why: decoding a NodeList into the generated client models takes minutes and gigabytes at
-65,000 nodes, while msgspec structs that name only the needed fields skip everything else
-unparsed (about a second, and no garbage). The rest of the program sees :class:`NodeInfo`
-and never a wire struct, so another encoding can be added here alone.
+The rest of the program sees :class:`NodeInfo`, :class:`ListPage` and :class:`Event` and
+never a wire struct: :mod:`cpa.nodeproto` decodes Kubernetes' protobuf (what the daemon asks
+for) and :mod:`cpa.nodejson` JSON (the fallback) into these types, and :func:`is_protobuf`
+tells from a response's Content-Type which of the two applies. This module imports nothing
+heavy, so the protobuf path never loads the JSON decoder's library.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-import msgspec
-
 __all__ = [
+    "ACCEPT_PROTOBUF",
     "INITIAL_EVENTS_END",
+    "PROTOBUF",
+    "Event",
     "ListPage",
     "NodeInfo",
     "Status",
-    "WatchEvent",
-    "decode_bookmark",
-    "decode_event",
-    "decode_list_page",
-    "decode_node",
-    "decode_status",
+    "is_protobuf",
 ]
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+# Protobuf where the server can encode it, JSON otherwise (a server, aggregated API or proxy
+# without protobuf answers JSON to this): the response's Content-Type says which came.
+ACCEPT_PROTOBUF = f"{PROTOBUF}, application/json"
+
+
+def is_protobuf(content_type: str | None) -> bool:
+    """Whether a response (``...protobuf`` or ``...protobuf;stream=watch``) is protobuf."""
+    if not content_type:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == PROTOBUF
 
 
 class NodeInfo(NamedTuple):
@@ -45,114 +53,21 @@ class ListPage(NamedTuple):
     continue_token: str
 
 
-class WatchEvent(NamedTuple):
-    type: str
-    object: bytes | msgspec.Raw  # the undecoded object, decoded according to ``type``
-
-
-# --- wire structs: only the fields the decision needs; msgspec skips the rest unparsed ---
-class _Condition(msgspec.Struct):
-    type: str = ""
-    status: str = ""
-
-
-class _Allocatable(msgspec.Struct):
-    cpu: str | None = None
-
-
-class _NodeStatus(msgspec.Struct):
-    allocatable: _Allocatable | None = None
-    conditions: list[_Condition] | None = None
-
-
-class _Taint(msgspec.Struct):
-    key: str = ""
-
-
-class _NodeSpec(msgspec.Struct):
-    unschedulable: bool | None = None
-    taints: list[_Taint] | None = None
-
-
-class _NodeMeta(msgspec.Struct):
-    name: str = ""
-    resourceVersion: str = ""
-
-
-class _Node(msgspec.Struct):
-    metadata: _NodeMeta = msgspec.field(default_factory=_NodeMeta)
-    spec: _NodeSpec | None = None
-    status: _NodeStatus | None = None
-
-
-class _ListMeta(msgspec.Struct):
-    resourceVersion: str = ""
-    continue_: str = msgspec.field(default="", name="continue")
-
-
-class _NodeList(msgspec.Struct):
-    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
-    items: list[_Node] | None = None
-
-
-class _BookmarkMeta(msgspec.Struct):
-    resourceVersion: str = ""
-    annotations: dict[str, str] | None = None
-
-
-class _Bookmark(msgspec.Struct):
-    metadata: _BookmarkMeta = msgspec.field(default_factory=_BookmarkMeta)
-
-
-class Status(msgspec.Struct):
-    """A ``Status`` object (an ERROR watch event)."""
+class Status(NamedTuple):
+    """A ``Status`` object (an ERROR watch event, or an error answer)."""
 
     code: int = 0
     reason: str = ""
     message: str = ""
 
 
-class _Event(msgspec.Struct):
-    type: str = ""
-    object: msgspec.Raw = msgspec.Raw(b"null")
+class Event(NamedTuple):
+    """One watch event, decoded according to its ``type``: ``node`` for ADDED, MODIFIED and
+    DELETED; ``resource_version`` (and ``initial_end``, the streaming list's last one) for
+    BOOKMARK; ``status`` for ERROR. Other types carry nothing and are ignored."""
 
-
-_event = msgspec.json.Decoder(_Event).decode
-_node = msgspec.json.Decoder(_Node).decode
-_list = msgspec.json.Decoder(_NodeList).decode
-_bookmark = msgspec.json.Decoder(_Bookmark).decode
-decode_status = msgspec.json.Decoder(Status).decode
-
-
-def _info(node: _Node) -> NodeInfo:
-    status = node.status
-    cpu = status.allocatable.cpu if status is not None and status.allocatable else None
-    ready = status is not None and any(
-        c.type == "Ready" and c.status == "True" for c in status.conditions or ())
-    spec = node.spec
-    unschedulable = bool(spec.unschedulable) if spec is not None else False
-    taints = tuple(t.key for t in spec.taints) if spec is not None and spec.taints else ()
-    return NodeInfo(node.metadata.name, node.metadata.resourceVersion, unschedulable, ready,
-                    cpu, taints)
-
-
-def decode_event(line: bytes) -> WatchEvent:
-    event = _event(line)
-    return WatchEvent(event.type, event.object)
-
-
-def decode_node(raw: bytes | msgspec.Raw) -> NodeInfo:
-    return _info(_node(raw))
-
-
-def decode_bookmark(raw: bytes | msgspec.Raw) -> tuple[str, bool]:
-    """A BOOKMARK's resourceVersion, and whether it ends a streaming list's initial events."""
-    mark = _bookmark(raw)
-    annotations = mark.metadata.annotations or {}
-    return mark.metadata.resourceVersion, annotations.get(INITIAL_EVENTS_END) == "true"
-
-
-def decode_list_page(body: bytes | bytearray) -> ListPage:
-    page = _list(body)
-    items = [_info(node) for node in page.items or ()]
-    return ListPage(items, page.metadata.resourceVersion, page.metadata.continue_)
+    type: str
+    node: NodeInfo | None = None
+    resource_version: str = ""
+    initial_end: bool = False
+    status: Status | None = None

@@ -48,6 +48,7 @@ __all__ = [
     "K8S_VERSION",
     "UPSTREAM_BIN_ENV",
     "UPSTREAM_CPA_VERSION",
+    "UPSTREAM_HOWTO",
     "AdminClient",
     "ApiError",
     "ControlPlane",
@@ -74,6 +75,14 @@ _REPO = _HERE.parents[1]
 _GO_MOD = _HERE / "go" / "go.mod"
 _BUILD_SH = _HERE / "build.sh"
 UPSTREAM_CPA_VERSION = "v1.10.3"
+UPSTREAM_HOWTO = (
+    "not available: the Go module proxy refuses its module, so build it from its source: "
+    f"check out tag {UPSTREAM_CPA_VERSION} of "
+    "https://github.com/kubernetes-sigs/cluster-proportional-autoscaler and run `make bench` "
+    "with CPA_UPSTREAM_SRC=<that checkout> (build.sh builds it into "
+    f".cache/upstream-cpa/{UPSTREAM_CPA_VERSION}/), or `go build "
+    "./cmd/cluster-proportional-autoscaler` there and set CPA_UPSTREAM_AUTOSCALER_BIN=<binary>")
+"""Why there is no upstream binary, and how to provide one (benchmarks only)."""
 
 ADMIN_USER = "cpa-test-admin"
 AUTOSCALER_USER = "system:serviceaccount:kube-system:kube-dns-autoscaler"

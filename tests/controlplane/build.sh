@@ -18,9 +18,16 @@
 #
 # Usage:   build.sh [node]
 #
+# The upstream autoscaler cannot come from the Go module proxy (it refuses
+# github.com/kubernetes-sigs/cluster-proportional-autoscaler, every version), so it is built
+# from a checkout of its source when one is given, and otherwise this says how to provide it.
+#
 # Environment:
-#   CPA_SKIP_UPSTREAM=1   do not build the upstream autoscaler
-#   CPA_BUILD_FORCE=1     rebuild even if the binaries are cached
+#   CPA_CONTROLPLANE_BIN=DIR          use kube-apiserver + etcd from DIR (no build)
+#   CPA_UPSTREAM_AUTOSCALER_BIN=PATH  use this upstream binary (no build)
+#   CPA_UPSTREAM_SRC=DIR              build upstream from this checkout of tag v1.10.3
+#   CPA_SKIP_UPSTREAM=1               do not look for the upstream autoscaler
+#   CPA_BUILD_FORCE=1                 rebuild even if the binaries are cached
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -49,7 +56,15 @@ fi
 
 bin_dir="$repo/.cache/controlplane/$k8s_version/bin"
 upstream_dir="$repo/.cache/upstream-cpa/$upstream_version"
-mkdir -p "$bin_dir" "$upstream_dir"
+if [[ -n "${CPA_CONTROLPLANE_BIN:-}" ]]; then
+    if [[ -x "$CPA_CONTROLPLANE_BIN/kube-apiserver" && -x "$CPA_CONTROLPLANE_BIN/etcd" ]]; then
+        bin_dir="$CPA_CONTROLPLANE_BIN"
+    else
+        log "ERROR: CPA_CONTROLPLANE_BIN=$CPA_CONTROLPLANE_BIN lacks kube-apiserver and etcd"
+        exit 2
+    fi
+fi
+mkdir -p "$bin_dir" "$upstream_dir" "$repo/.cache/controlplane"
 
 # Serialise concurrent builds (e.g. two test sessions starting at once).
 if command -v flock >/dev/null 2>&1; then
@@ -109,7 +124,16 @@ for name in "${components[@]}"; do
     fi
 done
 
-if [[ ${#missing[@]} -eq 0 ]]; then
+if [[ -n "${CPA_CONTROLPLANE_BIN:-}" ]]; then
+    # Someone else's binaries: never rebuilt here, not even with CPA_BUILD_FORCE.
+    for name in "${components[@]}"; do
+        if [[ ! -x "$bin_dir/$name" ]]; then
+            log "ERROR: CPA_CONTROLPLANE_BIN=$bin_dir lacks $name (unset it to build here)"
+            exit 2
+        fi
+    done
+    log "${components[*]} from CPA_CONTROLPLANE_BIN=$bin_dir (not built)"
+elif [[ ${#missing[@]} -eq 0 ]]; then
     log "${components[*]} ($k8s_version, etcd $etcd_version) already cached in $bin_dir"
 else
     log "building ${missing[*]} ($k8s_version, etcd $etcd_version): kube-apiserver + etcd take"
@@ -136,24 +160,62 @@ else
 fi
 
 # The upstream autoscaler is only a benchmark reference: never fail the control plane for it.
+upstream_howto() {
+    log "upstream cluster-proportional-autoscaler $upstream_version: not available, so"
+    log "  'make bench' measures ours only. The Go module proxy refuses its module; build it from"
+    log "  its source (its dependencies are vendored, or come from the Go module proxy):"
+    log "    git clone --branch $upstream_version \\"
+    log "      https://github.com/kubernetes-sigs/cluster-proportional-autoscaler /path/to/cpa-src"
+    log "    CPA_UPSTREAM_SRC=/path/to/cpa-src make bench      # builds it into the cache below"
+    log "  or build it yourself (cd /path/to/cpa-src && go build ./cmd/cluster-proportional-autoscaler)"
+    log "  and set CPA_UPSTREAM_AUTOSCALER_BIN=/path/to/cluster-proportional-autoscaler, or copy"
+    log "  it to $upstream_dir/cluster-proportional-autoscaler"
+}
+
+build_upstream() {
+    local src="$1" out="$2" tmp="$2.tmp.$$" logfile="$upstream_dir/.build.log" rc=0 tag=""
+    if [[ ! -f "$src/go.mod" || ! -d "$src/cmd/cluster-proportional-autoscaler" ]]; then
+        log "WARNING: CPA_UPSTREAM_SRC=$src is not a cluster-proportional-autoscaler checkout"
+        return 1
+    fi
+    if command -v git >/dev/null 2>&1; then
+        tag="$(git -C "$src" describe --tags --exact-match 2>/dev/null || true)"
+        if [[ "$tag" != "$upstream_version" ]]; then
+            log "WARNING: $src is at '${tag:-an untagged commit}', not $upstream_version"
+        fi
+    fi
+    local mod_flag="-mod=mod"
+    [[ -d "$src/vendor" ]] && mod_flag="-mod=vendor"
+    log "building upstream cluster-proportional-autoscaler from $src ($mod_flag; ~1-3 min)"
+    # Its own module: GOFLAGS cleared of the wrapper's -mod=readonly.
+    local ldflags="-s -w -X github.com/kubernetes-sigs/cluster-proportional-autoscaler/pkg/version.VERSION=${tag:-$upstream_version}"
+    (cd "$src" && GOFLAGS="$mod_flag" go build -trimpath -ldflags "$ldflags" -o "$tmp" \
+        ./cmd/cluster-proportional-autoscaler) >"$logfile" 2>&1 || rc=$?
+    if [[ $rc -ne 0 || ! -x "$tmp" ]]; then
+        rm -f "$tmp"
+        log "WARNING: building upstream failed (exit $rc; benchmarks only); see $logfile:"
+        tail -n 20 "$logfile" >&2 || true
+        return 1
+    fi
+    mv -f "$tmp" "$out"
+    log "built upstream autoscaler: $out ($("$out" --version 2>&1 | head -n 1))"
+}
+
 if [[ "${CPA_SKIP_UPSTREAM:-0}" != 1 ]]; then
     up_bin="$upstream_dir/cluster-proportional-autoscaler"
-    if [[ -x "$up_bin" && "${CPA_BUILD_FORCE:-0}" != 1 ]]; then
-        log "upstream cluster-proportional-autoscaler $upstream_version already cached"
-    else
-        log "building upstream cluster-proportional-autoscaler $upstream_version (~1-2 min)"
-        up_tmp="$(mktemp -d "$upstream_dir/.gobin.XXXXXX")"
-        # Outside the wrapper module, and with GOFLAGS cleared of -mod (go install pkg@v rejects it).
-        if (cd "$upstream_dir" && GOFLAGS="" GOBIN="$up_tmp" go install -trimpath -ldflags "-s -w" \
-            "github.com/kubernetes-sigs/cluster-proportional-autoscaler/cmd/cluster-proportional-autoscaler@$upstream_version" \
-            >"$upstream_dir/.build.log" 2>&1); then
-            mv -f "$up_tmp/cluster-proportional-autoscaler" "$up_bin"
-            log "built upstream autoscaler: $up_bin"
+    if [[ -n "${CPA_UPSTREAM_AUTOSCALER_BIN:-}" ]]; then
+        if [[ -x "$CPA_UPSTREAM_AUTOSCALER_BIN" ]]; then
+            log "upstream cluster-proportional-autoscaler: $CPA_UPSTREAM_AUTOSCALER_BIN"
         else
-            log "WARNING: upstream autoscaler build failed (benchmarks only); see $upstream_dir/.build.log"
-            tail -n 20 "$upstream_dir/.build.log" >&2 || true
+            log "WARNING: CPA_UPSTREAM_AUTOSCALER_BIN=$CPA_UPSTREAM_AUTOSCALER_BIN is not executable"
+            upstream_howto
         fi
-        rm -rf "$up_tmp"
+    elif [[ -x "$up_bin" && "${CPA_BUILD_FORCE:-0}" != 1 ]]; then
+        log "upstream cluster-proportional-autoscaler $upstream_version already cached: $up_bin"
+    elif [[ -n "${CPA_UPSTREAM_SRC:-}" ]]; then
+        build_upstream "$CPA_UPSTREAM_SRC" "$up_bin" || upstream_howto
+    else
+        upstream_howto
     fi
 fi
 

@@ -6,8 +6,9 @@ import json
 from fractions import Fraction
 from typing import Any
 
+from cpa.nodejson import decode_bookmark, decode_list_page, decode_node
 from cpa.nodestore import NodeRecord, NodeStore
-from cpa.nodewire import NodeInfo, decode_bookmark, decode_list_page, decode_node
+from cpa.nodewire import NodeInfo
 
 
 def info(name: str, cpu: str | None = "4", ready: bool = True,

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
+from cpa import nodeproto
 from cpa.api import ApiError
+from cpa.kubeapi import frames
 from cpa.nodestore import NodeStore
 from cpa.nodewatch import (
     BACKOFF_MAX,
@@ -21,6 +23,8 @@ from cpa.nodewatch import (
     WATCH_SECONDS,
     NodeReflector,
 )
+from cpa.nodewire import ACCEPT_PROTOBUF
+from tests.unit.test_nodeproto import condition, envelope, fixture, ld, node
 from tests.unit.test_nodestore import node_json
 
 
@@ -45,10 +49,12 @@ class ReadTimeoutError(Exception):
 class FakeResponse:
     """Enough of urllib3's response: chunks split at awkward places, then EOF or a raise."""
 
-    def __init__(self, payload: bytes, chunk: int = 7, then: Exception | None = None) -> None:
+    def __init__(self, payload: bytes, chunk: int = 7, then: Exception | None = None,
+                 content_type: str = "application/json") -> None:
         self.payload = payload
         self.chunk = chunk
         self.then = then
+        self.headers = {"Content-Type": content_type}
         self.released = False
         self.closed = False
 
@@ -75,12 +81,13 @@ class ScriptedApi:
     """Answers stream() and get_raw() calls from scripts; stops the reflector when a
     script runs out, so ``run()`` returns."""
 
-    def __init__(self, streams: list[Answer], pages: list[dict[str, Any] | ApiError] | None
-                 = None) -> None:
+    def __init__(self, streams: list[Answer],
+                 pages: list[dict[str, Any] | bytes | ApiError] | None = None) -> None:
         self.streams = list(streams)
         self.pages = list(pages or [])
         self.stream_calls: list[tuple[dict[str, str], float]] = []
         self.page_calls: list[dict[str, str]] = []
+        self.accepts: list[str] = []
         self.responses: list[FakeResponse] = []
         self.reflector: NodeReflector | None = None
 
@@ -89,8 +96,10 @@ class ScriptedApi:
         self.reflector._stop.set()  # the script is over: end the loop
         raise ApiError(0, "ConnectionError", "script over")
 
-    def stream(self, path: str, query: dict[str, str], read_timeout: float) -> FakeResponse:
+    def stream(self, path: str, query: dict[str, str], read_timeout: float,
+               accept: str = "application/json") -> FakeResponse:
         self.stream_calls.append((dict(query), read_timeout))
+        self.accepts.append(accept)
         if not self.streams:
             self._out()
         answer = self.streams.pop(0)
@@ -99,14 +108,18 @@ class ScriptedApi:
         self.responses.append(answer)
         return answer
 
-    def get_raw(self, path: str, query: dict[str, str]) -> bytes:
+    def get_raw(self, path: str, query: dict[str, str], accept: str = "application/json"
+                ) -> tuple[str, bytes]:
         self.page_calls.append(dict(query))
+        self.accepts.append(accept)
         if not self.pages:
             self._out()
         page = self.pages.pop(0)
         if isinstance(page, ApiError):
             raise page
-        return json.dumps(page).encode()
+        if isinstance(page, bytes):  # protobuf, as recorded
+            return "application/vnd.kubernetes.protobuf", page
+        return "application/json", json.dumps(page).encode()
 
     def get_json(self, path: str, query: Any = None) -> dict[str, Any]:
         raise AssertionError("the reflector makes no single JSON requests")
@@ -119,13 +132,14 @@ class Harness:
     """A reflector on a ScriptedApi with a fake clock; ``stop.wait`` advances the clock."""
 
     def __init__(self, api: ScriptedApi, *, streaming: bool = True, selector: str = "",
-                 page_size: int = 250) -> None:
+                 page_size: int = 250, protobuf: bool = True) -> None:
         self.now = 0.0
         self.waits: list[float] = []
         self.store = NodeStore()
         self.api = api
         self.reflector = NodeReflector(api, self.store, selector, page_size=page_size,
-                                       use_streaming_list=streaming, clock=lambda: self.now,
+                                       use_streaming_list=streaming, protobuf=protobuf,
+                                       clock=lambda: self.now,
                                        rng=random.Random(7))
         api.reflector = self.reflector
         real_wait = self.reflector._stop.wait
@@ -325,9 +339,9 @@ def test_stop_while_a_watch_is_being_opened_does_not_wait_for_the_watch() -> Non
     for it to shut down; the loop must not then read a 40-50 s watch to its end."""
 
     class StopDuringConnect(ScriptedApi):
-        def stream(self, path: str, query: dict[str, str], read_timeout: float
-                   ) -> FakeResponse:
-            response = super().stream(path, query, read_timeout)
+        def stream(self, path: str, query: dict[str, str], read_timeout: float,
+                   accept: str = "application/json") -> FakeResponse:
+            response = super().stream(path, query, read_timeout, accept)
             if "sendInitialEvents" not in query:
                 assert self.reflector is not None
                 self.reflector.stop(timeout=0)
@@ -339,3 +353,65 @@ def test_stop_while_a_watch_is_being_opened_does_not_wait_for_the_watch() -> Non
     h.run()
     assert h.names() == ["a"]
     assert never_read.closed
+
+
+# --- encodings -----------------------------------------------------------------------------
+
+PROTOBUF_WATCH = "application/vnd.kubernetes.protobuf;stream=watch"
+
+
+def test_protobuf_is_asked_for_and_decoded_as_the_server_answers() -> None:
+    """The recorded streaming list and watch of a real kube-apiserver, in protobuf."""
+    api = ScriptedApi([FakeResponse(fixture("streaming-list.pb"), chunk=333,
+                                    content_type=PROTOBUF_WATCH),
+                       FakeResponse(fixture("watch.pb"), chunk=50, content_type=PROTOBUF_WATCH)])
+    h = Harness(api)
+    h.run()
+    assert api.accepts[:2] == [ACCEPT_PROTOBUF] * 2
+    assert h.reflector.sync_method == "streaming-list" and h.reflector.encoding == "protobuf"
+    # listed: pb-ready, pb-cordoned, pb-notready, pb-nocpu, the GKE node; then pb-ready is
+    # cordoned, pb-notready becomes Ready, pb-nocpu is deleted and pb-new (7910m) added.
+    assert "pb-nocpu" not in h.names() and "pb-new" in h.names()
+    counts = h.store.counts()
+    assert counts.total_nodes == 5
+    gke_milli = next(r.millicores for n in h.names() if n.startswith("gke-")
+                     for r in [h.store.get(n)] if r is not None)
+    assert counts.total_cores == -(-(3920 + 2000 + 500 + 7910 + gke_milli) // 1000)
+    assert counts.schedulable_nodes == 2  # pb-notready (now Ready) and pb-new
+    assert h.reflector.resource_version == fixture_bookmark_rv("watch.pb")
+
+
+def fixture_bookmark_rv(name: str) -> str:
+    last = [nodeproto.decode_event(f) for f in frames(FakeResponse(fixture(name), 4096))][-1]
+    assert last.type == "BOOKMARK"
+    return last.resource_version
+
+
+def test_json_answers_to_a_protobuf_accept_are_decoded_as_json() -> None:
+    api = ScriptedApi([streaming_list(node_json("a", "3920m")),
+                       FakeResponse(event("MODIFIED", node_json("a", "1", rv="11")))])
+    h = Harness(api)
+    h.run()
+    assert api.accepts[0] == ACCEPT_PROTOBUF and h.reflector.encoding == "json"
+    assert h.store.counts().total_cores == 1
+
+
+def test_json_only_when_asked() -> None:
+    api = ScriptedApi([streaming_list(node_json("a"))])
+    h = Harness(api, protobuf=False)
+    h.run()
+    assert set(api.accepts) == {"application/json"}
+
+
+def test_paginated_list_in_protobuf() -> None:
+    def page(names: list[str], rv: str, cont: str = "") -> bytes:
+        items = b"".join(ld(2, node(ld(1, n) + ld(6, rv), b"", condition("Ready", "True")))
+                         for n in names)
+        return envelope(ld(1, ld(2, rv) + ld(3, cont)) + items, "NodeList")
+
+    api = ScriptedApi([], [page(["a", "b"], "5", "tok"), page(["c"], "6")])
+    h = Harness(api, streaming=False)
+    h.reflector.list_once()
+    assert h.names() == ["a", "b", "c"] and h.reflector.resource_version == "6"
+    assert api.page_calls[1]["continue"] == "tok" and api.accepts[0] == ACCEPT_PROTOBUF
+    assert h.reflector.encoding == "protobuf" and h.store.counts().schedulable_nodes == 3

@@ -1,0 +1,143 @@
+"""Node objects off JSON: the fallback when a server answers JSON to our protobuf Accept.
+
+Why msgspec: decoding a NodeList into the generated client models takes minutes and
+gigabytes at 65,000 nodes, while msgspec structs that name only the needed fields skip
+everything else unparsed (about a second, and no garbage). Imported only when a JSON
+response arrives (msgspec costs ~8 ms at start-up that the protobuf path does not need).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from cpa.nodewire import INITIAL_EVENTS_END, Event, ListPage, NodeInfo, Status
+
+__all__ = [
+    "decode_bookmark",
+    "decode_event",
+    "decode_list_page",
+    "decode_node",
+    "decode_status",
+]
+
+
+# --- wire structs: only the fields the decision needs; msgspec skips the rest unparsed ---
+class _Condition(msgspec.Struct):
+    type: str = ""
+    status: str = ""
+
+
+class _Allocatable(msgspec.Struct):
+    cpu: str | None = None
+
+
+class _NodeStatus(msgspec.Struct):
+    allocatable: _Allocatable | None = None
+    conditions: list[_Condition] | None = None
+
+
+class _Taint(msgspec.Struct):
+    key: str = ""
+
+
+class _NodeSpec(msgspec.Struct):
+    unschedulable: bool | None = None
+    taints: list[_Taint] | None = None
+
+
+class _NodeMeta(msgspec.Struct):
+    name: str = ""
+    resourceVersion: str = ""
+
+
+class _Node(msgspec.Struct):
+    metadata: _NodeMeta = msgspec.field(default_factory=_NodeMeta)
+    spec: _NodeSpec | None = None
+    status: _NodeStatus | None = None
+
+
+class _ListMeta(msgspec.Struct):
+    resourceVersion: str = ""
+    continue_: str = msgspec.field(default="", name="continue")
+
+
+class _NodeList(msgspec.Struct):
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+    items: list[_Node] | None = None
+
+
+class _BookmarkMeta(msgspec.Struct):
+    resourceVersion: str = ""
+    annotations: dict[str, str] | None = None
+
+
+class _Bookmark(msgspec.Struct):
+    metadata: _BookmarkMeta = msgspec.field(default_factory=_BookmarkMeta)
+
+
+class _Status(msgspec.Struct):
+    code: int = 0
+    reason: str = ""
+    message: str = ""
+
+
+class _Event(msgspec.Struct):
+    type: str = ""
+    object: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_event = msgspec.json.Decoder(_Event).decode
+_node = msgspec.json.Decoder(_Node).decode
+_list = msgspec.json.Decoder(_NodeList).decode
+_bookmark = msgspec.json.Decoder(_Bookmark).decode
+_status = msgspec.json.Decoder(_Status).decode
+
+
+def decode_status(raw: bytes | msgspec.Raw) -> Status:
+    """A Status object (an ERROR event's)."""
+    s = _status(raw)
+    return Status(s.code, s.reason, s.message)
+
+
+def _info(node: _Node) -> NodeInfo:
+    status = node.status
+    cpu = status.allocatable.cpu if status is not None and status.allocatable else None
+    ready = status is not None and any(
+        c.type == "Ready" and c.status == "True" for c in status.conditions or ())
+    spec = node.spec
+    unschedulable = bool(spec.unschedulable) if spec is not None else False
+    taints = tuple(t.key for t in spec.taints) if spec is not None and spec.taints else ()
+    return NodeInfo(node.metadata.name, node.metadata.resourceVersion, unschedulable, ready,
+                    cpu, taints)
+
+
+def decode_event(line: bytes | bytearray) -> Event:
+    """One JSON watch event (a line of the stream)."""
+    event = _event(line)
+    kind = event.type
+    if kind in ("ADDED", "MODIFIED", "DELETED"):
+        node = _info(_node(event.object))
+        return Event(kind, node, node.resource_version)
+    if kind == "BOOKMARK":
+        rv, initial_end = decode_bookmark(event.object)
+        return Event(kind, resource_version=rv, initial_end=initial_end)
+    if kind == "ERROR":
+        return Event(kind, status=decode_status(event.object))
+    return Event(kind)
+
+
+def decode_node(raw: bytes | msgspec.Raw) -> NodeInfo:
+    return _info(_node(raw))
+
+
+def decode_bookmark(raw: bytes | msgspec.Raw) -> tuple[str, bool]:
+    """A BOOKMARK's resourceVersion, and whether it ends a streaming list's initial events."""
+    mark = _bookmark(raw)
+    annotations = mark.metadata.annotations or {}
+    return mark.metadata.resourceVersion, annotations.get(INITIAL_EVENTS_END) == "true"
+
+
+def decode_list_page(body: bytes | bytearray) -> ListPage:
+    page = _list(body)
+    items = [_info(node) for node in page.items or ()]
+    return ListPage(items, page.metadata.resourceVersion, page.metadata.continue_)

@@ -1,0 +1,233 @@
+"""The protobuf Node reader: recorded bytes of kube-apiserver (each with a JSON twin that the
+JSON decoder, the reference, must agree with) and hand-built edge cases (fields out of
+order, unknown fields of every wire type, long lengths, truncation)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cpa import nodejson, nodeproto, nodewire
+from cpa.kubeapi import _error_from, frames, lines
+from cpa.nodewire import Event, NodeInfo, Status
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "protobuf"
+
+
+def fixture(name: str) -> bytes:
+    return (FIXTURES / name).read_bytes()
+
+
+class Chunks:
+    """A response body delivered in chunks of ``size`` bytes."""
+
+    def __init__(self, data: bytes, size: int) -> None:
+        self.data = data
+        self.size = size
+
+    def stream(self, amt: int, decode_content: bool = True) -> Iterator[bytes]:
+        for i in range(0, len(self.data), self.size):
+            yield self.data[i:i + self.size]
+
+
+def pb_events(name: str, chunk: int = 65536) -> list[Event]:
+    return [nodeproto.decode_event(f) for f in frames(Chunks(fixture(name), chunk))]  # type: ignore[arg-type]
+
+
+def json_events(name: str) -> list[Event]:
+    return [nodejson.decode_event(line) for line in lines(Chunks(fixture(name), 65536))]  # type: ignore[arg-type]
+
+
+# --- recorded from kube-apiserver ---------------------------------------------------------
+
+
+def test_recorded_content_types() -> None:
+    types = json.loads((FIXTURES / "versions.json").read_text())["content_types"]
+    assert nodewire.is_protobuf(types["list-page.pb"])
+    assert nodewire.is_protobuf(types["watch.pb"])  # ...;stream=watch
+    assert not nodewire.is_protobuf(types["watch.json"])
+
+
+def test_list_page_matches_json() -> None:
+    pb = nodeproto.decode_list_page(bytearray(fixture("list-page.pb")))
+    js = nodejson.decode_list_page(fixture("list-page.json"))
+    assert pb == js
+    assert len(pb.items) == 3 and pb.continue_token and pb.resource_version
+    by_name = {n.name: n for n in pb.items}
+    gke = next(n for n in pb.items if n.name.startswith("gke-"))
+    assert gke.unschedulable and gke.taints == ("node.kubernetes.io/unschedulable",)
+    assert set(by_name) >= {"pb-cordoned"}
+    assert by_name["pb-cordoned"] == NodeInfo(
+        "pb-cordoned", by_name["pb-cordoned"].resource_version, True, True, "2",
+        ("node.kubernetes.io/unschedulable", "dedicated"))
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 4096, 65536])
+def test_streaming_list_matches_json_and_ends_at_its_bookmark(chunk: int) -> None:
+    pb = pb_events("streaming-list.pb", chunk)
+    assert pb == json_events("streaming-list.json")
+    assert [e.type for e in pb] == ["ADDED"] * 5 + ["BOOKMARK"]
+    end = pb[-1]
+    assert end.initial_end and end.resource_version and end.node is None
+    nodes = {e.node.name: e.node for e in pb if e.node is not None}
+    assert nodes["pb-nocpu"].cpu is None and not nodes["pb-nocpu"].ready
+    assert nodes["pb-notready"].cpu == "500m" and not nodes["pb-notready"].ready
+    assert nodes["pb-ready"].ready and nodes["pb-ready"].cpu == "3920m"
+
+
+def test_watch_matches_json() -> None:
+    pb = pb_events("watch.pb")
+    js = json_events("watch.json")
+    assert [e.type for e in pb] == ["MODIFIED", "MODIFIED", "DELETED", "ADDED", "BOOKMARK"]
+    # The bookmark is the server's own on each connection; the changes are the same.
+    assert pb[:4] == js[:4]
+    assert pb[4].resource_version and not pb[4].initial_end
+    assert pb[0].node is not None and pb[0].node.unschedulable  # pb-ready cordoned
+    assert pb[1].node is not None and pb[1].node.ready  # pb-notready became Ready
+    assert pb[2].node is not None and pb[2].node.name == "pb-nocpu"
+
+
+def test_expired_watch_is_an_error_event_with_410() -> None:
+    [pb] = pb_events("gone.pb")
+    [js] = json_events("gone.json")
+    assert pb == js
+    assert pb.type == "ERROR" and pb.status is not None
+    assert (pb.status.code, pb.status.reason) == (410, "Expired")
+    assert "too old resource version" in pb.status.message
+
+
+def test_error_answers_in_protobuf_become_api_errors() -> None:
+    pb = _error_from(400, fixture("error-400.pb"), "application/vnd.kubernetes.protobuf")
+    js = _error_from(400, fixture("error-400.json"), "application/json")
+    assert (pb.status, pb.reason, pb.message) == (js.status, js.reason, js.message)
+    assert pb.reason == "BadRequest" and "invalid continue token" in pb.message
+    # Not a Status after all: the text, as before.
+    odd = _error_from(502, b"k8s\x00garbage", "application/vnd.kubernetes.protobuf")
+    assert odd.status == 502 and "garbage" in odd.message
+
+
+def test_a_stream_cut_inside_a_frame_raises() -> None:
+    data = fixture("watch.pb")
+    with pytest.raises(nodeproto.ProtoError, match="inside a frame"):
+        list(frames(Chunks(data[:-3], 100)))  # type: ignore[arg-type]
+    assert len(list(frames(Chunks(data, 100)))) == 5  # type: ignore[arg-type]
+
+
+# --- hand-built ---------------------------------------------------------------------------
+
+
+def varint(n: int) -> bytes:
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def ld(field: int, payload: bytes | str) -> bytes:
+    data = payload.encode() if isinstance(payload, str) else payload
+    return varint(field << 3 | 2) + varint(len(data)) + data
+
+
+def vi(field: int, value: int) -> bytes:
+    return varint(field << 3) + varint(value)
+
+
+def envelope(raw: bytes, kind: str = "Node") -> bytes:
+    return nodeproto.MAGIC + ld(1, ld(1, "v1") + ld(2, kind)) + ld(2, raw) + ld(4, "")
+
+
+def node(meta: bytes = b"", spec: bytes = b"", status: bytes = b"") -> bytes:
+    return ld(1, meta) + ld(2, spec) + ld(3, status)
+
+
+def condition(ctype: str, status: str, reverse: bool = False) -> bytes:
+    fields = [ld(1, ctype), ld(2, status), ld(6, "message")]
+    return ld(4, b"".join(reversed(fields) if reverse else fields))
+
+
+def allocatable(key: str, value: str, reverse: bool = False) -> bytes:
+    fields = [ld(1, key), ld(2, ld(1, value))]
+    return ld(2, b"".join(reversed(fields) if reverse else fields))
+
+
+UNKNOWN = (vi(7, 300) + varint(9 << 3 | 1) + b"\x01" * 8 + varint(10 << 3 | 5) + b"\x02" * 4
+           + ld(17, "managed" * 40) + ld(99, "x" * 300))  # multi-byte keys and lengths
+
+
+def decode_node(raw: bytes) -> NodeInfo:
+    frame = ld(1, "ADDED") + ld(2, ld(1, envelope(raw)))
+    event = nodeproto.decode_event(frame)
+    assert event.node is not None
+    return event.node
+
+
+def test_fields_in_any_order_and_unknown_fields_skipped() -> None:
+    meta = UNKNOWN + ld(6, "42") + ld(11, ld(1, "k") + ld(2, "v")) + ld(1, "n1")
+    spec = ld(5, UNKNOWN + ld(3, "NoSchedule") + ld(1, "t1")) + UNKNOWN + vi(4, 1)
+    status = (UNKNOWN + condition("MemoryPressure", "False") + condition("Ready", "True", True)
+              + allocatable("memory", "16Gi") + allocatable("cpu", "3920m", True) + UNKNOWN)
+    raw = ld(3, status) + UNKNOWN + ld(2, spec) + ld(1, meta)
+    assert decode_node(raw) == NodeInfo("n1", "42", True, True, "3920m", ("t1",))
+
+
+def test_defaults_when_fields_are_absent() -> None:
+    assert decode_node(b"") == NodeInfo("", "", False, False, None, ())
+    assert decode_node(node(ld(1, "n"), vi(4, 0), condition("Ready", "False"))) == NodeInfo(
+        "n", "", False, False, None, ())
+    # An empty condition and an empty map entry are valid and count for nothing.
+    assert decode_node(node(ld(1, "n"), b"", ld(4, b"") + ld(2, b""))).cpu is None
+
+
+def test_any_true_ready_condition_counts_as_json_does() -> None:
+    status = condition("Ready", "False") + condition("Ready", "True")
+    assert decode_node(node(ld(1, "n"), b"", status)).ready
+    assert not decode_node(node(ld(1, "n"), b"", condition("ReadyX", "True"))).ready
+
+
+def test_bookmark_reads_the_initial_events_end_annotation() -> None:
+    ann = ld(12, ld(1, "other") + ld(2, "true")) + ld(12, ld(1, nodewire.INITIAL_EVENTS_END)
+                                                       + ld(2, "true"))
+    frame = ld(1, "BOOKMARK") + ld(2, ld(1, envelope(node(ld(6, "77") + ann))))
+    assert nodeproto.decode_event(frame) == Event("BOOKMARK", resource_version="77",
+                                                  initial_end=True)
+    plain = ld(1, "BOOKMARK") + ld(2, ld(1, envelope(node(ld(6, "78")))))
+    assert nodeproto.decode_event(plain) == Event("BOOKMARK", resource_version="78")
+
+
+def test_error_event_with_a_negative_code_and_an_unknown_event_type() -> None:
+    status = ld(3, "boom") + ld(4, "InternalError") + vi(6, -1)
+    frame = ld(1, "ERROR") + ld(2, ld(1, envelope(status, "Status")))
+    assert nodeproto.decode_event(frame).status == Status(-1, "InternalError", "boom")
+    assert nodeproto.decode_event(ld(1, "ERROR")) == Event("ERROR")
+    assert nodeproto.decode_event(ld(1, "SOMETHING") + ld(2, ld(1, envelope(b"")))) == Event(
+        "SOMETHING")
+
+
+@pytest.mark.parametrize("data", [
+    b"k8s",  # shorter than the magic
+    b"json" + ld(2, b""),  # wrong magic
+    nodeproto.MAGIC + varint(2 << 3 | 2) + varint(50) + b"short",  # raw runs past the end
+    nodeproto.MAGIC + ld(2, ld(2, varint(1 << 3 | 3))),  # a group: unsupported wire type
+    nodeproto.MAGIC + ld(2, ld(2, node(ld(1, "n"))[:-1])),  # an item runs past its list
+    nodeproto.MAGIC + ld(2, b"\x12\x05\x1a\x83"),  # truncated length varint inside an item
+])
+def test_malformed_bodies_raise_proto_error(data: bytes) -> None:
+    with pytest.raises(nodeproto.ProtoError):
+        nodeproto.decode_list_page(data)
+
+
+def test_a_list_body_that_is_a_status_says_so() -> None:
+    body = envelope(ld(3, "forbidden, say") + vi(6, 403), "Status")
+    with pytest.raises(nodeproto.ProtoError, match="forbidden, say"):
+        nodeproto.decode_list_page(body)
+    with pytest.raises(nodeproto.ProtoError, match="expected a Node"):
+        nodeproto.decode_node(body)
