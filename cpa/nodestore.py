@@ -94,12 +94,11 @@ class NodeStore:
         with self._lock:
             if policy == self._policy:
                 return False
-            records = list(self._records.items())
-            for name, _ in records:
-                self._apply(name, None)
             self._policy = policy
-            for name, record in records:
-                self._apply(name, record)
+            self._total_nodes = self._sched_nodes = self._excluded = self._capped = 0
+            self._total_milli = self._sched_milli = 0
+            for record in self._records.values():
+                self._count(record, 1)
             return True
 
     def get(self, name: str) -> NodeRecord | None:
