@@ -26,9 +26,7 @@ from cpa.modes import decide, mode_of, parse_configmap_data
 from cpa.nodewatch import WatchStatus
 from cpa.params import Params, ParamsError
 from cpa.scale import ScaleResult, Target, ensure_replicas
-
-STALE_AFTER_POLLS = 3
-STALE_AFTER_MIN_SECONDS = 30.0
+from cpa.watchdogs import OtherWriters, Overwrite, StaleCounts
 
 
 class PollError(Exception):
@@ -37,15 +35,6 @@ class PollError(Exception):
 
 class _InvalidParams(PollError):
     """The ConfigMap's current version has parameters we refuse."""
-
-
-@dataclass(frozen=True, slots=True)
-class Overwrite:
-    """A target found with other replicas than we last wrote there."""
-
-    target: Target
-    ours: int
-    found: int
 
 
 @dataclass(slots=True)
@@ -98,15 +87,14 @@ class Autoscaler:
         self._api = api
         self._counts = counts
         self._observers = list(observers)
-        self._watch_status = watch_status
         self._clock = clock
         self._log = logs.get_logger("autoscaler")
         self._params_rv: str | None = None
         self._params: Params | None = None
         self._params_error: str | None = None
-        self._stale_logged = False
-        self._written: dict[Target, int] = {}  # what we last wrote to each target
-        self._fighting: set[Target] = set()  # targets in an episode of another writer
+        self._stale = (StaleCounts(watch_status, clock, opts.poll_period_seconds)
+                       if watch_status is not None else None)
+        self._writers = OtherWriters()
         self._behavior = BehaviorStage()  # ours: windows/policies history, per target
         self.consecutive_failures = 0
         self.polls = 0
@@ -165,49 +153,6 @@ class Autoscaler:
                            resource_version=cm.resource_version, **params.fields())
         return params
 
-    def _staleness(self) -> str | None:
-        """Say so when the node watch has been down for more than a few poll periods: the
-        poll goes on with the last known counts, but nobody should think they are fresh."""
-        if self._watch_status is None:
-            return None
-        status = self._watch_status()
-        down_for = status.stale_seconds(self._clock())
-        limit = max(STALE_AFTER_POLLS * self._opts.poll_period_seconds, STALE_AFTER_MIN_SECONDS)
-        if down_for <= limit:
-            if self._stale_logged:
-                self._log.info("nodes.fresh", watch_restarts=status.restarts)
-                self._stale_logged = False
-            return None
-        reason = (f"node counts may be stale: the node watch has been down for "
-                  f"{down_for:.0f}s ({status.error or 'no reason given'}); deciding on the "
-                  "last known counts")
-        if not self._stale_logged:
-            self._log.warning("nodes.stale", down_seconds=round(down_for), error=status.error,
-                              hint="check the API server's reachability and the nodes "
-                                   "list/watch permission")
-            self._stale_logged = True
-        return reason
-
-    def _check_other_writer(self, res: ScaleResult, result: PollResult) -> None:
-        """Notice when a target's replicas are not what we last wrote there: an HPA, a
-        second autoscaler or a person changed them, and we are about to undo it (as
-        upstream does, silently). Warn once per episode; count every time."""
-        target, ours = res.target, self._written.get(res.target)
-        if ours is not None and res.previous is not None and res.previous != ours:
-            result.overwritten.append(Overwrite(target, ours, res.previous))
-            if target not in self._fighting:
-                self._fighting.add(target)
-                self._log.warning(
-                    "scale.overwritten", target=str(target), ours=ours, found=res.previous,
-                    hint="another writer changes this target's replicas (an HPA, a second "
-                         "autoscaler, a person): see 'Another writer' in the README")
-        elif ours is not None and res.previous == ours and target in self._fighting:
-            self._fighting.discard(target)
-            self._log.info("scale.overwritten.ended", target=str(target), replicas=ours)
-        if res.error is None:
-            self._written[target] = res.replicas if res.changed else (
-                res.previous if res.previous is not None else res.replicas)
-
     # --- behavior (ours, opt-in) ---------------------------------------------------
     def _shaper(self, target: Target, behavior: Behavior | None, result: PollResult
                 ) -> Callable[[int], int] | None:
@@ -250,7 +195,7 @@ class Autoscaler:
         self.polls += 1
         result = PollResult(started=self._clock())
         try:
-            result.stale = self._staleness()
+            result.stale = self._stale.check() if self._stale is not None else None
             counts = result.counts = self._counts()
             if logs.v(4):
                 self._log.info("poll.counts", nodes=counts.total_nodes,
@@ -273,7 +218,9 @@ class Autoscaler:
                                       decision.replicas,
                                       self._shaper(target, params.behavior, result))
                 result.scales.append(res)
-                self._check_other_writer(res, result)
+                overwrite = self._writers.check(res)
+                if overwrite is not None:
+                    result.overwritten.append(overwrite)
                 shaped = self._behavior_fields(res, result)
                 if res.error:
                     failures.append(res.error)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 
-from cpa.autoscaler import Overwrite, PollResult
+from cpa.autoscaler import PollResult
 from cpa.formulas import ClusterCounts, Decision
 from cpa.metrics import Metrics
 from cpa.nodewatch import WatchStatus
 from cpa.params import LinearParams
 from cpa.scale import ScaleResult, Target
+from cpa.watchdogs import Overwrite
 
 COREDNS = Target("deployment", "coredns")
 OTHER = Target("statefulset", "typha")
