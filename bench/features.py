@@ -32,7 +32,7 @@ if str(REPO) not in sys.path:
 
 from bench import measure, nodes  # noqa: E402
 from bench.run import CM, KUBE_DNS_DEFAULTS, NS, TARGET, Cluster, grow, setup  # noqa: E402
-from cpa.params import default_params_to_data  # noqa: E402
+from cpa.defaults import default_params_to_data  # noqa: E402
 from tests.controlplane import ControlPlane, ensure_binaries  # noqa: E402
 from tests.integration.support import free_port  # noqa: E402
 

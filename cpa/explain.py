@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cpa.behavior import BehaviorState, Outcome, apply
+from cpa.defaults import default_params_to_data
 from cpa.formulas import ClusterCounts, Decision
 from cpa.modes import decide, parse_configmap_data
-from cpa.params import Params, ParamsError, default_params_to_data
+from cpa.params import Params, ParamsError
 from cpa.quantity import QuantityError, cores_rounded_up, cpu_millicores
 
 if TYPE_CHECKING:

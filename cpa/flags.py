@@ -158,7 +158,7 @@ def _parse_vmodule(text: str) -> str:
 
 def _parse_default_params(text: str) -> dict[str, str]:
     """``--default-params``: upstream decodes it while parsing flags, so bad JSON is exit 2."""
-    from cpa.params import default_params_to_data
+    from cpa.defaults import default_params_to_data
 
     return default_params_to_data(text)
 

@@ -32,7 +32,6 @@ from cpa.gojson import (
     go_bool,
     go_float,
     go_int,
-    go_marshal,
     members_by_field,
     parse,
 )
@@ -42,7 +41,6 @@ __all__ = [
     "LinearParams",
     "Params",
     "ParamsError",
-    "default_params_to_data",
     "parse_ladder",
     "parse_linear",
 ]
@@ -316,25 +314,3 @@ def parse_ladder(text: str) -> LadderParams:
         behavior=behavior,
         counting=counting,
     )
-
-
-def default_params_to_data(text: str) -> dict[str, str]:
-    """Turn the ``--default-params`` flag into ConfigMap data, as upstream does.
-
-    Upstream unmarshals the flag into ``map[string]interface{}`` and marshals each value
-    back, so keys get sorted, numbers pass through float64 and HTML characters are
-    escaped: ``{"linear":{"nodesPerReplica":16,"coresPerReplica":256}}`` becomes
-    ``{"linear": '{"coresPerReplica":256,"nodesPerReplica":16}'}``.  A JSON ``null`` flag
-    gives no entries, as in Go.
-    """
-    try:
-        obj = as_object(parse(text), "--default-params")
-        data: dict[str, JsonValue] = {}
-        for key, value in obj.members if obj else ():
-            data[key] = value
-        return {key: go_marshal(value, key) for key, value in data.items()}
-    except GoJsonError as error:
-        raise ValueError(
-            f"--default-params must be a JSON object such as "
-            f'{{"linear":{{"coresPerReplica":256,"nodesPerReplica":16}}}}: {error}'
-        ) from None

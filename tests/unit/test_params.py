@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
+from cpa.defaults import default_params_to_data
 from cpa.modes import MODES, parse_configmap_data
 from cpa.params import (
     LadderParams,
     LinearParams,
     ParamsError,
-    default_params_to_data,
     parse_ladder,
     parse_linear,
 )
