@@ -83,8 +83,13 @@ class NodeReflector:
     def __init__(self, api: StreamingApi, store: NodeStore, selector: str = "", *,
                  page_size: int = PAGE_SIZE, use_streaming_list: bool = True,
                  protobuf: bool = True, clock: Callable[[], float] = time.monotonic,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 wait: Callable[[threading.Event, float], bool] | None = None) -> None:
+        """``clock``, ``rng`` and ``wait`` (a backoff pause: wait on the stop event up to
+        N seconds, True when stopped) are injected so tests run the real loop on a fake
+        clock."""
         self._api = api
+        self._wait = wait or (lambda stop, seconds: stop.wait(seconds))
         self._accept = ACCEPT_PROTOBUF if protobuf else "application/json"
         self._store = store
         self._selector = selector
@@ -167,7 +172,7 @@ class NodeReflector:
                     break
                 self._down(_reason(exc))
                 self._log.warning("watch.failed", error=self._error, retry_in=round(delay, 2))
-            if self._stop.wait(delay * self._rng.uniform(0.8, 1.2)):
+            if self._wait(self._stop, delay * self._rng.uniform(0.8, 1.2)):
                 break
             delay = min(delay * 2, BACKOFF_MAX)
 

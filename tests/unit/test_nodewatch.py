@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from cpa.nodewatch import (
     READ_IDLE_SECONDS,
     WATCH_SECONDS,
     NodeReflector,
+    WatchStatus,
 )
 from cpa.nodewire import ACCEPT_PROTOBUF
 from tests.unit.test_nodeproto import condition, envelope, fixture, ld, node
@@ -89,15 +91,18 @@ class ScriptedApi:
         self.page_calls: list[dict[str, str]] = []
         self.accepts: list[str] = []
         self.responses: list[FakeResponse] = []
+        self.statuses: list[WatchStatus] = []  # the reflector's status as each stream opens
         self.reflector: NodeReflector | None = None
 
     def _out(self) -> None:
         assert self.reflector is not None
-        self.reflector._stop.set()  # the script is over: end the loop
+        self.reflector.stop(timeout=0)  # the script is over: end the loop
         raise ApiError(0, "ConnectionError", "script over")
 
     def stream(self, path: str, query: dict[str, str], read_timeout: float,
                accept: str = "application/json") -> FakeResponse:
+        assert self.reflector is not None
+        self.statuses.append(self.reflector.status())
         self.stream_calls.append((dict(query), read_timeout))
         self.accepts.append(accept)
         if not self.streams:
@@ -129,7 +134,7 @@ class ScriptedApi:
 
 
 class Harness:
-    """A reflector on a ScriptedApi with a fake clock; ``stop.wait`` advances the clock."""
+    """A reflector on a ScriptedApi with a fake clock that its backoff pauses advance."""
 
     def __init__(self, api: ScriptedApi, *, streaming: bool = True, selector: str = "",
                  page_size: int = 250, protobuf: bool = True) -> None:
@@ -139,17 +144,14 @@ class Harness:
         self.api = api
         self.reflector = NodeReflector(api, self.store, selector, page_size=page_size,
                                        use_streaming_list=streaming, protobuf=protobuf,
-                                       clock=lambda: self.now,
-                                       rng=random.Random(7))
+                                       clock=lambda: self.now, rng=random.Random(7),
+                                       wait=self._pause)
         api.reflector = self.reflector
-        real_wait = self.reflector._stop.wait
 
-        def wait(timeout: float | None = None) -> bool:
-            self.waits.append(timeout or 0.0)
-            self.now += timeout or 0.0
-            return real_wait(0)
-
-        self.reflector._stop.wait = wait  # type: ignore[method-assign]
+    def _pause(self, stop: threading.Event, seconds: float) -> bool:
+        self.waits.append(seconds)
+        self.now += seconds
+        return stop.is_set()
 
     def run(self) -> NodeReflector:
         self.reflector.run()
@@ -295,24 +297,18 @@ def test_a_silent_connection_is_dead_replaced_and_reported() -> None:
                        FakeResponse(b"", then=ReadTimeoutError()),
                        ApiError(0, "ConnectionError", "connect timed out")])
     h = Harness(api)
-    statuses: list[Any] = []
-    real = h.reflector._down
-
-    def down(reason: str) -> None:
-        real(reason)
-        statuses.append(h.reflector.status())
-
-    h.reflector._down = down  # type: ignore[method-assign]
     h.now = 100.0
     h.run()
-    dead = statuses[0]
+    dead = api.statuses[2]  # as the replacement watch opens, after the backoff
     assert not dead.up and dead.synced
     assert "carried no bytes for 60s" in (dead.error or "")
     assert dead.last_contact == 100.0
     assert dead.stale_seconds(130.0) == 30.0
+    assert dead.restarts == 1
     assert api.responses[1].closed  # a dead connection never goes back to the pool open
     assert api.stream_calls[2][0]["resourceVersion"] == "10"
-    assert statuses[1].restarts == 2
+    assert api.statuses[3].restarts == 2 and "connect timed out" in (api.statuses[3].error
+                                                                      or "")
 
 
 def test_recovery_clears_the_error() -> None:
@@ -320,18 +316,11 @@ def test_recovery_clears_the_error() -> None:
                        ApiError(0, "ConnectionError", "refused"),
                        FakeResponse(bookmark("12"))])
     h = Harness(api)
-    seen: list[Any] = []
-    orig: Callable[[], None] = h.reflector._contact
-
-    def contact() -> None:
-        orig()
-        seen.append(h.reflector.status())
-
-    h.reflector._contact = contact  # type: ignore[method-assign]
     h.run()
-    after = [s for s in seen if s.restarts == 1]
-    assert after and after[-1].up and after[-1].error is None
-    assert after[-1].stale_seconds(1e9) == 0.0
+    refused, recovered = api.statuses[2], api.statuses[3]
+    assert not refused.up and "refused" in (refused.error or "")
+    assert recovered.up and recovered.error is None and recovered.restarts == 1
+    assert recovered.stale_seconds(1e9) == 0.0
 
 
 def test_stop_while_a_watch_is_being_opened_does_not_wait_for_the_watch() -> None:
