@@ -1,9 +1,10 @@
 """The one place that sends HTTP requests to the Kubernetes API server.
 
-Raw urllib3 rather than the generated client: the poll's objects are tiny (a ConfigMap and
-a Scale per target) and the node watch must decode bytes straight into trimmed records;
-the generated models would cost tens of MiB to import and gigabytes to hold a large
-NodeList. Errors become :class:`ApiError` carrying the HTTP status and the server's message.
+Plain HTTP (:mod:`cpa.transport`) rather than the generated client: the poll's objects are
+tiny (a ConfigMap and a Scale per target) and the node watch must decode bytes straight into
+trimmed records; the generated models would cost tens of MiB to import and gigabytes to hold
+a large NodeList. Errors become :class:`ApiError` carrying the HTTP status and the server's
+message.
 """
 
 from __future__ import annotations
@@ -14,27 +15,17 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
-import urllib3
-
 from cpa import __version__, nodeproto
 from cpa.api import ApiError, StreamResponse
 from cpa.kubeconfig import Connection
 from cpa.nodewire import is_protobuf
+from cpa.transport import ConnectError, Pool, ReadTimeoutError
 
 __all__ = ["ApiError", "KubeApi", "frames", "lines"]
 
 USER_AGENT = f"cluster-proportional-autoscaler-py/{__version__}"
 DEFAULT_TIMEOUT = 30.0  # a whole request (a stream: connecting and each read)
 CONNECT_TIMEOUT = 5.0  # an API server that does not accept in 5 s is unreachable for now
-
-
-def _closed_before_answer(exc: Exception) -> bool:
-    """The connection was closed or reset under us before any response (not a timeout)."""
-    if not isinstance(exc, urllib3.exceptions.ProtocolError):
-        return False
-    cause = exc.args[1] if len(exc.args) > 1 else exc.__cause__
-    return isinstance(cause, (http.client.RemoteDisconnected, ConnectionResetError,
-                              BrokenPipeError))
 
 
 def _error_from(status: int, data: bytes, content_type: str | None = None) -> ApiError:
@@ -56,6 +47,16 @@ def _error_from(status: int, data: bytes, content_type: str | None = None) -> Ap
     return ApiError(status, reason, message or f"HTTP {status}")
 
 
+def _target(path: str, query: Mapping[str, str] | None) -> str:
+    return path + ("?" + urlencode(query) if query else "")
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ReadTimeoutError | ConnectError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
 class KubeApi:
     """A thread-safe client for one API server connection: implements
     :class:`cpa.api.StreamingApi`."""
@@ -63,8 +64,7 @@ class KubeApi:
     def __init__(self, conn: Connection, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.conn = conn
         self.timeout = timeout
-        self._pool = urllib3.PoolManager(
-            num_pools=2, maxsize=4, ssl_context=conn.ssl_context, retries=False)
+        self._pool = Pool(conn.server, conn.ssl_context)
 
     def _headers(self, content_type: str | None = None, accept: str = "application/json"
                  ) -> dict[str, str]:
@@ -77,7 +77,7 @@ class KubeApi:
         return headers
 
     def url(self, path: str, query: Mapping[str, str] | None = None) -> str:
-        return self.conn.server + path + ("?" + urlencode(query) if query else "")
+        return self.conn.server + _target(path, query)
 
     def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
                 body: Any = None, timeout: float | None = None) -> bytes:
@@ -88,24 +88,30 @@ class KubeApi:
         # a new connection. Never after a timeout, and never a write.
         attempts = 2 if method == "GET" else 1
         for attempt in range(attempts):
+            limit = timeout or self.timeout
             try:
                 resp = self._pool.request(
-                    method, self.url(path, query), body=data,
+                    method, _target(path, query), body=data,
                     headers=self._headers("application/json" if data is not None else None),
-                    timeout=urllib3.Timeout(
-                        connect=min(CONNECT_TIMEOUT, timeout or self.timeout),
-                        total=timeout or self.timeout),
-                    preload_content=True)
+                    connect_timeout=min(CONNECT_TIMEOUT, limit), read_timeout=limit)
+                try:
+                    answer = resp.read()
+                finally:
+                    resp.release_conn()
                 break
-            except urllib3.exceptions.HTTPError as exc:
-                if attempt + 1 < attempts and _closed_before_answer(exc):
+            except ConnectError as exc:
+                if attempt + 1 < attempts and exc.before_answer:
                     continue
                 raise ApiError(0, "ConnectionError",
                                f"{method} {path}: cannot reach the API server at "
                                f"{self.conn.server}: {exc}") from exc
+            except (OSError, http.client.HTTPException) as exc:
+                raise ApiError(0, "ConnectionError",
+                               f"{method} {path}: the API server at {self.conn.server} did "
+                               f"not answer: {_describe(exc)}") from exc
         if not 200 <= resp.status < 300:
-            raise _error_from(resp.status, resp.data, resp.headers.get("Content-Type"))
-        return bytes(resp.data)
+            raise _error_from(resp.status, answer, resp.headers.get("Content-Type"))
+        return answer
 
     def get_json(self, path: str, query: Mapping[str, str] | None = None) -> dict[str, Any]:
         doc = json.loads(self.request("GET", path, query=query))
@@ -118,7 +124,7 @@ class KubeApi:
         return doc if isinstance(doc, dict) else {}
 
     def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
-               accept: str = "application/json") -> urllib3.BaseHTTPResponse:
+               accept: str = "application/json") -> StreamResponse:
         """Open a long-running GET (a watch) and return the unread response.
 
         The caller reads it with :func:`lines` (JSON) or :func:`frames` (protobuf), as its
@@ -126,18 +132,18 @@ class KubeApi:
         """
         try:
             resp = self._pool.request(
-                "GET", self.url(path, query), headers=self._headers(accept=accept),
-                timeout=urllib3.Timeout(connect=min(CONNECT_TIMEOUT, self.timeout),
-                                        read=read_timeout),
-                preload_content=False)
-        except urllib3.exceptions.HTTPError as exc:
+                "GET", _target(path, query), body=None, headers=self._headers(accept=accept),
+                connect_timeout=min(CONNECT_TIMEOUT, self.timeout), read_timeout=read_timeout)
+            if not 200 <= resp.status < 300:
+                try:
+                    data = resp.read()
+                finally:
+                    resp.release_conn()
+                raise _error_from(resp.status, data, resp.headers.get("Content-Type"))
+        except (OSError, http.client.HTTPException) as exc:
             raise ApiError(0, "ConnectionError",
                            f"GET {path}: cannot reach the API server at {self.conn.server}: "
-                           f"{exc}") from exc
-        if not 200 <= resp.status < 300:
-            data = resp.read()
-            resp.release_conn()
-            raise _error_from(resp.status, data, resp.headers.get("Content-Type"))
+                           f"{_describe(exc)}") from exc
         return resp
 
     def get_raw(self, path: str, query: Mapping[str, str], accept: str = "application/json"
@@ -145,8 +151,8 @@ class KubeApi:
         """A GET whose body the caller decodes itself (a NodeList page, into trimmed records):
         (Content-Type, body).
 
-        The body is read in chunks into one bytearray: urllib3's preloaded ``data`` plus a
-        ``bytes`` copy would hold a large page twice (measured 59.6 -> 52.8 MiB peak for a
+        The body is read in chunks into one bytearray: a whole ``read()`` plus a copy would
+        hold a large page twice (measured 59.6 -> 52.8 MiB peak for a
         paginated sync of 65,000 nodes, with the smaller page size).
         """
         resp = self.stream(path, query, read_timeout=self.timeout, accept=accept)
@@ -155,8 +161,8 @@ class KubeApi:
         try:
             for chunk in resp.stream(65536, decode_content=True):
                 body += chunk
-        except urllib3.exceptions.HTTPError as exc:
-            raise ApiError(0, "ConnectionError", f"GET {path}: {exc}") from exc
+        except (OSError, http.client.HTTPException) as exc:
+            raise ApiError(0, "ConnectionError", f"GET {path}: {_describe(exc)}") from exc
         finally:
             resp.release_conn()
         return content_type, body
