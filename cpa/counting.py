@@ -21,37 +21,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from cpa.gojson import GoJsonError, JsonValue, describe, format_go_float, go_float, go_string
+from cpa.nodecounts import DEFAULT_POLICY, CountingPolicy
 from cpa.steps import Step
-
-if TYPE_CHECKING:
-    from cpa.nodestore import NodeRecord
 
 __all__ = ["DEFAULT_POLICY", "FIELDS", "NO_COUNTING", "Counting", "CountingDoc", "CountingPolicy",
            "counting_problems", "decode_counting_field"]
 
 FIELDS = ("excludeNodesWithTaints", "maxCoresPerNode", "maxReplicasPerNode")
-
-
-@dataclass(frozen=True, slots=True)
-class CountingPolicy:
-    """What the node store applies in its running totals: which Nodes count, and what one
-    Node contributes at most. The default counts every Node fully, as upstream does."""
-
-    exclude_taints: frozenset[str] = frozenset()
-    max_millicores_per_node: int | Fraction | None = None
-
-    def counts(self, record: NodeRecord) -> bool:
-        return not (self.exclude_taints and record.taints & self.exclude_taints)
-
-    def millicores(self, record: NodeRecord) -> int | Fraction:
-        cap = self.max_millicores_per_node
-        return record.millicores if cap is None else min(record.millicores, cap)
-
-
-DEFAULT_POLICY: Final = CountingPolicy()
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from cpa.gojson import format_go_float
+from cpa.nodecounts import ClusterCounts
 from cpa.params import LadderParams, LinearParams
 from cpa.steps import Step
 
@@ -40,20 +41,6 @@ INT32_MAX: Final = 2**31 - 1
 # Stands for a float64 ``ceil`` that overflowed to +Inf (e.g. coresPerReplica 1e-320):
 # larger than any finite result, so every comparison still orders it correctly.
 _INFINITE: Final = 2**1100
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterCounts:
-    """Node and core counts from the node cache; cores already rounded up to whole cores."""
-
-    total_nodes: int
-    total_cores: int
-    schedulable_nodes: int
-    schedulable_cores: int
-    excluded_nodes: int | None = None  # left out by excludeNodesWithTaints (not in totals)
-    capped_nodes: int | None = None  # whose cores maxCoresPerNode capped (counted capped)
-    """Both None when the counts were not taken from the node store (given by hand to
-    ``cpa explain`` or ``cpa simulate``): then they are taken as counted already."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import os
 import ssl
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -165,6 +164,8 @@ def _load_client_cert(ctx: ssl.SSLContext, user: dict[str, Any], base: Path) -> 
     key_data = user.get("client-key-data")
     if cert_data and key_data:
         # ssl can only load a key pair from files; keep them only as long as loading takes.
+        import tempfile  # only for a kubeconfig with inline client certificates
+
         with tempfile.TemporaryDirectory() as tmp:
             cert_path, key_path = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
             cert_path.write_bytes(_b64(cert_data))

@@ -18,8 +18,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from cpa import logs
-from cpa.counting import DEFAULT_POLICY, CountingPolicy
-from cpa.formulas import ClusterCounts
+from cpa.nodecounts import DEFAULT_POLICY, ClusterCounts, CountingPolicy
 from cpa.nodewire import NodeInfo
 from cpa.quantity import QuantityError, cores_rounded_up, cpu_millicores
 
