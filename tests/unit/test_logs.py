@@ -1,0 +1,120 @@
+"""Held log events (cpa.logs.hold): written later, exactly as they would have been.
+
+Each case runs in a fresh interpreter: holding only happens before structlog is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(script: str) -> tuple[list[str], str]:
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True, timeout=60, cwd=REPO)
+    return done.stderr.splitlines(), done.stdout
+
+
+PRELUDE = """
+import sys, time
+from cpa import logs
+logs.configure(0, "json")
+"""
+
+
+def test_held_events_come_out_on_release_in_order_with_their_own_time() -> None:
+    lines, out = run(PRELUDE + """
+logs.hold()
+log = logs.get_logger("main")
+log.info("first", n=1)
+logs.get_logger("watch").warning("second", n=2)
+print("structlog loaded while held:", "structlog" in sys.modules)
+time.sleep(0.3)
+released = time.time()
+logs.release()
+log.info("third", n=3)
+print(released)
+""")
+    assert "structlog loaded while held: False" in out
+    released = float(out.split()[-1])
+    events = [json.loads(line) for line in lines]
+    assert [(e["event"], e["component"], e["level"], e["n"]) for e in events] == [
+        ("first", "main", "info", 1), ("second", "watch", "warning", 2),
+        ("third", "main", "info", 3)]
+    stamps = [datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")).timestamp()
+              for e in events]
+    assert stamps[0] <= stamps[1] < released - 0.25  # the time of the call, not the write
+    assert stamps[2] >= released
+    assert all(e["timestamp"].endswith("Z") for e in events)
+
+
+def test_a_held_event_renders_like_a_live_one() -> None:
+    held, _ = run(PRELUDE + """
+logs.hold()
+logs.get_logger("main").info("same", a=1, b="x")
+logs.release()
+""")
+    live, _ = run(PRELUDE + """
+logs.get_logger("main").info("same", a=1, b="x")
+""")
+    h, li = json.loads(held[0]), json.loads(live[0])
+    assert list(h) == list(li)
+    h.pop("timestamp")
+    li.pop("timestamp")
+    assert h == li
+
+
+def test_an_exception_ends_the_holding_and_keeps_order_and_traceback() -> None:
+    lines, _ = run(PRELUDE + """
+logs.hold()
+log = logs.get_logger("main")
+log.info("before")
+try:
+    raise ValueError("boom")
+except ValueError:
+    log.exception("failed")
+log.info("after")
+""")
+    events = [json.loads(line) for line in lines]
+    assert [e["event"] for e in events] == ["before", "failed", "after"]
+    assert "ValueError: boom" in events[1]["exception"]
+
+
+def test_the_timer_releases_held_events_without_a_poll() -> None:
+    lines, _ = run(PRELUDE + """
+logs.HOLD_SECONDS = 0.2
+logs.hold()
+logs.get_logger("main").info("waiting for a sync that takes long")
+time.sleep(1.0)
+print("done")
+""")
+    assert [json.loads(line)["event"] for line in lines] == [
+        "waiting for a sync that takes long"]
+
+
+def test_release_with_nothing_held_does_not_load_the_logging_library() -> None:
+    _, out = run("""
+import sys
+from cpa import logs
+logs.release()
+print("structlog" in sys.modules)
+""")
+    assert out.strip() == "False"
+
+
+def test_text_format_is_unchanged_by_holding() -> None:
+    lines, _ = run("""
+from cpa import logs
+logs.configure(0, "text")
+logs.hold()
+logs.get_logger("main").info("starting", version="1")
+logs.release()
+""")
+    assert len(lines) == 1
+    assert "starting" in lines[0] and "component=main" in lines[0] and "version=1" in lines[0]
+    assert lines[0][:4].isdigit() and "Z" in lines[0].split()[0]
