@@ -532,6 +532,7 @@ def markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
              f"- params: `{KUBE_DNS_DEFAULTS}`, poll period {meta['poll_period']} s, steady "
              f"window {meta['window_polls']} polls",
              f"- upstream {UPSTREAM_CPA_VERSION}: {meta['upstream']}",
+             f"- ours: {meta.get('ours_install', 'development install')}",
              f"- machine load average (1/5/15 min) at the start: "
              f"{meta.get('load_average_at_start', '?')}, at the end: "
              f"{meta.get('load_average_at_end', '?')}", ""]
@@ -726,6 +727,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     binary, problem = upstream_problem()
     upstream_note = f"available ({binary})" if binary else problem
     log(f"upstream {UPSTREAM_CPA_VERSION}: {upstream_note}")
+    ours_install = measure.install_as_shipped()
+    log(f"ours: {ours_install}")
     if binary is None and args.impl != "ours":
         print(f"upstream: {problem}", flush=True)
 
@@ -738,7 +741,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "churn_sizes": sorted(args.churn_at), "churn_seconds": args.churn_seconds,
         "churn_rate_scale": args.churn_rate_scale,
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-        "upstream": upstream_note, "python": sys.version.split()[0],
+        "upstream": upstream_note, "ours_install": ours_install,
+        "python": sys.version.split()[0],
     }
     rows: list[dict[str, Any]] = []
     created = create_seconds = 0.0
