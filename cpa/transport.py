@@ -15,7 +15,7 @@ import select
 import socket
 import ssl
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from urllib.parse import urlsplit
 
 MAX_IDLE = 4  # kept-alive connections: the poll, the node watch, Events, the Lease
@@ -71,6 +71,72 @@ class _Headers(Mapping[str, str]):
         return len(self._message)
 
 
+class _Dechunker:
+    """HTTP/1.1 chunked transfer coding (RFC 9112, 7.1), decoded incrementally."""
+
+    MAX_LINE = 4096  # a chunk-size or trailer line; anything longer is not HTTP
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._left = 0  # data bytes of the current chunk still to come
+        self._state = "size"  # size, data, crlf, trailer, done
+
+    @property
+    def done(self) -> bool:
+        return self._state == "done"
+
+    def feed(self, data: bytes) -> bytes:
+        """The body bytes in ``data`` (and what was pending before it)."""
+        buf = self._buf + data if self._buf else data
+        out: list[bytes] = []
+        pos, end = 0, len(buf)
+        while pos < end:
+            state = self._state
+            if state == "data":
+                take = min(self._left, end - pos)
+                out.append(buf[pos:pos + take])
+                pos += take
+                self._left -= take
+                if not self._left:
+                    self._state = "crlf"
+            elif state == "crlf":
+                if end - pos < 2:
+                    break
+                if buf[pos:pos + 2] != b"\r\n":
+                    raise ConnectError("malformed chunked body: no CRLF after a chunk")
+                pos += 2
+                self._state = "size"
+            elif state in ("size", "trailer"):
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    if end - pos > self.MAX_LINE:
+                        raise ConnectError("malformed chunked body: a line too long")
+                    break
+                line = buf[pos:eol]
+                pos = eol + 2
+                if state == "trailer":
+                    if not line:
+                        self._state = "done"
+                        break
+                    continue
+                try:
+                    size = int(line.split(b";", 1)[0].strip(), 16)
+                except ValueError:
+                    raise ConnectError(f"malformed chunked body: chunk size {line[:40]!r}"
+                                       ) from None
+                if size < 0:
+                    raise ConnectError("malformed chunked body: a negative chunk size")
+                if size:
+                    self._left = size
+                    self._state = "data"
+                else:
+                    self._state = "trailer"
+            else:
+                break
+        self._buf = buf[pos:] if self._state != "done" else b""
+        return out[0] if len(out) == 1 else b"".join(out)
+
+
 class Response:
     """One answer. Read it whole (:meth:`read`) or as it arrives (:meth:`stream`), then
     give it back with :meth:`release_conn`: its connection is reused only when the body was
@@ -95,18 +161,38 @@ class Response:
             raise self._timeout() from exc
 
     def stream(self, amt: int = 65536, decode_content: bool = True) -> Iterator[bytes]:
-        """The body in pieces as they arrive (a chunk of a watch is yielded at once, not
-        held back until ``amt`` bytes came)."""
-        while True:
-            try:
-                data = self._resp.read1(amt)
-            except TimeoutError as exc:
-                raise self._timeout() from exc
-            except ValueError as exc:  # read from a response closed by shutdown()
-                raise ConnectError(f"the connection was closed: {exc}") from exc
+        """The body in pieces as they arrive (what came is yielded at once, not held back
+        until ``amt`` bytes came).
+
+        A chunked body (every watch) is decoded here from reads of up to ``amt`` bytes:
+        ``http.client`` returns at most one chunk per call, and the API server writes a
+        watch event as one or two small chunks."""
+        if not self._resp.chunked:
+            while True:
+                data = self._read1(self._resp.read1, amt)
+                if not data:
+                    return
+                yield data
+        fp = self._resp.fp
+        if fp is None:
+            return
+        decoder = _Dechunker()
+        while not decoder.done:
+            data = self._read1(fp.read1, amt)
             if not data:
-                return
-            yield data
+                raise ConnectError("the connection closed inside a chunked body")
+            out = decoder.feed(data)
+            if out:
+                yield out
+        self._resp.close()  # read to the end: the connection may be reused
+
+    def _read1(self, read1: Callable[[int], bytes], amt: int) -> bytes:
+        try:
+            return read1(amt)
+        except TimeoutError as exc:
+            raise self._timeout() from exc
+        except ValueError as exc:  # read from a response closed by shutdown()
+            raise ConnectError(f"the connection was closed: {exc}") from exc
 
     def _timeout(self) -> ReadTimeoutError:
         return ReadTimeoutError(f"Read timed out. (read timeout={self._read_timeout})")
@@ -195,6 +281,10 @@ class Pool:
             conn = self._new(connect_timeout)
             try:
                 conn.connect()
+                # As Go and urllib3 do. Without it, streaming the Node list at 20,000 Nodes
+                # took 1.1-1.4 s instead of 0.6-0.8 s and 2x the API server's CPU.
+                if conn.sock is not None:
+                    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError as exc:
                 conn.close()
                 raise ConnectError(f"{type(exc).__name__}: {exc}") from exc

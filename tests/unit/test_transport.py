@@ -11,11 +11,13 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cpa.api import ApiError
 from cpa.kubeapi import KubeApi
 from cpa.kubeconfig import Connection
-from cpa.transport import ConnectError, Pool, ReadTimeoutError
+from cpa.transport import ConnectError, Pool, ReadTimeoutError, _Dechunker
 
 Handler = Callable[[socket.socket, int], None]  # (accepted connection, its index)
 
@@ -277,3 +279,83 @@ def test_requests_carry_the_headers_and_the_server_path_prefix(
     assert "Authorization: Bearer t" in head
     assert "User-Agent: cluster-proportional-autoscaler-py/" in head
     assert "Accept: application/json" in head
+
+
+# --- chunked decoding ---------------------------------------------------------------------
+def encode_chunked(pieces: list[bytes], extension: bool, trailer: bool) -> bytes:
+    out = b""
+    for piece in pieces:
+        if piece:
+            out += f"{len(piece):x}".encode() + (b";ext=1" if extension else b"") + b"\r\n"
+            out += piece + b"\r\n"
+    return out + b"0\r\n" + (b"X-Trailer: 1\r\n" if trailer else b"") + b"\r\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(st.binary(max_size=300), max_size=12),
+       cuts=st.lists(st.integers(min_value=1, max_value=50), max_size=40),
+       extension=st.booleans(), trailer=st.booleans())
+def test_dechunking_any_split_gives_the_body(pieces: list[bytes], cuts: list[int],
+                                             extension: bool, trailer: bool) -> None:
+    wire = encode_chunked(pieces, extension, trailer)
+    decoder = _Dechunker()
+    body, pos = b"", 0
+    for cut in [*cuts, len(wire)]:
+        if pos >= len(wire):
+            break
+        body += decoder.feed(wire[pos:pos + cut])
+        pos += cut
+    assert decoder.done
+    assert body == b"".join(pieces)
+
+
+@pytest.mark.parametrize("wire", [b"zz\r\n", b"3\r\nabcX\r\n", b"1" * 5000])
+def test_a_malformed_chunked_body_is_an_error(wire: bytes) -> None:
+    with pytest.raises(ConnectError, match="malformed chunked body"):
+        _Dechunker().feed(wire)
+
+
+def test_a_stream_cut_inside_a_chunk_is_an_error(serve: Callable[[Handler], Server]) -> None:
+    def handler(conn: socket.socket, _index: int) -> None:
+        read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     b"a\r\n01234")
+
+    server = serve(handler)
+    resp = Pool(server.url, None).request("GET", "/watch", body=None, headers={},
+                                          connect_timeout=2, read_timeout=5)
+    with pytest.raises(ConnectError, match="closed inside a chunked body"):
+        list(resp.stream(1024))
+    resp.close()
+
+
+def test_a_chunked_stream_read_to_its_end_keeps_the_connection(
+        serve: Callable[[Handler], Server]) -> None:
+    def handler(conn: socket.socket, _index: int) -> None:
+        read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     + encode_chunked([b"abc", b"defg"], True, True))
+        read_request(conn)
+        answer(conn, b"again")
+
+    server = serve(handler)
+    pool = Pool(server.url, None)
+    resp = pool.request("GET", "/a", body=None, headers={}, connect_timeout=2, read_timeout=5)
+    assert b"".join(resp.stream(2)) == b"abcdefg"
+    resp.release_conn()
+    resp = pool.request("GET", "/b", body=None, headers={}, connect_timeout=2, read_timeout=5)
+    assert resp.read() == b"again"
+    resp.release_conn()
+    assert server.accepted == 1
+
+
+def test_connections_disable_nagle(serve: Callable[[Handler], Server]) -> None:
+    """Small writes (a request's head, then its body) must not wait for an ACK."""
+    server = serve(keep_alive([b"{}"]))
+    resp = Pool(server.url, None).request("GET", "/", body=None, headers={},
+                                          connect_timeout=2, read_timeout=2)
+    sock = resp._sock
+    assert sock is not None
+    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    resp.read()
+    resp.release_conn()
