@@ -115,7 +115,7 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
         return flags.EXIT_INVALID
     elector = _leader_elector(opts, api) if opts.leader_elect else None
     autoscaler = Autoscaler(opts, api, store.counts,
-                            observers=[health.observe, _ReleaseLogs(), metrics.observe],
+                            observers=[_ReleaseLogs(), health.observe, metrics.observe],
                             watch_status=watch.status,
                             may_write=elector.is_leader if elector is not None else None,
                             count_by=store.set_policy)

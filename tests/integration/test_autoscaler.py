@@ -274,6 +274,8 @@ def test_explain_from_cluster_agrees(controlplane: ControlPlane, namespace: str,
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CM},
         "data": {"linear": '{"coresPerReplica":8,"nodesPerReplica":4,"min":2,"max":9}'}})
     proc = start(f"--namespace={namespace}", f"--configmap={CM}", "--target=deployment/coredns")
+    # /last-poll is 200 before the first poll too (as upstream's): wait for the write.
+    wait_replicas(admin, namespace, "deployment", "coredns", 9)
     proc.wait_poll_ok()
     written = replicas(admin, namespace, "deployment", "coredns")
     out = run_cli(["explain", "--from-cluster", f"--namespace={namespace}",
