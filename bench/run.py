@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import socket
+import statistics
 import sys
 import tempfile
 import time
@@ -270,11 +271,32 @@ def _wait_quiet(plane: ControlPlane, below_percent: float = 5.0, timeout: float 
             return round(percent, 1)
 
 
+def _first_write_once(impl: Impl, plane: ControlPlane, admin: Any, expected: int,
+                      log_path: Path, timeout: float) -> float:
+    """Start the implementation once on a quiet API server; seconds to the first correct
+    write; then stop it."""
+    _set_replicas(admin, 1)
+    writes = measure.ReplicaWatch(plane.server, plane.ca_file, plane.admin_token, NS, TARGET)
+    _wait_quiet(plane)
+    proc = impl.start(log_path.with_suffix(".log"))
+    try:
+        return round(writes.wait(expected, proc.started, timeout, proc.alive) - proc.started, 3)
+    finally:
+        writes.close()
+        proc.stop()
+
+
 def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, cluster: Cluster,
                  args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     admin = plane.admin()
     n = cluster.base
     expected = expected_replicas(cluster.counts())
+    # A start of ~0.25 s is at the mercy of one scheduling hiccup on a 2-core machine: at
+    # small N the first correct write is the median of several starts (the other figures
+    # come from the last, which keeps running).
+    extra_starts = args.starts - 1 if n <= args.starts_max_nodes else 0
+    earlier = [_first_write_once(impl, plane, admin, expected, workdir / f"{impl.name}-{n}-{i}",
+                                 args.sync_timeout) for i in range(extra_starts)]
     _set_replicas(admin, 1)
     writes = measure.ReplicaWatch(plane.server, plane.ca_file, plane.admin_token, NS, TARGET)
     log(f"{impl.name} @ {n} nodes: expecting {expected} replicas; starting the process")
@@ -291,6 +313,9 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
         # 1. time to the first correct scale write
         t_ok = writes.wait(expected, proc.started, args.sync_timeout, proc.alive)
         row["sync_seconds"] = round(t_ok - proc.started, 3)
+        if earlier:
+            row["sync_seconds_starts"] = [*earlier, row["sync_seconds"]]
+            row["sync_seconds"] = round(statistics.median(row["sync_seconds_starts"]), 3)
         # Who the sync waited for: CPU seconds spent from the process start to that write.
         row["sync_cpu_seconds"] = {"autoscaler": round(measure.cpu_seconds(proc.pid), 2), **{
             k: round(measure.cpu_seconds(p) - plane_cpu0[k], 2)
@@ -578,7 +603,8 @@ def markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
                 f"{r.get('churn_settle_seconds', '-')} |")
     lines += ["", "Definitions: *peak RSS* VmHWM at the end of the run; *steady RSS* median "
               "VmRSS (sampled every 0.2 s) over the steady window; *sync* process start to the "
-              "first correct scale write (seen by a watch on the Deployment); *CPU ms/poll* "
+              "first correct scale write (seen by a watch on the Deployment; up to 5,000 nodes the "
+              "median of 5 starts, each on a quiet API server); *CPU ms/poll* "
               "on-CPU time of the process's threads (/proc/PID/task/*/schedstat, ns) over the "
               "window / polls in it; *requests/poll* "
               "`apiserver_request_total` deltas (GET/POST configmaps, GET/PUT scale, any "
@@ -695,6 +721,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="polls in the steady window (default 8 quick, 12 full)")
     ap.add_argument("--threads", type=int, default=12, help="node-writer threads")
     ap.add_argument("--sync-timeout", type=float, default=600.0)
+    ap.add_argument("--starts", type=int, default=5,
+                    help="starts whose median is the first correct write, at N up to "
+                         "--starts-max-nodes (default 5)")
+    ap.add_argument("--starts-max-nodes", type=int, default=5000)
     ap.add_argument("--churn-sizes", default=None,
                     help=f"comma list of node counts with a churn window (default: the sizes "
                          f">= {CHURN_MIN_NODES:,}; 'none' for none)")
