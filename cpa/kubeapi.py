@@ -87,8 +87,8 @@ class KubeApi:
         # sat in the pool fails before any answer; like Go's transport, try it once more on
         # a new connection. Never after a timeout, and never a write.
         attempts = 2 if method == "GET" else 1
+        limit = timeout or self.timeout
         for attempt in range(attempts):
-            limit = timeout or self.timeout
             try:
                 resp = self._pool.request(
                     method, _target(path, query), body=data,

@@ -260,12 +260,6 @@ class Pool:
                 return conn
             conn.close()
 
-    def clear(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
-
     def request(self, method: str, target: str, *, body: bytes | None,
                 headers: dict[str, str], connect_timeout: float, read_timeout: float
                 ) -> Response:
