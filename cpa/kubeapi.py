@@ -76,9 +76,6 @@ class KubeApi:
             headers["Content-Type"] = content_type
         return headers
 
-    def url(self, path: str, query: Mapping[str, str] | None = None) -> str:
-        return self.conn.server + _target(path, query)
-
     def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
                 body: Any = None, timeout: float | None = None) -> bytes:
         """Send one request; return the body of a 2xx answer, raise :class:`ApiError`."""

@@ -47,8 +47,9 @@ def hold() -> None:
     logged: the output is what it would have been, written a moment later."""
     global _held
     with _ready_lock:
-        if not _ready and _held is None:
-            _held = []
+        if _ready or _held is not None:
+            return  # structlog is in use already, or events are held already
+        _held = []
     timer = threading.Timer(HOLD_SECONDS, release)
     timer.daemon = True
     timer.start()
