@@ -232,6 +232,13 @@ def wait_for(what: str, fn: Callable[[], bool], timeout: float, interval: float 
         time.sleep(interval)
 
 
+def wait_logged(proc: Process, event: str, timeout: float = 5.0) -> None:
+    """Give our daemon's held start-up events (written just after its first poll) the moment
+    they need to reach its log; returns quietly if ``event`` does not come."""
+    with contextlib.suppress(TimeoutError):
+        wait_for(f"the {event} event", lambda: f'"{event}"' in proc.logs(), timeout, 0.02)
+
+
 # --- the target's replicas, as they are written ------------------------------------------
 class ReplicaWatch:
     """Watches one Deployment and notes when each ``spec.replicas`` value first arrives.

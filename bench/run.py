@@ -15,7 +15,6 @@ Results: ``bench/results/latest.json`` (rows), ``latest.md`` (table), ``latest.p
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -333,10 +332,8 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
             row["sync_apiserver_cpu_seconds"] = round(
                 statistics.median(row["sync_apiserver_cpu_seconds_starts"]), 2)
         synced = []
-        if impl.name == "ours":  # its start-up events are written just after the first poll
-            with contextlib.suppress(TimeoutError):
-                measure.wait_for("the nodes.synced event",
-                                 lambda: '"nodes.synced"' in proc.logs(), 5.0, 0.02)
+        if impl.name == "ours":
+            measure.wait_logged(proc, "nodes.synced")
             synced = log_events(proc.logs(), "nodes.synced")
         if synced:
             row["sync_method"] = synced[0].get("method")
