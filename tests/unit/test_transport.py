@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from cpa.api import ApiError
 from cpa.kubeapi import KubeApi
 from cpa.kubeconfig import Connection
-from cpa.transport import ConnectError, Pool, ReadTimeoutError, _Dechunker
+from cpa.transport import ConnectError, Pool, ReadTimeoutError, Response, _Dechunker
 
 Handler = Callable[[socket.socket, int], None]  # (accepted connection, its index)
 
@@ -37,6 +37,14 @@ def read_request(conn: socket.socket) -> bytes:
             while need > 0:
                 need -= len(conn.recv(need))
     return head
+
+
+CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def get(pool: Pool, path: str, read_timeout: float = 2) -> Response:
+    return pool.request("GET", path, body=None, headers={}, connect_timeout=2,
+                        read_timeout=read_timeout)
 
 
 def answer(conn: socket.socket, body: bytes, status: str = "200 OK",
@@ -109,8 +117,7 @@ def test_a_connection_read_to_the_end_is_reused(serve: Callable[[Handler], Serve
     server = serve(keep_alive([b'{"a":1}', b'{"b":2}', b'{"c":3}']))
     pool = Pool(server.url, None)
     for expected in (b'{"a":1}', b'{"b":2}', b'{"c":3}'):
-        resp = pool.request("GET", "/x", body=None, headers={}, connect_timeout=2,
-                            read_timeout=2)
+        resp = get(pool, "/x")
         assert resp.status == 200
         assert resp.headers["content-type"] == "application/json"  # any case
         assert resp.read() == expected
@@ -128,12 +135,10 @@ def test_a_partly_read_answer_closes_its_connection(
 
     server = serve(handler)
     pool = Pool(server.url, None)
-    resp = pool.request("GET", "/big", body=None, headers={}, connect_timeout=2,
-                        read_timeout=2)
+    resp = get(pool, "/big")
     next(resp.stream(1000))
     resp.release_conn()  # unread bytes: must not be taken for the next answer
-    resp = pool.request("GET", "/next", body=None, headers={}, connect_timeout=2,
-                        read_timeout=2)
+    resp = get(pool, "/next")
     assert resp.read() == b"ok"
     resp.release_conn()
     assert server.accepted == 2
@@ -152,8 +157,7 @@ def test_a_chunked_stream_yields_each_chunk_as_it_arrives(
         conn.sendall(b"6\r\nevent2\r\n0\r\n\r\n")
 
     server = serve(handler)
-    resp = Pool(server.url, None).request("GET", "/watch", body=None, headers={},
-                                          connect_timeout=2, read_timeout=5)
+    resp = get(Pool(server.url, None), "/watch", 5)
     pieces = resp.stream(65536)
     assert next(pieces) == b"event1"  # not held back until 65536 bytes came
     go_on.set()
@@ -164,12 +168,11 @@ def test_a_chunked_stream_yields_each_chunk_as_it_arrives(
 def test_a_silent_stream_raises_a_read_timeout(serve: Callable[[Handler], Server]) -> None:
     def handler(conn: socket.socket, _index: int) -> None:
         read_request(conn)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        conn.sendall(CHUNKED_HEAD)
         time.sleep(3)
 
     server = serve(handler)
-    resp = Pool(server.url, None).request("GET", "/watch", body=None, headers={},
-                                          connect_timeout=2, read_timeout=0.3)
+    resp = get(Pool(server.url, None), "/watch", 0.3)
     with pytest.raises(ReadTimeoutError, match="Read timed out"):
         list(resp.stream(1024))
     resp.close()
@@ -179,12 +182,11 @@ def test_shutdown_from_another_thread_ends_a_blocked_read(
         serve: Callable[[Handler], Server]) -> None:
     def handler(conn: socket.socket, _index: int) -> None:
         read_request(conn)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        conn.sendall(CHUNKED_HEAD)
         time.sleep(10)
 
     server = serve(handler)
-    resp = Pool(server.url, None).request("GET", "/watch", body=None, headers={},
-                                          connect_timeout=2, read_timeout=30)
+    resp = get(Pool(server.url, None), "/watch", 30)
     threading.Timer(0.2, resp.shutdown).start()
     began = time.monotonic()
     with pytest.raises(Exception):  # noqa: B017 - EOF inside a chunked body, or a closed fd
@@ -201,11 +203,11 @@ def test_an_idle_connection_the_server_closed_is_not_reused(
 
     server = serve(handler)
     pool = Pool(server.url, None)
-    resp = pool.request("GET", "/", body=None, headers={}, connect_timeout=2, read_timeout=2)
+    resp = get(pool, "/")
     assert resp.read() == b"first"
     resp.release_conn()
     time.sleep(0.2)
-    resp = pool.request("GET", "/", body=None, headers={}, connect_timeout=2, read_timeout=2)
+    resp = get(pool, "/")
     assert resp.read() == b"first"
     resp.release_conn()
     assert server.accepted == 2
@@ -318,12 +320,10 @@ def test_a_malformed_chunked_body_is_an_error(wire: bytes) -> None:
 def test_a_stream_cut_inside_a_chunk_is_an_error(serve: Callable[[Handler], Server]) -> None:
     def handler(conn: socket.socket, _index: int) -> None:
         read_request(conn)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                     b"a\r\n01234")
+        conn.sendall(CHUNKED_HEAD + b"a\r\n01234")
 
     server = serve(handler)
-    resp = Pool(server.url, None).request("GET", "/watch", body=None, headers={},
-                                          connect_timeout=2, read_timeout=5)
+    resp = get(Pool(server.url, None), "/watch", 5)
     with pytest.raises(ConnectError, match="closed inside a chunked body"):
         list(resp.stream(1024))
     resp.close()
@@ -333,17 +333,17 @@ def test_a_chunked_stream_read_to_its_end_keeps_the_connection(
         serve: Callable[[Handler], Server]) -> None:
     def handler(conn: socket.socket, _index: int) -> None:
         read_request(conn)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        conn.sendall(CHUNKED_HEAD
                      + encode_chunked([b"abc", b"defg"], True, True))
         read_request(conn)
         answer(conn, b"again")
 
     server = serve(handler)
     pool = Pool(server.url, None)
-    resp = pool.request("GET", "/a", body=None, headers={}, connect_timeout=2, read_timeout=5)
+    resp = get(pool, "/a", 5)
     assert b"".join(resp.stream(2)) == b"abcdefg"
     resp.release_conn()
-    resp = pool.request("GET", "/b", body=None, headers={}, connect_timeout=2, read_timeout=5)
+    resp = get(pool, "/b", 5)
     assert resp.read() == b"again"
     resp.release_conn()
     assert server.accepted == 1
@@ -352,8 +352,7 @@ def test_a_chunked_stream_read_to_its_end_keeps_the_connection(
 def test_connections_disable_nagle(serve: Callable[[Handler], Server]) -> None:
     """Small writes (a request's head, then its body) must not wait for an ACK."""
     server = serve(keep_alive([b"{}"]))
-    resp = Pool(server.url, None).request("GET", "/", body=None, headers={},
-                                          connect_timeout=2, read_timeout=2)
+    resp = get(Pool(server.url, None), "/")
     sock = resp._sock
     assert sock is not None
     assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
