@@ -68,7 +68,7 @@ def dump():
                 frames = list(stat.traceback)[::-1][:5]  # most recent first
                 fh.write(" <- ".join(str(f) for f in frames) + "\n")
     os.rename(out + ".tmp", out)
-import cpa.nodewatch as nw
+import cpa.nodes.watch as nw
 _mark = nw.NodeReflector._mark_synced
 def mark(self, method):
     first = not self._synced.is_set()
@@ -82,7 +82,7 @@ sys.exit(run_daemon(sys.argv[1:]))
 
 _PAGINATED = r"""
 import os, sys
-import cpa.nodewatch as nw
+import cpa.nodes.watch as nw
 _init = nw.NodeReflector.__init__
 def init(self, api, store, selector="", **kw):
     kw["use_streaming_list"] = False  # what a server without streaming list gets
@@ -188,13 +188,13 @@ def mark(name):
 import cpa.cli; mark("import cpa.cli (flags, logs)")
 from cpa import flags
 opts = flags.parse_args(sys.argv[1:]); mark("parse flags (parameters)")
-from cpa.kubeapi import KubeApi; mark("import kubeapi (http.client, nodeproto)")
-from cpa.kubeconfig import load; mark("import kubeconfig (ssl)")
-from cpa.nodestore import NodeStore; mark("import nodestore")
-from cpa.nodewatch import NodeReflector; mark("import nodewatch: the Node list can go out")
+from cpa.kube.client import KubeApi; mark("import kubeapi (http.client, nodeproto)")
+from cpa.kube.config import load; mark("import kubeconfig (ssl)")
+from cpa.nodes.store import NodeStore; mark("import nodestore")
+from cpa.nodes.watch import NodeReflector; mark("import nodewatch: the Node list can go out")
 import structlog; mark("import structlog (the daemon: after its first poll)")
-from cpa.autoscaler import Autoscaler; mark("import autoscaler (after the list went out)")
-from cpa.health import serve; mark("import health (after the list went out)")
+from cpa.daemon.loop import Autoscaler; mark("import autoscaler (after the list went out)")
+from cpa.daemon.health import serve; mark("import health (after the list went out)")
 print(json.dumps(marks))
 """
 

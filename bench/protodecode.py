@@ -4,9 +4,9 @@ Starts a control plane, creates N GKE-sized benchmark nodes, records one NodeLis
 streaming list (``sendInitialEvents``) in protobuf and in JSON, then measures each
 candidate in a fresh interpreter (so import costs are its own):
 
-* ``json``: msgspec structs naming only the fields we count (:mod:`cpa.nodewire`, the
+* ``json``: msgspec structs naming only the fields we count (:mod:`cpa.nodes.records`, the
   decoder before protobuf);
-* ``proto-reader``: the hand-written protobuf wire reader (:mod:`cpa.nodeproto`);
+* ``proto-reader``: the hand-written protobuf wire reader (:mod:`cpa.nodes.proto`);
 * ``proto-upb``: the ``protobuf`` package (upb backend) with a trimmed schema that has
   Kubernetes' field numbers for the same fields (built as a FileDescriptorProto, so no
   protoc), when the package is installed (``pip install protobuf``).
@@ -48,16 +48,16 @@ def hwm():
             if line.startswith("VmHWM"):
                 return int(line.split()[1]) / 1024
 import msgspec, urllib3  # the daemon imports these anyway: not the candidate's cost
-from cpa.nodewire import NodeInfo
+from cpa.nodes.records import NodeInfo
 name, list_file, stream_file = sys.argv[1:4]
 r0, t0 = rss(), time.perf_counter()
 if name == "json":
-    from cpa import nodewire
+    from cpa.nodes import records as nodewire
     decode_list = nodewire.decode_list_page
     def events(data):
         return [nodewire.decode_event(line) for line in data.split(b"\n") if line]
 elif name == "proto-reader":
-    from cpa import nodeproto
+    from cpa.nodes import proto as nodeproto
     decode_list = nodeproto.decode_list_page
     def frames(data):
         pos = 0

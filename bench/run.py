@@ -36,9 +36,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench import churn, measure, nodes  # noqa: E402
-from cpa.defaults import default_params_to_data  # noqa: E402
-from cpa.formulas import ClusterCounts  # noqa: E402
-from cpa.modes import decide, parse_configmap_data  # noqa: E402
+from cpa.decide.decision import ClusterCounts  # noqa: E402
+from cpa.decide.defaults import default_params_to_data  # noqa: E402
+from cpa.decide.modes.registry import decide, parse_configmap_data  # noqa: E402
 from tests.controlplane import (  # noqa: E402
     UPSTREAM_CPA_VERSION,
     UPSTREAM_HOWTO,

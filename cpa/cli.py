@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 from cpa import __version__, flags, logs
 
 if TYPE_CHECKING:  # imported for real only on the daemon's path, below
-    from cpa.api import Api
-    from cpa.autoscaler import PollResult
-    from cpa.leaderelection import LeaderElector
-    from cpa.metrics import Metrics
-    from cpa.nodewatch import WatchStatus
-    from cpa.scale import Target
+    from cpa.daemon.leaderelection import LeaderElector
+    from cpa.daemon.loop import PollResult
+    from cpa.daemon.metrics import Metrics
+    from cpa.kube.api import Api
+    from cpa.kube.scale import Target
+    from cpa.nodes.watch import WatchStatus
 
 DAEMON_NAME = "cluster-proportional-autoscaler"
 
@@ -62,10 +62,10 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
 
     # Imported here so --help/--version and flag errors stay instant; only what starting
     # the Node list needs comes first (the rest is imported while the list is in flight).
-    from cpa.kubeapi import KubeApi
-    from cpa.kubeconfig import ConfigError, load
-    from cpa.nodestore import NodeStore
-    from cpa.nodewatch import NodeReflector
+    from cpa.kube.client import KubeApi
+    from cpa.kube.config import ConfigError, load
+    from cpa.nodes.store import NodeStore
+    from cpa.nodes.watch import NodeReflector
 
     stop = threading.Event()
     received: list[str] = []
@@ -97,8 +97,8 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
              targets=[str(t) for t in opts.targets], nodelabels=opts.nodelabels or None,
              poll_period_seconds=opts.poll_period_seconds, events=opts.events,
              leader_elect=opts.leader_elect)
-    from cpa.autoscaler import Autoscaler
-    from cpa.health import HealthState, serve
+    from cpa.daemon.health import HealthState, serve
+    from cpa.daemon.loop import Autoscaler
 
     while not watch.wait_synced(1.0):
         if stop.is_set():
@@ -120,7 +120,7 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
                             may_write=elector.is_leader if elector is not None else None,
                             count_by=store.set_policy)
     if opts.events:
-        from cpa.events import EventRecorder
+        from cpa.daemon.events import EventRecorder
 
         instance = os.environ.get("HOSTNAME") or DAEMON_NAME
         autoscaler.add_observer(
@@ -174,7 +174,7 @@ class _LateMetrics:
     def _get(self) -> Metrics:
         with self._lock:
             if self._real is None:
-                from cpa.metrics import Metrics
+                from cpa.daemon.metrics import Metrics
 
                 self._real = Metrics(self._targets, self._watch_status)
                 self._real.set_leader(self._leading)
@@ -195,7 +195,7 @@ class _LateMetrics:
 
 
 def _leader_elector(opts: flags.Options, api: Api) -> LeaderElector:
-    from cpa.leaderelection import LeaderElector, LeaseConfig, default_identity
+    from cpa.daemon.leaderelection import LeaderElector, LeaseConfig, default_identity
 
     config = LeaseConfig(namespace=opts.leader_elect_namespace or opts.namespace,
                          name=opts.leader_elect_lease_name or opts.configmap,
@@ -236,11 +236,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "run":
         return run_daemon(rest, "cpa run")
     if command == "explain":
-        from cpa.explain import explain_main
+        from cpa.tools.explain import explain_main
 
         return explain_main(rest)
     if command == "simulate":
-        from cpa.simulate import simulate_main
+        from cpa.tools.simulate import simulate_main
 
         return simulate_main(rest)
     return _usage_exit("cpa", f"unknown command {command!r}: use run, explain or simulate")

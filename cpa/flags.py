@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cpa.scale import TARGET_KINDS, Target
-from cpa.selector import SelectorError, parse_selector
+from cpa.kube.scale import TARGET_KINDS, Target
+from cpa.kube.selector import SelectorError, parse_selector
 
 EXIT_USAGE = 2
 EXIT_INVALID = 1
@@ -158,7 +158,7 @@ def _parse_vmodule(text: str) -> str:
 
 def _parse_default_params(text: str) -> dict[str, str]:
     """``--default-params``: upstream decodes it while parsing flags, so bad JSON is exit 2."""
-    from cpa.defaults import default_params_to_data
+    from cpa.decide.defaults import default_params_to_data
 
     return default_params_to_data(text)
 

@@ -9,12 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from cpa import nodeproto, nodewire
-from cpa.api import ApiError
-from cpa.kubeapi import KubeApi, frames
-from cpa.kubeconfig import from_kubeconfig
-from cpa.nodestore import NodeStore
-from cpa.nodewatch import NODES_PATH, NodeReflector
+from cpa.kube.api import ApiError
+from cpa.kube.client import KubeApi, frames
+from cpa.kube.config import from_kubeconfig
+from cpa.nodes import proto as nodeproto
+from cpa.nodes import records as nodewire
+from cpa.nodes.store import NodeStore
+from cpa.nodes.watch import NODES_PATH, NodeReflector
 from tests.controlplane import ControlPlane
 from tests.integration.support import (
     cordon,

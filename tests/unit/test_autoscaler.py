@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from cpa.autoscaler import Autoscaler
+from cpa.daemon.health import HealthState
+from cpa.daemon.loop import Autoscaler
+from cpa.decide.decision import ClusterCounts
 from cpa.flags import parse_args, validate
-from cpa.formulas import ClusterCounts
-from cpa.health import HealthState
-from cpa.kubeapi import ApiError
+from cpa.kube.client import ApiError
 
 DEFAULTS = ('{"linear":{"coresPerReplica":256,"nodesPerReplica":16,'
             '"preventSinglePointFailure":true,"includeUnschedulableNodes":true}}')
@@ -174,7 +174,7 @@ def test_invalid_configmap_fails_and_scales_nothing(data: dict[str, str], fragme
 
 
 def test_params_reparsed_only_on_new_resource_version(monkeypatch: pytest.MonkeyPatch) -> None:
-    import cpa.autoscaler as mod
+    import cpa.daemon.loop as mod
 
     calls: list[Any] = []
     real = mod.parse_configmap_data
@@ -292,7 +292,7 @@ def test_unexpected_parse_error_fails_closed_until_the_configmap_changes(
     """Any exception while reading a new version makes it invalid on every poll; the
     previous parameters never stay in force (they did: one failed poll, then the old
     parameters were used again with /last-poll 200)."""
-    import cpa.autoscaler as autoscaler_module
+    import cpa.daemon.loop as autoscaler_module
 
     api = FakeApi()
     api.add_scale(COREDNS, 1)
@@ -378,7 +378,7 @@ def test_observers_get_the_whole_poll_and_cannot_break_it() -> None:
 
 
 def test_stale_counts_are_reported_and_the_poll_goes_on() -> None:
-    from cpa.nodewatch import WatchStatus
+    from cpa.nodes.watch import WatchStatus
 
     clock = [1000.0]
     status = [WatchStatus(True, True, 1000.0, None, 0)]
@@ -437,7 +437,7 @@ def test_another_writer_is_warned_once_per_episode_and_counted(
 
 
 def test_the_parameters_counting_policy_reaches_the_node_store() -> None:
-    from cpa.counting import DEFAULT_POLICY, CountingPolicy
+    from cpa.decide.counting import DEFAULT_POLICY, CountingPolicy
 
     api = FakeApi()
     api.add_scale(COREDNS, 1)

@@ -18,7 +18,7 @@ import itertools
 
 import pytest
 
-from cpa.behavior import (
+from cpa.decide.behavior import (
     Behavior,
     BehaviorError,
     BehaviorStage,
@@ -28,9 +28,9 @@ from cpa.behavior import (
     apply,
     parse_behavior,
 )
-from cpa.gojson import GoJsonError, parse
-from cpa.modes import parse_configmap_data
-from cpa.params import LadderParams, LinearParams, ParamsError, parse_ladder, parse_linear
+from cpa.decide.gojson import GoJsonError, parse
+from cpa.decide.modes.registry import parse_configmap_data
+from cpa.decide.params import LadderParams, LinearParams, ParamsError, parse_ladder, parse_linear
 
 
 def rules(pods: int = 0, pods_period: int = 0, percent: int = 0, percent_period: int = 0,

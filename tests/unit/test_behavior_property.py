@@ -1,4 +1,4 @@
-"""Property tests: :func:`cpa.behavior.apply` against a deliberately plain model.
+"""Property tests: :func:`cpa.decide.behavior.apply` against a deliberately plain model.
 
 The model shares no code with ``cpa``: behaviors are plain dicts as the ConfigMap spells
 them, the history is every poll and every write ever made (no pruning, no state object),
@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpa.behavior import Behavior, BehaviorState, Policy, Rules, apply
+from cpa.decide.behavior import Behavior, BehaviorState, Policy, Rules, apply
 
 
 def model(behavior: dict[str, Any], start: int, polls: list[tuple[float, int]]) -> list[int]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from bench import churn, nodes
 from bench.run import upstream_counts
-from cpa.formulas import ClusterCounts
+from cpa.decide.decision import ClusterCounts
 
 
 class RecordingWriter:

@@ -7,10 +7,10 @@ from fractions import Fraction
 
 import pytest
 
-from cpa.counting import DEFAULT_POLICY, NO_COUNTING, Counting, CountingPolicy
-from cpa.formulas import ClusterCounts
-from cpa.modes import decide, parse_configmap_data
-from cpa.params import ParamsError, parse_ladder, parse_linear
+from cpa.decide.counting import DEFAULT_POLICY, NO_COUNTING, Counting, CountingPolicy
+from cpa.decide.decision import ClusterCounts
+from cpa.decide.modes.registry import decide, parse_configmap_data
+from cpa.decide.params import ParamsError, parse_ladder, parse_linear
 
 KUBE_DNS = '"coresPerReplica":256,"nodesPerReplica":16,"preventSinglePointFailure":true'
 

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from cpa import logs
-from cpa.api import ApiError
-from cpa.autoscaler import PollResult
-from cpa.events import NOTE_LIMIT, RETRY_FORBIDDEN_SECONDS, EventRecorder
-from cpa.formulas import ClusterCounts, Decision
-from cpa.scale import ScaleResult, Target
+from cpa.daemon.events import NOTE_LIMIT, RETRY_FORBIDDEN_SECONDS, EventRecorder
+from cpa.daemon.loop import PollResult
+from cpa.decide.decision import ClusterCounts, Decision
+from cpa.kube.api import ApiError
+from cpa.kube.scale import ScaleResult, Target
 
 
 class FakeApi:
@@ -113,7 +113,7 @@ def test_any_failure_is_swallowed_and_logged() -> None:
 
 
 def test_a_change_shaped_by_behavior_says_so() -> None:
-    from cpa.behavior import Outcome
+    from cpa.decide.behavior import Outcome
 
     api = FakeApi()
     target = Target("deployment", "coredns")

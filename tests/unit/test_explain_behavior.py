@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cpa.explain import explain_main
+from cpa.tools.explain import explain_main
 
 NODES = ["--nodes", "3", "--cores", "12"]
 EKS = ('{"nodesPerReplica":1,"behavior":{"scaleDown":{"stabilizationWindowSeconds":600,'

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpa.explain import explain_main
+from cpa.tools.explain import explain_main
 
 NODES = ["--nodes", "3", "--cores", "12"]
 

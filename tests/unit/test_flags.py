@@ -13,7 +13,7 @@ from cpa.flags import (
     parse_targets,
     validate,
 )
-from cpa.scale import Target
+from cpa.kube.scale import Target
 
 KUBE_DNS_DEFAULTS = ('{"linear":{"coresPerReplica":256,"nodesPerReplica":16,'
                      '"preventSinglePointFailure":true,"includeUnschedulableNodes":true}}')

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cpa.formulas import INT32_MAX, ClusterCounts, Decision
-from cpa.modes import decide
-from cpa.params import LadderParams, LinearParams, parse_ladder, parse_linear
+from cpa.decide.decision import INT32_MAX, ClusterCounts, Decision
+from cpa.decide.modes.registry import decide
+from cpa.decide.params import LadderParams, LinearParams, parse_ladder, parse_linear
 
 KUBE_DNS = parse_linear(
     '{"coresPerReplica":256,"nodesPerReplica":16,'

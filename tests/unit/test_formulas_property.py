@@ -14,10 +14,10 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpa.formulas import ClusterCounts, Decision
-from cpa.modes import decide
-from cpa.params import LadderParams, LinearParams, parse_ladder, parse_linear
-from cpa.quantity import cores_rounded_up, cpu_millicores
+from cpa.decide.decision import ClusterCounts, Decision
+from cpa.decide.modes.registry import decide
+from cpa.decide.params import LadderParams, LinearParams, parse_ladder, parse_linear
+from cpa.nodes.quantity import cores_rounded_up, cpu_millicores
 
 LIMIT = 2147483647
 

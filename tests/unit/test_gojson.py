@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cpa.gojson import (
+from cpa.decide.gojson import (
     MAX_DEPTH,
     MISSING,
     GoJsonError,

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import urllib3
 
-from cpa.health import HealthState, serve
+from cpa.daemon.health import HealthState, serve
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cpa import kubeconfig
-from cpa.kubeconfig import ConfigError, FileToken, from_kubeconfig, in_cluster
+from cpa.kube import config as kubeconfig
+from cpa.kube.config import ConfigError, FileToken, from_kubeconfig, in_cluster
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cpa.api import ApiError
-from cpa.leaderelection import LeaderElector, LeaseConfig
+from cpa.daemon.leaderelection import LeaderElector, LeaseConfig
+from cpa.kube.api import ApiError
 
 PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/dns"
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 
-from cpa.autoscaler import PollResult
-from cpa.formulas import ClusterCounts, Decision
-from cpa.metrics import Metrics
-from cpa.nodewatch import WatchStatus
-from cpa.params import LinearParams
-from cpa.scale import ScaleResult, Target
-from cpa.watchdogs import Overwrite
+from cpa.daemon.loop import PollResult
+from cpa.daemon.metrics import Metrics
+from cpa.daemon.watchdogs import Overwrite
+from cpa.decide.decision import ClusterCounts, Decision
+from cpa.decide.params import LinearParams
+from cpa.kube.scale import ScaleResult, Target
+from cpa.nodes.watch import WatchStatus
 
 COREDNS = Target("deployment", "coredns")
 OTHER = Target("statefulset", "typha")

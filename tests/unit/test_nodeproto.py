@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from cpa import nodejson, nodeproto, nodewire
-from cpa.kubeapi import _error_from, frames, lines
-from cpa.nodewire import Event, NodeInfo, Status
+from cpa.kube.client import _error_from, frames, lines
+from cpa.nodes import json as nodejson
+from cpa.nodes import proto as nodeproto
+from cpa.nodes import records as nodewire
+from cpa.nodes.records import Event, NodeInfo, Status
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "protobuf"
 

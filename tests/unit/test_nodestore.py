@@ -6,9 +6,9 @@ import json
 from fractions import Fraction
 from typing import Any
 
-from cpa.nodejson import decode_bookmark, decode_list_page, decode_node
-from cpa.nodestore import NodeRecord, NodeStore
-from cpa.nodewire import NodeInfo
+from cpa.nodes.json import decode_bookmark, decode_list_page, decode_node
+from cpa.nodes.records import NodeInfo
+from cpa.nodes.store import NodeRecord, NodeStore
 
 
 def info(name: str, cpu: str | None = "4", ready: bool = True,
@@ -112,7 +112,7 @@ def test_decode_bookmark_and_list_page() -> None:
 
 
 def test_policy_excludes_tainted_nodes_and_caps_cores() -> None:
-    from cpa.counting import CountingPolicy
+    from cpa.decide.counting import CountingPolicy
 
     store = NodeStore()
     store.upsert(NodeInfo("virtual", "1", False, True, "20000",
@@ -153,7 +153,7 @@ def _recount(nodes: dict[str, NodeInfo], policy: Any) -> tuple[int, int, int, in
     """A plain recomputation from scratch, sharing nothing with the store's bookkeeping."""
     import math
 
-    from cpa.quantity import cpu_millicores
+    from cpa.nodes.quantity import cpu_millicores
 
     total_n = sched_n = 0
     total_m: Any = 0
@@ -176,7 +176,7 @@ def test_running_totals_equal_a_recount_under_any_changes() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from cpa.counting import CountingPolicy
+    from cpa.decide.counting import CountingPolicy
 
     node = st.builds(NodeInfo, st.sampled_from("abcdefgh"), st.just("1"), st.booleans(),
                      st.booleans(), st.sampled_from([None, "1", "3920m", "96", "250m", "20000"]),

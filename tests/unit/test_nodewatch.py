@@ -14,18 +14,18 @@ from typing import Any
 
 import pytest
 
-from cpa import nodeproto
-from cpa.api import ApiError
-from cpa.kubeapi import frames
-from cpa.nodestore import NodeStore
-from cpa.nodewatch import (
+from cpa.kube.api import ApiError
+from cpa.kube.client import frames
+from cpa.nodes import proto as nodeproto
+from cpa.nodes.records import ACCEPT_PROTOBUF
+from cpa.nodes.store import NodeStore
+from cpa.nodes.watch import (
     BACKOFF_MAX,
     READ_IDLE_SECONDS,
     WATCH_SECONDS,
     NodeReflector,
     WatchStatus,
 )
-from cpa.nodewire import ACCEPT_PROTOBUF
 from tests.unit.test_nodeproto import condition, envelope, fixture, ld, node
 from tests.unit.test_nodestore import node_json
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from cpa.defaults import default_params_to_data
-from cpa.modes import MODES, parse_configmap_data
-from cpa.params import (
+from cpa.decide.defaults import default_params_to_data
+from cpa.decide.modes.registry import MODES, parse_configmap_data
+from cpa.decide.params import (
     LadderParams,
     LinearParams,
     ParamsError,

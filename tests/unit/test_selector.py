@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cpa.selector import Requirement, SelectorError, parse_selector
+from cpa.kube.selector import Requirement, SelectorError, parse_selector
 
 
 @pytest.mark.parametrize("text,expected", [

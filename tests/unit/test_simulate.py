@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cpa.simulate import load_timeline, simulate, simulate_main, writes
+from cpa.tools.simulate import load_timeline, simulate, simulate_main, writes
 from tests.unit.test_autoscaler import COREDNS, FakeApi, make
 
 REPO = Path(__file__).resolve().parents[2]
@@ -145,7 +145,7 @@ def test_simulate_is_what_the_daemon_does() -> None:
                       '{"stabilizationWindowSeconds":600,"policies":[{"type":"Percent",'
                       '"value":33,"periodSeconds":180}]},"scaleUp":{"policies":'
                       '[{"type":"Pods","value":2,"periodSeconds":120}]}}}'}
-    from cpa.modes import parse_configmap_data
+    from cpa.decide.modes.registry import parse_configmap_data
 
     steps = simulate(parse_configmap_data(data), rows)
     api = FakeApi()
@@ -164,8 +164,8 @@ def test_simulate_is_what_the_daemon_does() -> None:
 
 
 def test_the_example_flaps_without_behavior_and_not_with_it() -> None:
-    from cpa.explain import _data_from_file
-    from cpa.modes import parse_configmap_data
+    from cpa.decide.modes.registry import parse_configmap_data
+    from cpa.tools.explain import _data_from_file
 
     params = parse_configmap_data(_data_from_file(str(EXAMPLE /
                                                       "kube-dns-autoscaler-behavior.yaml")))

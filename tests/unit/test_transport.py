@@ -1,4 +1,4 @@
-"""cpa.transport against a scripted HTTP/1.1 server on 127.0.0.1 (plain sockets, so each
+"""cpa.kube.transport against a scripted HTTP/1.1 server on 127.0.0.1 (plain sockets, so each
 case controls exactly what goes over the wire and when)."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpa.api import ApiError
-from cpa.kubeapi import KubeApi
-from cpa.kubeconfig import Connection
-from cpa.transport import ConnectError, Pool, ReadTimeoutError, Response, _Dechunker
+from cpa.kube.api import ApiError
+from cpa.kube.client import KubeApi
+from cpa.kube.config import Connection
+from cpa.kube.transport import ConnectError, Pool, ReadTimeoutError, Response, _Dechunker
 
 Handler = Callable[[socket.socket, int], None]  # (accepted connection, its index)
 

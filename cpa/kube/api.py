@@ -1,7 +1,7 @@
 """What the rest of the program needs from the Kubernetes API, as types only.
 
 Why a module of its own: the poll loop, the ConfigMap and scale code and the node watch are
-written against these small Protocols, not against :class:`cpa.kubeapi.KubeApi`, so a test
+written against these small Protocols, not against :class:`cpa.kube.client.KubeApi`, so a test
 fake is a plain class that type-checks, and importing the types never pulls in the HTTP client (the
 ``--version`` and ``--help`` paths stay instant).
 """

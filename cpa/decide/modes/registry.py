@@ -11,8 +11,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from cpa.formulas import ClusterCounts, Decision, Step, counts_step, ladder, linear, range_error
-from cpa.params import (
+from cpa.decide.decision import (
+    ClusterCounts,
+    Decision,
+    Step,
+    counts_step,
+    ladder,
+    linear,
+    range_error,
+)
+from cpa.decide.params import (
     LadderParams,
     LinearParams,
     Params,

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cpa import logs
-from cpa.api import Api, ApiError
+from cpa.kube.api import Api, ApiError
 
 __all__ = ["LeaderElector", "LeaseConfig", "default_identity"]
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from cpa.api import Api, ApiError
+from cpa.kube.api import Api, ApiError
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cpa import logs
-from cpa.api import Api, ApiError
+from cpa.kube.api import Api, ApiError
 
 
 @dataclass(frozen=True, slots=True)

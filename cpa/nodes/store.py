@@ -1,7 +1,7 @@
 """The Node store: one small record per Node and running totals over them.
 
 As client-go splits Store from Reflector, this module only keeps state; the list/watch that
-feeds it is :mod:`cpa.nodewatch`. Totals are updated per change, so reading them (every
+feeds it is :mod:`cpa.nodes.watch`. Totals are updated per change, so reading them (every
 poll) is O(1) in the number of Nodes and makes no API request.
 
 Why records and not objects: at 65,000 GKE-sized Nodes a decoded object is ~30 KB while a
@@ -18,9 +18,9 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from cpa import logs
-from cpa.nodecounts import DEFAULT_POLICY, ClusterCounts, CountingPolicy
-from cpa.nodewire import NodeInfo
-from cpa.quantity import QuantityError, cores_rounded_up, cpu_millicores
+from cpa.nodes.counts import DEFAULT_POLICY, ClusterCounts, CountingPolicy
+from cpa.nodes.quantity import QuantityError, cores_rounded_up, cpu_millicores
+from cpa.nodes.records import NodeInfo
 
 __all__ = ["NodeRecord", "NodeStore"]
 

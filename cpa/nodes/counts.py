@@ -1,8 +1,8 @@
 """What the node store keeps: the counts it hands to a poll, and the policy that shapes them.
 
 Why a module of its own: the node store is on the start-up path to the first Node list, and
-must not pull in the parameter parsers (``cpa.counting``, ``cpa.formulas`` and what they
-import) that only the first poll needs; those modules re-export these names.
+must not pull in the parameter parsers (``cpa.decide.counting``, ``cpa.decide.decision`` and
+what they import) that only the first poll needs; those modules re-export these names.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from cpa.nodestore import NodeRecord
+    from cpa.nodes.store import NodeRecord
 
 __all__ = ["DEFAULT_POLICY", "ClusterCounts", "CountingPolicy"]
 

@@ -1,8 +1,8 @@
 """The replica formulas of upstream's linear and ladder controllers, with their reasoning.
 
 Each mode's formula is one function here (:func:`linear`, :func:`ladder`); which one runs
-for a ConfigMap is :mod:`cpa.modes`' business, and so is the whole decision
-(:func:`cpa.modes.decide`).
+for a ConfigMap is :mod:`cpa.decide.modes.registry`' business, and so is the whole decision
+(:func:`cpa.decide.modes.registry.decide`).
 
 Why one function that always records steps: the number written to the scale
 subresource and the explanation shown to the operator must never disagree, so there is
@@ -28,10 +28,10 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Final
 
-from cpa.gojson import format_go_float
-from cpa.nodecounts import ClusterCounts
-from cpa.params import LadderParams, LinearParams
-from cpa.steps import Step
+from cpa.decide.gojson import format_go_float
+from cpa.decide.params import LadderParams, LinearParams
+from cpa.decide.steps import Step
+from cpa.nodes.counts import ClusterCounts
 
 __all__ = ["INT32_MAX", "ClusterCounts", "Decision", "Step", "counts_step", "ladder", "linear",
            "range_error"]

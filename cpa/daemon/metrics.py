@@ -1,7 +1,7 @@
 """Prometheus metrics on the health port (``GET /metrics``), fed by the poll's observers.
 
 Why an observer: the poll loop hands its whole result to observers and knows nothing of
-Prometheus; this module turns each :class:`~cpa.autoscaler.PollResult` into gauges and
+Prometheus; this module turns each :class:`~cpa.daemon.loop.PollResult` into gauges and
 counters, and reads the node watch's status at scrape time. prometheus_client costs about
 1 MiB of RSS (measured 1.0 MiB) and is imported only on the daemon's path.
 
@@ -29,12 +29,12 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
-from cpa.modes import MODES, mode_of
+from cpa.decide.modes.registry import MODES, mode_of
 
 if TYPE_CHECKING:
-    from cpa.autoscaler import PollResult
-    from cpa.nodewatch import WatchStatus
-    from cpa.scale import Target
+    from cpa.daemon.loop import PollResult
+    from cpa.kube.scale import Target
+    from cpa.nodes.watch import WatchStatus
 
 # No *_created series: one series per counter, as operators expect.
 disable_created_metrics()  # type: ignore[no-untyped-call]

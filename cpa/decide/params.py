@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cpa.behavior import Behavior, behavior_problems, decode_behavior
-from cpa.counting import FIELDS as COUNTING_FIELDS
-from cpa.counting import (
+from cpa.decide.behavior import Behavior, behavior_problems, decode_behavior
+from cpa.decide.counting import FIELDS as COUNTING_FIELDS
+from cpa.decide.counting import (
     NO_COUNTING,
     Counting,
     CountingDoc,
     counting_problems,
     decode_counting_field,
 )
-from cpa.gojson import (
+from cpa.decide.gojson import (
     GoJsonError,
     JsonObject,
     JsonValue,
@@ -61,9 +61,10 @@ class LinearParams:
     prevent_single_point_failure: bool
     include_unschedulable_nodes: bool
     behavior: Behavior | None = None
-    """Ours, opt-in: windows and rate policies (:mod:`cpa.behavior`); None = upstream's."""
+    """Ours, opt-in: windows and rate policies (:mod:`cpa.decide.behavior`); None = upstream's."""
     counting: Counting = NO_COUNTING
-    """Ours, opt-in: which Nodes and cores count (:mod:`cpa.counting`); default upstream's."""
+    """Ours, opt-in: which Nodes and cores count (:mod:`cpa.decide.counting`); default
+    upstream's."""
 
     def fields(self) -> dict[str, object]:
         """The parameters as the ConfigMap spells them, for logs and ``explain``."""
@@ -86,9 +87,10 @@ class LadderParams:
     nodes_to_replicas: tuple[tuple[int, int], ...]
     include_unschedulable_nodes: bool
     behavior: Behavior | None = None
-    """Ours, opt-in: windows and rate policies (:mod:`cpa.behavior`); None = upstream's."""
+    """Ours, opt-in: windows and rate policies (:mod:`cpa.decide.behavior`); None = upstream's."""
     counting: Counting = NO_COUNTING
-    """Ours, opt-in: which Nodes and cores count (:mod:`cpa.counting`); default upstream's."""
+    """Ours, opt-in: which Nodes and cores count (:mod:`cpa.decide.counting`); default
+    upstream's."""
 
     def fields(self) -> dict[str, object]:
         """The parameters as the ConfigMap spells them, for logs and ``explain``."""

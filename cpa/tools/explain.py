@@ -1,9 +1,9 @@
 """``cpa explain``: what the autoscaler would do, and why, without writing anything.
 
-It runs the same parsing and the same :func:`cpa.modes.decide` as the daemon, so its
+It runs the same parsing and the same :func:`cpa.decide.modes.registry.decide` as the daemon, so its
 answer is the daemon's answer; only the source of counts and parameters differs. With a
 ``behavior`` (ours) and the target's current replicas it also runs the daemon's
-:func:`cpa.behavior.apply`, for one poll with no history (the daemon has history; explain
+:func:`cpa.decide.behavior.apply`, for one poll with no history (the daemon has history; explain
 cannot know it, and says so).
 
 The parameter flags and their resolution (:func:`add_parameter_arguments`,
@@ -19,15 +19,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cpa.behavior import BehaviorState, Outcome, apply
-from cpa.defaults import default_params_to_data
-from cpa.formulas import ClusterCounts, Decision
-from cpa.modes import decide, parse_configmap_data
-from cpa.params import Params, ParamsError
-from cpa.quantity import QuantityError, cores_rounded_up, cpu_millicores
+from cpa.decide.behavior import BehaviorState, Outcome, apply
+from cpa.decide.decision import ClusterCounts, Decision
+from cpa.decide.defaults import default_params_to_data
+from cpa.decide.modes.registry import decide, parse_configmap_data
+from cpa.decide.params import Params, ParamsError
+from cpa.nodes.quantity import QuantityError, cores_rounded_up, cpu_millicores
 
 if TYPE_CHECKING:
-    from cpa.nodestore import NodeStore
+    from cpa.nodes.store import NodeStore
 
 
 class ExplainError(Exception):
@@ -149,11 +149,11 @@ def _from_cluster(args: argparse.Namespace, read_configmap: bool
                   ) -> tuple[NodeStore, tuple[dict[str, str] | None, str] | None]:
     """The Nodes from a one-off list and, when asked, the parameters from the ConfigMap
     (or the defaults the daemon would create it with). Reads only."""
-    from cpa import configmap
-    from cpa.kubeapi import ApiError, KubeApi
-    from cpa.kubeconfig import ConfigError, load
-    from cpa.nodestore import NodeStore
-    from cpa.nodewatch import NodeReflector
+    from cpa.kube import configmap
+    from cpa.kube.client import ApiError, KubeApi
+    from cpa.kube.config import ConfigError, load
+    from cpa.nodes.store import NodeStore
+    from cpa.nodes.watch import NodeReflector
 
     if read_configmap and (not args.configmap or not args.namespace):
         raise ExplainError("--from-cluster needs --configmap and --namespace")
@@ -226,9 +226,9 @@ def current_replicas(args: argparse.Namespace) -> int | None:
         raise ExplainError("--target reads the scale from the cluster: add --from-cluster, "
                            "or give --current-replicas instead")
     from cpa.flags import parse_targets
-    from cpa.kubeapi import ApiError, KubeApi
-    from cpa.kubeconfig import ConfigError, load
-    from cpa.scale import scale_path
+    from cpa.kube.client import ApiError, KubeApi
+    from cpa.kube.config import ConfigError, load
+    from cpa.kube.scale import scale_path
 
     targets, problems = parse_targets(args.target)
     if problems or len(targets) != 1:

@@ -16,17 +16,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from cpa import configmap, logs
-from cpa.api import Api, ApiError
-from cpa.behavior import Behavior, BehaviorStage, Outcome
-from cpa.counting import CountingPolicy
+from cpa import logs
+from cpa.daemon.watchdogs import OtherWriters, Overwrite, StaleCounts
+from cpa.decide.behavior import Behavior, BehaviorStage, Outcome
+from cpa.decide.counting import CountingPolicy
+from cpa.decide.decision import ClusterCounts, Decision
+from cpa.decide.modes.registry import decide, mode_of, parse_configmap_data
+from cpa.decide.params import Params, ParamsError
 from cpa.flags import Options
-from cpa.formulas import ClusterCounts, Decision
-from cpa.modes import decide, mode_of, parse_configmap_data
-from cpa.nodewatch import WatchStatus
-from cpa.params import Params, ParamsError
-from cpa.scale import ScaleResult, Target, ensure_replicas
-from cpa.watchdogs import OtherWriters, Overwrite, StaleCounts
+from cpa.kube import configmap
+from cpa.kube.api import Api, ApiError
+from cpa.kube.scale import ScaleResult, Target, ensure_replicas
+from cpa.nodes.watch import WatchStatus
 
 
 class PollError(Exception):

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final
 
-from cpa.gojson import GoJsonError, JsonValue, describe, format_go_float, go_float, go_string
-from cpa.nodecounts import DEFAULT_POLICY, CountingPolicy
-from cpa.steps import Step
+from cpa.decide.gojson import GoJsonError, JsonValue, describe, format_go_float, go_float, go_string
+from cpa.decide.steps import Step
+from cpa.nodes.counts import DEFAULT_POLICY, CountingPolicy
 
 __all__ = ["DEFAULT_POLICY", "FIELDS", "NO_COUNTING", "Counting", "CountingDoc", "CountingPolicy",
            "counting_problems", "decode_counting_field"]

@@ -24,11 +24,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cpa import logs
-from cpa.api import Api, ApiError
-from cpa.scale import KINDS
+from cpa.kube.api import Api, ApiError
+from cpa.kube.scale import KINDS
 
 if TYPE_CHECKING:
-    from cpa.autoscaler import PollResult
+    from cpa.daemon.loop import PollResult
 
 __all__ = ["REPORTING_CONTROLLER", "EventRecorder"]
 

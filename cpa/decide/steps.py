@@ -1,7 +1,7 @@
 """One step of an explanation, shared by the formulas and the behavior stage.
 
-Its own module so that :mod:`cpa.behavior` (imported by :mod:`cpa.params`) can explain
-itself without importing :mod:`cpa.formulas`, which imports the parameters.
+Its own module so that :mod:`cpa.decide.behavior` (imported by :mod:`cpa.decide.params`) can explain
+itself without importing :mod:`cpa.decide.decision`, which imports the parameters.
 """
 
 from __future__ import annotations

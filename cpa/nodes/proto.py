@@ -57,7 +57,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from cpa.nodewire import INITIAL_EVENTS_END, Event, ListPage, NodeInfo, Status
+from cpa.nodes.records import INITIAL_EVENTS_END, Event, ListPage, NodeInfo, Status
 
 __all__ = [
     "MAGIC",

@@ -1,4 +1,4 @@
-"""The Node list+watch that keeps a :class:`~cpa.nodestore.NodeStore` current.
+"""The Node list+watch that keeps a :class:`~cpa.nodes.store.NodeStore` current.
 
 The reflector half of client-go's Store/Reflector split:
 
@@ -23,9 +23,9 @@ Whether the counts are current is public (:meth:`NodeReflector.status`): the pol
 reports stale counts instead of hiding them.
 
 Encoding. Lists and watches ask for Kubernetes' protobuf and accept JSON
-(:data:`~cpa.nodewire.ACCEPT_PROTOBUF`); each response is decoded as its Content-Type says,
+(:data:`~cpa.nodes.records.ACCEPT_PROTOBUF`); each response is decoded as its Content-Type says,
 so a server (or proxy) that answers JSON is served as before. Protobuf costs the API server
-far less CPU to encode than JSON (see :mod:`cpa.nodeproto` and ``bench/README.md``).
+far less CPU to encode than JSON (see :mod:`cpa.nodes.proto` and ``bench/README.md``).
 """
 
 from __future__ import annotations
@@ -37,11 +37,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from cpa import logs, nodeproto
-from cpa.api import ApiError, StreamingApi, StreamResponse
-from cpa.kubeapi import frames, lines
-from cpa.nodestore import NodeStore
-from cpa.nodewire import ACCEPT_PROTOBUF, Event, ListPage, Status, is_protobuf
+from cpa import logs
+from cpa.kube.api import ApiError, StreamingApi, StreamResponse
+from cpa.kube.client import frames, lines
+from cpa.nodes import proto as nodeproto
+from cpa.nodes.records import ACCEPT_PROTOBUF, Event, ListPage, Status, is_protobuf
+from cpa.nodes.store import NodeStore
 
 __all__ = ["NodeReflector", "WatchStatus"]
 
@@ -243,7 +244,9 @@ class NodeReflector:
             self.encoding = "protobuf"
             return nodeproto.decode_list_page(body)
         self.encoding = "json"
-        from cpa import nodejson  # the fallback: its library is loaded only when needed
+        from cpa.nodes import (
+            json as nodejson,  # the fallback: its library is loaded only when needed
+        )
         return nodejson.decode_list_page(body)
 
     def _events(self, resp: StreamResponse) -> Iterator[Event]:
@@ -252,7 +255,7 @@ class NodeReflector:
             self.encoding = "protobuf"
             return map(nodeproto.decode_event, frames(resp))
         self.encoding = "json"
-        from cpa import nodejson
+        from cpa.nodes import json as nodejson
         return map(nodejson.decode_event, lines(resp))
 
     def _stream_initial(self) -> bool:

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cpa import logs
-from cpa.nodewatch import WatchStatus
-from cpa.scale import ScaleResult, Target
+from cpa.kube.scale import ScaleResult, Target
+from cpa.nodes.watch import WatchStatus
 
 __all__ = ["STALE_AFTER_MIN_SECONDS", "STALE_AFTER_POLLS", "OtherWriters", "Overwrite",
            "StaleCounts"]

@@ -1,6 +1,6 @@
 """The one place that sends HTTP requests to the Kubernetes API server.
 
-Plain HTTP (:mod:`cpa.transport`) rather than the generated client: the poll's objects are
+Plain HTTP (:mod:`cpa.kube.transport`) rather than the generated client: the poll's objects are
 tiny (a ConfigMap and a Scale per target) and the node watch must decode bytes straight into
 trimmed records; the generated models would cost tens of MiB to import and gigabytes to hold
 a large NodeList. Errors become :class:`ApiError` carrying the HTTP status and the server's
@@ -15,11 +15,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
-from cpa import __version__, nodeproto
-from cpa.api import ApiError, StreamResponse
-from cpa.kubeconfig import Connection
-from cpa.nodewire import is_protobuf
-from cpa.transport import ConnectError, Pool, ReadTimeoutError
+from cpa import __version__
+from cpa.kube.api import ApiError, StreamResponse
+from cpa.kube.config import Connection
+from cpa.kube.transport import ConnectError, Pool, ReadTimeoutError
+from cpa.nodes import proto as nodeproto
+from cpa.nodes.records import is_protobuf
 
 __all__ = ["ApiError", "KubeApi", "frames", "lines"]
 
@@ -59,7 +60,7 @@ def _describe(exc: BaseException) -> str:
 
 class KubeApi:
     """A thread-safe client for one API server connection: implements
-    :class:`cpa.api.StreamingApi`."""
+    :class:`cpa.kube.api.StreamingApi`."""
 
     def __init__(self, conn: Connection, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.conn = conn

@@ -1,8 +1,8 @@
 """Node objects off the wire, as the rest of the program sees them: only what the counts need.
 
 The rest of the program sees :class:`NodeInfo`, :class:`ListPage` and :class:`Event` and
-never a wire struct: :mod:`cpa.nodeproto` decodes Kubernetes' protobuf (what the daemon asks
-for) and :mod:`cpa.nodejson` JSON (the fallback) into these types, and :func:`is_protobuf`
+never a wire struct: :mod:`cpa.nodes.proto` decodes Kubernetes' protobuf (what the daemon asks
+for) and :mod:`cpa.nodes.json` JSON (the fallback) into these types, and :func:`is_protobuf`
 tells from a response's Content-Type which of the two applies. This module imports nothing
 heavy, so the protobuf path never loads the JSON decoder's library.
 """

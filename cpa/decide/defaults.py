@@ -2,12 +2,12 @@
 
 A module of its own because flag parsing needs it: the daemon parses its flags before the
 Node list goes out, and this needs only the Go-json reader and writer, not the parameter
-parsers (``cpa.params`` with ``behavior`` and the counting keys), which load later.
+parsers (``cpa.decide.params`` with ``behavior`` and the counting keys), which load later.
 """
 
 from __future__ import annotations
 
-from cpa.gojson import GoJsonError, JsonValue, as_object, go_marshal, parse
+from cpa.decide.gojson import GoJsonError, JsonValue, as_object, go_marshal, parse
 
 __all__ = ["default_params_to_data"]
 

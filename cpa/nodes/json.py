@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
-from cpa.nodewire import INITIAL_EVENTS_END, Event, ListPage, NodeInfo, Status
+from cpa.nodes.records import INITIAL_EVENTS_END, Event, ListPage, NodeInfo, Status
 
 __all__ = [
     "decode_bookmark",

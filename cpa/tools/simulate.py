@@ -3,9 +3,10 @@
 Why: a stabilization window or a rate policy is easy to write and hard to picture; an
 operator should see what it does to their own cluster's history before applying it. Each
 timeline row is one poll; the target follows every write (no other writer, no failed
-write). The formula is :func:`cpa.modes.decide` and the behavior is :func:`cpa.behavior.apply`
-with a :class:`cpa.behavior.BehaviorState`, the very code the daemon runs, so what this shows
-is what the daemon would do (given the same polls).
+write). The formula is :func:`cpa.decide.modes.registry.decide` and the behavior is
+:func:`cpa.decide.behavior.apply` with a :class:`cpa.decide.behavior.BehaviorState`, the
+very code the daemon runs, so what this shows is what the daemon would do (given the same
+polls).
 
 The timeline is CSV with a header, or a JSON list of objects, with ``t`` (seconds, strictly
 increasing), ``nodes``, ``cores`` and optionally ``schedulable_nodes``/``schedulable_cores``
@@ -26,11 +27,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from cpa.behavior import BehaviorState, apply
-from cpa.explain import ExplainError, add_parameter_arguments, parameters_from_flags
-from cpa.formulas import ClusterCounts
-from cpa.modes import decide
-from cpa.params import Params
+from cpa.decide.behavior import BehaviorState, apply
+from cpa.decide.decision import ClusterCounts
+from cpa.decide.modes.registry import decide
+from cpa.decide.params import Params
+from cpa.tools.explain import ExplainError, add_parameter_arguments, parameters_from_flags
 
 __all__ = ["Row", "SimStep", "load_timeline", "render_text", "simulate", "simulate_main"]
 

@@ -41,7 +41,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Final
 
-from cpa.gojson import (
+from cpa.decide.gojson import (
     GoJsonError,
     JsonValue,
     Number,
@@ -51,7 +51,7 @@ from cpa.gojson import (
     go_string,
     members_by_field,
 )
-from cpa.steps import Step
+from cpa.decide.steps import Step
 
 __all__ = [
     "MAX_PERIOD_SECONDS",
@@ -139,7 +139,7 @@ class Behavior:
 # pointer fields (the directions, the window, selectPolicy) and the policies slice become
 # nil on JSON null; the policy's plain fields ignore null; a repeated key decodes into what
 # is already there (objects merge, a policies array reuses its backing elements, exactly as
-# cpa.params does for the ladder's pairs); int32 fields reject 1.5, 2.0, 1e2 and overflow.
+# cpa.decide.params does for the ladder's pairs); int32 fields reject 1.5, 2.0, 1e2 and overflow.
 
 
 class _PolicyDoc:
