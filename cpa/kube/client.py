@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -19,33 +19,13 @@ from cpa import __version__
 from cpa.kube.api import ApiError, StreamResponse
 from cpa.kube.config import Connection
 from cpa.kube.transport import ConnectError, Pool, ReadTimeoutError
-from cpa.nodes import proto as nodeproto
-from cpa.nodes.records import is_protobuf
+from cpa.kube.wire import JSON, api_error
 
-__all__ = ["ApiError", "KubeApi", "frames", "lines"]
+__all__ = ["ApiError", "KubeApi"]
 
 USER_AGENT = f"cluster-proportional-autoscaler-py/{__version__}"
 DEFAULT_TIMEOUT = 30.0  # a whole request (a stream: connecting and each read)
 CONNECT_TIMEOUT = 5.0  # an API server that does not accept in 5 s is unreachable for now
-
-
-def _error_from(status: int, data: bytes, content_type: str | None = None) -> ApiError:
-    if is_protobuf(content_type) or data.startswith(nodeproto.MAGIC):
-        # An error answer to a protobuf Accept is a protobuf Status.
-        try:
-            doc = nodeproto.decode_status(data)
-            return ApiError(status, doc.reason, doc.message or f"HTTP {status}")
-        except nodeproto.ProtoError:
-            pass
-    reason, message = "", data.decode("utf-8", "replace").strip()[:500]
-    try:
-        doc = json.loads(data)
-        if isinstance(doc, dict):
-            reason = str(doc.get("reason", ""))
-            message = str(doc.get("message", message))
-    except ValueError:
-        pass
-    return ApiError(status, reason, message or f"HTTP {status}")
 
 
 def _target(path: str, query: Mapping[str, str] | None) -> str:
@@ -67,7 +47,7 @@ class KubeApi:
         self.timeout = timeout
         self._pool = Pool(conn.server, conn.ssl_context)
 
-    def _headers(self, content_type: str | None = None, accept: str = "application/json"
+    def _headers(self, content_type: str | None = None, accept: str = JSON
                  ) -> dict[str, str]:
         headers = {"Accept": accept, "User-Agent": USER_AGENT}
         auth = self.conn.authorization()
@@ -90,7 +70,7 @@ class KubeApi:
             try:
                 resp = self._pool.request(
                     method, _target(path, query), body=data,
-                    headers=self._headers("application/json" if data is not None else None),
+                    headers=self._headers(JSON if data is not None else None),
                     connect_timeout=min(CONNECT_TIMEOUT, limit), read_timeout=limit)
                 try:
                     answer = resp.read()
@@ -108,7 +88,7 @@ class KubeApi:
                                f"{method} {path}: the API server at {self.conn.server} did "
                                f"not answer: {_describe(exc)}") from exc
         if not 200 <= resp.status < 300:
-            raise _error_from(resp.status, answer, resp.headers.get("Content-Type"))
+            raise api_error(resp.status, answer, resp.headers.get("Content-Type"))
         return answer
 
     def get_json(self, path: str, query: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -122,11 +102,12 @@ class KubeApi:
         return doc if isinstance(doc, dict) else {}
 
     def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
-               accept: str = "application/json") -> StreamResponse:
+               accept: str = JSON) -> StreamResponse:
         """Open a long-running GET (a watch) and return the unread response.
 
-        The caller reads it with :func:`lines` (JSON) or :func:`frames` (protobuf), as its
-        Content-Type says, and must ``release_conn()`` it.
+        The caller reads it with :func:`cpa.kube.wire.lines` (JSON) or
+        :func:`cpa.kube.wire.frames` (protobuf), as its Content-Type says, and must
+        ``release_conn()`` it.
         """
         try:
             resp = self._pool.request(
@@ -137,14 +118,14 @@ class KubeApi:
                     data = resp.read()
                 finally:
                     resp.release_conn()
-                raise _error_from(resp.status, data, resp.headers.get("Content-Type"))
+                raise api_error(resp.status, data, resp.headers.get("Content-Type"))
         except (OSError, http.client.HTTPException) as exc:
             raise ApiError(0, "ConnectionError",
                            f"GET {path}: cannot reach the API server at {self.conn.server}: "
                            f"{_describe(exc)}") from exc
         return resp
 
-    def get_raw(self, path: str, query: Mapping[str, str], accept: str = "application/json"
+    def get_raw(self, path: str, query: Mapping[str, str], accept: str = JSON
                 ) -> tuple[str, bytearray]:
         """A GET whose body the caller decodes itself (a NodeList page, into trimmed records):
         (Content-Type, body).
@@ -165,45 +146,3 @@ class KubeApi:
             resp.release_conn()
         return content_type, body
 
-
-def lines(resp: StreamResponse, chunk: int = 65536) -> Iterator[bytes]:
-    """Split a streamed watch response into its newline-delimited JSON events."""
-    pending = b""
-    for data in resp.stream(chunk, decode_content=True):
-        if not data:
-            continue
-        pending += data
-        if b"\n" not in data:
-            continue
-        *complete, pending = pending.split(b"\n")
-        for line in complete:
-            if line.strip():
-                yield line
-    if pending.strip():
-        yield pending
-
-
-def frames(resp: StreamResponse, chunk: int = 65536) -> Iterator[bytearray]:
-    """Split a streamed protobuf watch into its frames: each a 4-byte big-endian length and
-    that many bytes (k8s.io/apimachinery's LengthDelimitedFramer); yields the payloads.
-
-    A stream that ends inside a frame was cut: that raises, as a torn JSON line does."""
-    buf = bytearray()
-    pos = 0
-    for data in resp.stream(chunk, decode_content=True):
-        if not data:
-            continue
-        buf += data
-        have = len(buf)
-        while have - pos >= 4:
-            size = int.from_bytes(buf[pos:pos + 4], "big")
-            if have - pos - 4 < size:
-                break
-            yield buf[pos + 4:pos + 4 + size]
-            pos += 4 + size
-        if pos:
-            del buf[:pos]
-            pos = 0
-    if buf:
-        raise nodeproto.ProtoError(f"the watch stream ended inside a frame ({len(buf)} bytes "
-                                   "left over)")

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
-from cpa.nodes.records import INITIAL_EVENTS_END, Event, ListPage, NodeInfo, Status
+from cpa.kube.wire import INITIAL_EVENTS_END, Status
+from cpa.nodes.records import Event, ListPage, NodeInfo
 
 __all__ = [
     "decode_bookmark",

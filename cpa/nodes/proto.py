@@ -25,22 +25,15 @@ of a list page). The difference per event, ~9 us, is ~0.6 CPU-s over a 65,000-no
 that reads ~600 MB through TLS; not worth a compiled dependency on the daemon's import
 path. So this module: no dependency, ~1 MiB.
 
-The wire (checked against kube-apiserver v1.35.4; field numbers from k8s.io/api and
-k8s.io/apimachinery ``generated.proto``):
+The envelope around every body, the watch framing and the Status are
+:mod:`cpa.kube.wire`'s, as are the wire primitives this reader uses. The Node's schema
+(checked against kube-apiserver v1.35.4; field numbers from k8s.io/api ``generated.proto``):
 
-* a body (a list, a Status, a watch event's object) is the magic ``k8s\\x00`` followed by a
-  ``runtime.Unknown`` {1 typeMeta {1 apiVersion, 2 kind}, 2 raw, 3 contentEncoding,
-  4 contentType}; ``raw`` is the object itself;
-* a watch (``Content-Type: application/vnd.kubernetes.protobuf;stream=watch``) is a
-  sequence of frames, each a 4-byte big-endian length and a bare ``metav1.WatchEvent``
-  {1 type, 2 object: RawExtension {1 raw}} (no magic, no Unknown), whose ``raw`` is a body
-  as above;
 * NodeList {1 metadata: ListMeta {2 resourceVersion, 3 continue}, 2 items: Node};
   Node {1 metadata: ObjectMeta {1 name, 6 resourceVersion, 12 annotations (map entries
   {1 key, 2 value})}, 2 spec: NodeSpec {4 unschedulable, 5 taints: Taint {1 key}},
   3 status: NodeStatus {2 allocatable (map entries {1 key, 2 value: Quantity {1 string}}),
-  4 conditions: NodeCondition {1 type, 2 status}}};
-* Status {3 message, 4 reason, 6 code}.
+  4 conditions: NodeCondition {1 type, 2 status}}}.
 
 Everything else is skipped by its wire type and length, never decoded. Fields may come in
 any order, as protobuf allows; Go's encoder writes them in field order, so the fast paths
@@ -54,117 +47,25 @@ order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+from cpa.kube.wire import (
+    INITIAL_EVENTS_END,
+    Buffer,
+    ProtoError,
+    checked,
+    status_fields,
+    string_field,
+    unwrap,
+)
 
-from cpa.nodes.records import INITIAL_EVENTS_END, Event, ListPage, NodeInfo, Status
+# Bound to short module-level names: called per field of every Node in a list.
+from cpa.kube.wire import field_key as _key
+from cpa.kube.wire import length_delimited as _len
+from cpa.kube.wire import skip_field as _skip
+from cpa.kube.wire import utf8 as _str
+from cpa.kube.wire import varint as _varint
+from cpa.nodes.records import Event, ListPage, NodeInfo
 
-__all__ = [
-    "MAGIC",
-    "ProtoError",
-    "decode_event",
-    "decode_list_page",
-    "decode_node",
-    "decode_status",
-]
-
-MAGIC = b"k8s\x00"
-
-Buffer = bytes | bytearray
-T = TypeVar("T")
-
-
-class ProtoError(ValueError):
-    """Bytes that are not the protobuf we expect (truncated, wrong magic, bad wire type)."""
-
-
-def _varint(buf: Buffer, pos: int) -> tuple[int, int]:
-    """A varint at ``pos``: (value, position after it)."""
-    result = shift = 0
-    while True:
-        try:
-            b = buf[pos]
-        except IndexError:
-            raise ProtoError("truncated varint") from None
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ProtoError("varint longer than 10 bytes")
-
-
-def _skip(buf: Buffer, wire: int, pos: int, end: int) -> int:
-    """The position after a field's value of wire type ``wire`` starting at ``pos``."""
-    if wire == 2:
-        n, pos = _varint(buf, pos)
-        pos += n
-    elif wire == 0:
-        _, pos = _varint(buf, pos)
-    elif wire == 1:
-        pos += 8
-    elif wire == 5:
-        pos += 4
-    else:
-        raise ProtoError(f"unsupported wire type {wire}")
-    if pos > end:
-        raise ProtoError("field runs past the end of its message")
-    return pos
-
-
-def _len(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
-    """A length-delimited field's payload bounds: (start, end)."""
-    b = buf[pos] if pos < end else -1
-    if 0 <= b < 0x80:  # one-byte length: most fields
-        start, stop = pos + 1, pos + 1 + b
-    else:
-        n, start = _varint(buf, pos)
-        stop = start + n
-    if stop > end:
-        raise ProtoError("field runs past the end of its message")
-    return start, stop
-
-
-def _str(buf: Buffer, start: int, stop: int) -> str:
-    return str(buf[start:stop], "utf-8")
-
-
-def _key(buf: Buffer, pos: int) -> tuple[int, int]:
-    """A field key: (key, position after it); one byte for every field we read."""
-    b = buf[pos]
-    if b < 0x80:
-        return b, pos + 1
-    return _varint(buf, pos)
-
-
-# --- envelope ----------------------------------------------------------------------------
-def _unwrap(buf: Buffer, pos: int = 0, end: int | None = None) -> tuple[str, int, int]:
-    """A body (``k8s\\x00`` + runtime.Unknown): (kind, start, end) of the object in it."""
-    end = len(buf) if end is None else end
-    if bytes(buf[pos:pos + 4]) != MAGIC:
-        raise ProtoError("not a Kubernetes protobuf body (no k8s\\x00 magic)")
-    pos += 4
-    kind = ""
-    raw = (pos, pos)
-    while pos < end:
-        key, pos = _key(buf, pos)
-        if key == 0x0A:  # 1 typeMeta
-            s, e = _len(buf, pos, end)
-            pos = e
-            while s < e:
-                k, s = _key(buf, s)
-                if k == 0x12:  # 2 kind
-                    a, s = _len(buf, s, e)
-                    kind = _str(buf, a, s)
-                else:
-                    s = _skip(buf, k & 7, s, e)
-        elif key == 0x12:  # 2 raw
-            raw = _len(buf, pos, end)
-            pos = raw[1]
-        else:
-            pos = _skip(buf, key & 7, pos, end)
-    return kind, raw[0], raw[1]
+__all__ = ["decode_event", "decode_list_page", "decode_node"]
 
 
 # --- Node ----------------------------------------------------------------------------
@@ -237,15 +138,7 @@ def _spec(buf: Buffer, pos: int, end: int) -> tuple[bool, tuple[str, ...]]:
             unschedulable = value != 0
         elif key == 0x2A:  # 5 taints
             s, pos = _len(buf, pos, end)
-            taint = ""
-            while s < pos:
-                k, s = _key(buf, s)
-                if k == 0x0A:  # 1 key
-                    a, s = _len(buf, s, pos)
-                    taint = _str(buf, a, s)
-                else:
-                    s = _skip(buf, k & 7, s, pos)
-            taints.append(taint)
+            taints.append(string_field(buf, s, pos, 0x0A))  # 1 key
         else:
             pos = _skip(buf, key & 7, pos, end)
     return unschedulable, tuple(taints)
@@ -264,14 +157,7 @@ def _cpu_entry(buf: Buffer, pos: int, end: int) -> str | None:
                 return None
         elif key == 0x12:  # 2 value: Quantity
             s, pos = _len(buf, pos, end)
-            value = ""
-            while s < pos:
-                k, s = _key(buf, s)
-                if k == 0x0A:  # 1 string
-                    a, s = _len(buf, s, pos)
-                    value = _str(buf, a, s)
-                else:
-                    s = _skip(buf, k & 7, s, pos)
+            value = string_field(buf, s, pos, 0x0A)  # 1 string
         else:
             pos = _skip(buf, key & 7, pos, end)
     return value if is_cpu else None
@@ -363,7 +249,7 @@ def _node(buf: Buffer, pos: int, end: int) -> NodeInfo:
 # --- what the reflector calls ----------------------------------------------------------
 def _decode_node(buf: Buffer) -> NodeInfo:
     """A Node body (``k8s\\x00`` + Unknown wrapping a Node)."""
-    kind, s, e = _unwrap(buf)
+    kind, s, e = unwrap(buf)
     if kind not in ("Node", ""):
         raise ProtoError(f"expected a Node, got a {kind}")
     return _node(buf, s, e)
@@ -371,9 +257,9 @@ def _decode_node(buf: Buffer) -> NodeInfo:
 
 def _decode_list_page(buf: Buffer) -> ListPage:
     """A NodeList body: its Nodes, resourceVersion and continue token."""
-    kind, pos, end = _unwrap(buf)
+    kind, pos, end = unwrap(buf)
     if kind == "Status":
-        status = _status_fields(buf, pos, end)
+        status = status_fields(buf, pos, end)
         raise ProtoError(f"expected a NodeList, got a Status: {status.message}")
     items: list[NodeInfo] = []
     rv = cont = ""
@@ -397,34 +283,6 @@ def _decode_list_page(buf: Buffer) -> ListPage:
         else:
             pos = _skip(buf, key & 7, pos, end)
     return ListPage(items, rv, cont)
-
-
-def _status_fields(buf: Buffer, pos: int, end: int) -> Status:
-    code = 0
-    reason = message = ""
-    while pos < end:
-        key, pos = _key(buf, pos)
-        if key == 0x1A:  # 3 message
-            s, pos = _len(buf, pos, end)
-            message = _str(buf, s, pos)
-        elif key == 0x22:  # 4 reason
-            s, pos = _len(buf, pos, end)
-            reason = _str(buf, s, pos)
-        elif key == 0x30:  # 6 code (int32 varint; negative ones take 10 bytes)
-            code, pos = _varint(buf, pos)
-            if code >= 1 << 63:
-                code -= 1 << 64
-        else:
-            pos = _skip(buf, key & 7, pos, end)
-    return Status(code=code, reason=reason, message=message)
-
-
-def _decode_status(buf: Buffer) -> Status:
-    """A Status body (an error answer, or an ERROR watch event's object)."""
-    kind, s, e = _unwrap(buf)
-    if kind not in ("Status", ""):
-        raise ProtoError(f"expected a Status, got a {kind}")
-    return _status_fields(buf, s, e)
 
 
 def _decode_event(frame: Buffer) -> Event:
@@ -451,9 +309,9 @@ def _decode_event(frame: Buffer) -> Event:
             pos = _skip(frame, key & 7, pos, end)
     if obj[0] == obj[1]:
         return Event(etype)
-    _kind, s, e = _unwrap(frame, obj[0], obj[1])
+    _kind, s, e = unwrap(frame, obj[0], obj[1])
     if etype == "ERROR":
-        return Event(etype, status=_status_fields(frame, s, e))
+        return Event(etype, status=status_fields(frame, s, e))
     if etype == "BOOKMARK":
         rv = initial_end = None
         while s < e:
@@ -472,19 +330,6 @@ def _decode_event(frame: Buffer) -> Event:
     return Event(etype)
 
 
-def _checked(fn: Callable[[Buffer], T]) -> Callable[[Buffer], T]:
-    """``fn`` with a read past the end of its buffer (truncated or corrupt bytes) reported
-    as :class:`ProtoError`, like every other malformed input."""
-    def checked(buf: Buffer) -> T:
-        try:
-            return fn(buf)
-        except IndexError:
-            raise ProtoError("truncated protobuf message") from None
-    checked.__doc__ = fn.__doc__
-    return checked
-
-
-decode_node = _checked(_decode_node)
-decode_list_page = _checked(_decode_list_page)
-decode_status = _checked(_decode_status)
-decode_event = _checked(_decode_event)
+decode_node = checked(_decode_node)
+decode_list_page = checked(_decode_list_page)
+decode_event = checked(_decode_event)

@@ -23,7 +23,7 @@ Whether the counts are current is public (:meth:`NodeReflector.status`): the pol
 reports stale counts instead of hiding them.
 
 Encoding. Lists and watches ask for Kubernetes' protobuf and accept JSON
-(:data:`~cpa.nodes.records.ACCEPT_PROTOBUF`); each response is decoded as its Content-Type says,
+(:data:`~cpa.kube.wire.ACCEPT_PROTOBUF`); each response is decoded as its Content-Type says,
 so a server (or proxy) that answers JSON is served as before. Protobuf costs the API server
 far less CPU to encode than JSON (see :mod:`cpa.nodes.proto` and ``bench/README.md``).
 """
@@ -39,9 +39,9 @@ from dataclasses import dataclass
 
 from cpa import logs
 from cpa.kube.api import ApiError, StreamingApi, StreamResponse
-from cpa.kube.client import frames, lines
+from cpa.kube.wire import ACCEPT_PROTOBUF, JSON, Status, frames, is_protobuf, lines
 from cpa.nodes import proto as nodeproto
-from cpa.nodes.records import ACCEPT_PROTOBUF, Event, ListPage, Status, is_protobuf
+from cpa.nodes.records import Event, ListPage
 from cpa.nodes.store import NodeStore
 
 __all__ = ["NodeReflector", "WatchStatus"]
@@ -91,7 +91,7 @@ class NodeReflector:
         clock."""
         self._api = api
         self._wait = wait or (lambda stop, seconds: stop.wait(seconds))
-        self._accept = ACCEPT_PROTOBUF if protobuf else "application/json"
+        self._accept = ACCEPT_PROTOBUF if protobuf else JSON
         self._store = store
         self._selector = selector
         self._page_size = page_size

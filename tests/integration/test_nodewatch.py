@@ -9,11 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from cpa.kube import wire
 from cpa.kube.api import ApiError
-from cpa.kube.client import KubeApi, frames
+from cpa.kube.client import KubeApi
 from cpa.kube.config import from_kubeconfig
 from cpa.nodes import proto as nodeproto
-from cpa.nodes import records as nodewire
 from cpa.nodes.store import NodeStore
 from cpa.nodes.watch import NODES_PATH, NodeReflector
 from tests.controlplane import ControlPlane
@@ -74,15 +74,15 @@ def test_protobuf_watch_carries_bookmarks(controlplane: ControlPlane, api: KubeA
     """The server's bookmark 2 s before a watch's timeout, in protobuf frames."""
     admin = controlplane.admin()
     create_nodes(admin, "bm", 2)
-    _, body = api.get_raw(NODES_PATH, {"limit": "1"}, accept=nodewire.ACCEPT_PROTOBUF)
+    _, body = api.get_raw(NODES_PATH, {"limit": "1"}, accept=wire.ACCEPT_PROTOBUF)
     rv = nodeproto.decode_list_page(body).resource_version
     resp = api.stream(NODES_PATH, {"watch": "1", "resourceVersion": rv,
                                    "allowWatchBookmarks": "true", "timeoutSeconds": "4"},
-                      read_timeout=10, accept=nodewire.ACCEPT_PROTOBUF)
+                      read_timeout=10, accept=wire.ACCEPT_PROTOBUF)
     try:
         create_nodes(admin, "bm", 1, start=2)
-        assert nodewire.is_protobuf(resp.headers.get("Content-Type"))
-        events = [nodeproto.decode_event(f) for f in frames(resp)]
+        assert wire.is_protobuf(resp.headers.get("Content-Type"))
+        events = [nodeproto.decode_event(f) for f in wire.frames(resp)]
     finally:
         resp.release_conn()
     assert [e.type for e in events[:2]] == ["ADDED", "BOOKMARK"]
@@ -96,7 +96,7 @@ def test_protobuf_watch_carries_bookmarks(controlplane: ControlPlane, api: KubeA
 def test_protobuf_error_answers_carry_the_servers_message(api: KubeApi) -> None:
     with pytest.raises(ApiError) as err:
         api.get_raw(NODES_PATH, {"limit": "1", "continue": "not-a-token"},
-                    accept=nodewire.ACCEPT_PROTOBUF)
+                    accept=wire.ACCEPT_PROTOBUF)
     assert err.value.status == 400 and err.value.reason == "BadRequest"
     assert "invalid continue token" in err.value.message
 

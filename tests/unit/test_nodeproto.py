@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from cpa.kube.client import _error_from, frames, lines
+from cpa.kube import wire
+from cpa.kube.wire import Status, api_error, frames, lines
 from cpa.nodes import json as nodejson
 from cpa.nodes import proto as nodeproto
-from cpa.nodes import records as nodewire
-from cpa.nodes.records import Event, NodeInfo, Status
+from cpa.nodes.records import Event, NodeInfo
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "protobuf"
 
@@ -48,9 +48,9 @@ def json_events(name: str) -> list[Event]:
 
 def test_recorded_content_types() -> None:
     types = json.loads((FIXTURES / "versions.json").read_text())["content_types"]
-    assert nodewire.is_protobuf(types["list-page.pb"])
-    assert nodewire.is_protobuf(types["watch.pb"])  # ...;stream=watch
-    assert not nodewire.is_protobuf(types["watch.json"])
+    assert wire.is_protobuf(types["list-page.pb"])
+    assert wire.is_protobuf(types["watch.pb"])  # ...;stream=watch
+    assert not wire.is_protobuf(types["watch.json"])
 
 
 def test_list_page_matches_json() -> None:
@@ -102,18 +102,18 @@ def test_expired_watch_is_an_error_event_with_410() -> None:
 
 
 def test_error_answers_in_protobuf_become_api_errors() -> None:
-    pb = _error_from(400, fixture("error-400.pb"), "application/vnd.kubernetes.protobuf")
-    js = _error_from(400, fixture("error-400.json"), "application/json")
+    pb = api_error(400, fixture("error-400.pb"), "application/vnd.kubernetes.protobuf")
+    js = api_error(400, fixture("error-400.json"), "application/json")
     assert (pb.status, pb.reason, pb.message) == (js.status, js.reason, js.message)
     assert pb.reason == "BadRequest" and "invalid continue token" in pb.message
     # Not a Status after all: the text, as before.
-    odd = _error_from(502, b"k8s\x00garbage", "application/vnd.kubernetes.protobuf")
+    odd = api_error(502, b"k8s\x00garbage", "application/vnd.kubernetes.protobuf")
     assert odd.status == 502 and "garbage" in odd.message
 
 
 def test_a_stream_cut_inside_a_frame_raises() -> None:
     data = fixture("watch.pb")
-    with pytest.raises(nodeproto.ProtoError, match="inside a frame"):
+    with pytest.raises(wire.ProtoError, match="inside a frame"):
         list(frames(Chunks(data[:-3], 100)))  # type: ignore[arg-type]
     assert len(list(frames(Chunks(data, 100)))) == 5  # type: ignore[arg-type]
 
@@ -144,7 +144,7 @@ def vi(field: int, value: int) -> bytes:
 
 
 def envelope(raw: bytes, kind: str = "Node") -> bytes:
-    return nodeproto.MAGIC + ld(1, ld(1, "v1") + ld(2, kind)) + ld(2, raw) + ld(4, "")
+    return wire.MAGIC + ld(1, ld(1, "v1") + ld(2, kind)) + ld(2, raw) + ld(4, "")
 
 
 def node(meta: bytes = b"", spec: bytes = b"", status: bytes = b"") -> bytes:
@@ -196,7 +196,7 @@ def test_any_true_ready_condition_counts_as_json_does() -> None:
 
 
 def test_bookmark_reads_the_initial_events_end_annotation() -> None:
-    ann = ld(12, ld(1, "other") + ld(2, "true")) + ld(12, ld(1, nodewire.INITIAL_EVENTS_END)
+    ann = ld(12, ld(1, "other") + ld(2, "true")) + ld(12, ld(1, wire.INITIAL_EVENTS_END)
                                                        + ld(2, "true"))
     frame = ld(1, "BOOKMARK") + ld(2, ld(1, envelope(node(ld(6, "77") + ann))))
     assert nodeproto.decode_event(frame) == Event("BOOKMARK", resource_version="77",
@@ -217,19 +217,19 @@ def test_error_event_with_a_negative_code_and_an_unknown_event_type() -> None:
 @pytest.mark.parametrize("data", [
     b"k8s",  # shorter than the magic
     b"json" + ld(2, b""),  # wrong magic
-    nodeproto.MAGIC + varint(2 << 3 | 2) + varint(50) + b"short",  # raw runs past the end
-    nodeproto.MAGIC + ld(2, ld(2, varint(1 << 3 | 3))),  # a group: unsupported wire type
-    nodeproto.MAGIC + ld(2, ld(2, node(ld(1, "n"))[:-1])),  # an item runs past its list
-    nodeproto.MAGIC + ld(2, b"\x12\x05\x1a\x83"),  # truncated length varint inside an item
+    wire.MAGIC + varint(2 << 3 | 2) + varint(50) + b"short",  # raw runs past the end
+    wire.MAGIC + ld(2, ld(2, varint(1 << 3 | 3))),  # a group: unsupported wire type
+    wire.MAGIC + ld(2, ld(2, node(ld(1, "n"))[:-1])),  # an item runs past its list
+    wire.MAGIC + ld(2, b"\x12\x05\x1a\x83"),  # truncated length varint inside an item
 ])
 def test_malformed_bodies_raise_proto_error(data: bytes) -> None:
-    with pytest.raises(nodeproto.ProtoError):
+    with pytest.raises(wire.ProtoError):
         nodeproto.decode_list_page(data)
 
 
 def test_a_list_body_that_is_a_status_says_so() -> None:
     body = envelope(ld(3, "forbidden, say") + vi(6, 403), "Status")
-    with pytest.raises(nodeproto.ProtoError, match="forbidden, say"):
+    with pytest.raises(wire.ProtoError, match="forbidden, say"):
         nodeproto.decode_list_page(body)
-    with pytest.raises(nodeproto.ProtoError, match="expected a Node"):
+    with pytest.raises(wire.ProtoError, match="expected a Node"):
         nodeproto.decode_node(body)

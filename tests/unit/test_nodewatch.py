@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 
 from cpa.kube.api import ApiError
-from cpa.kube.client import frames
+from cpa.kube.wire import ACCEPT_PROTOBUF, frames
 from cpa.nodes import proto as nodeproto
-from cpa.nodes.records import ACCEPT_PROTOBUF
 from cpa.nodes.store import NodeStore
 from cpa.nodes.watch import (
     BACKOFF_MAX,
