@@ -1,18 +1,19 @@
-"""What the node store keeps: the counts it hands to a poll, and the policy that shapes them.
+"""The node counts a poll decides on, and the counting policy that shapes them: plain data.
 
-Why a module of its own: the node store is on the start-up path to the first Node list, and
-must not pull in the parameter parsers (``cpa.decide.counting``, ``cpa.decide.decision`` and
-what they import) that only the first poll needs; those modules re-export these names.
+Why a module of its own, with nothing but frozen dataclasses of the standard library: it is
+where the node side and the decision meet. The node store (:mod:`cpa.nodes.store`) keeps
+its running totals under a :class:`CountingPolicy` and hands out :class:`ClusterCounts`;
+the decision (:mod:`cpa.decide`) reads those counts and turns the parameters' counting keys
+into a policy. This is the one module of :mod:`cpa.nodes` that :mod:`cpa.decide` imports,
+so it holds no behaviour and imports nothing: the store applies the policy itself, and the
+store stays on the start-up path to the first Node list without the parameter parsers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Final
-
-if TYPE_CHECKING:
-    from cpa.nodes.store import NodeRecord
+from typing import Final
 
 __all__ = ["DEFAULT_POLICY", "ClusterCounts", "CountingPolicy"]
 
@@ -33,18 +34,12 @@ class ClusterCounts:
 
 @dataclass(frozen=True, slots=True)
 class CountingPolicy:
-    """What the node store applies in its running totals: which Nodes count, and what one
-    Node contributes at most. The default counts every Node fully, as upstream does."""
+    """What the node store applies in its running totals: a Node carrying any taint key of
+    ``exclude_taints`` is not counted at all, and one Node contributes at most
+    ``max_millicores_per_node``. The default counts every Node fully, as upstream does."""
 
     exclude_taints: frozenset[str] = frozenset()
     max_millicores_per_node: int | Fraction | None = None
-
-    def counts(self, record: NodeRecord) -> bool:
-        return not (self.exclude_taints and record.taints & self.exclude_taints)
-
-    def millicores(self, record: NodeRecord) -> int | Fraction:
-        cap = self.max_millicores_per_node
-        return record.millicores if cap is None else min(record.millicores, cap)
 
 
 DEFAULT_POLICY: Final = CountingPolicy()
