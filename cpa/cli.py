@@ -18,7 +18,7 @@ from cpa import __version__, flags, logs
 
 if TYPE_CHECKING:  # imported for real only on the daemon's path, below
     from cpa.daemon.leaderelection import LeaderElector
-    from cpa.daemon.loop import PollResult
+    from cpa.daemon.loop import LoopConfig, PollResult
     from cpa.daemon.metrics import Metrics
     from cpa.kube.api import Api
     from cpa.kube.scale import Target
@@ -114,7 +114,7 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
         watch.stop()
         return flags.EXIT_INVALID
     elector = _leader_elector(opts, api) if opts.leader_elect else None
-    autoscaler = Autoscaler(opts, api, store.counts,
+    autoscaler = Autoscaler(loop_config(opts), api, store.counts,
                             observers=[_ReleaseLogs(), health.observe, metrics.observe],
                             watch_status=watch.status,
                             may_write=elector.is_leader if elector is not None else None,
@@ -143,6 +143,17 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
     server.shutdown()
     log.info("stopped", exit_code=code, signal=received[0] if received else None)
     return code
+
+
+def loop_config(opts: flags.Options) -> LoopConfig:
+    """What the poll loop needs of the validated flags (``flags.validate`` filled
+    ``opts.targets``)."""
+    from cpa.daemon.loop import LoopConfig
+
+    return LoopConfig(namespace=opts.namespace, configmap=opts.configmap, targets=opts.targets,
+                      poll_period_seconds=opts.poll_period_seconds,
+                      default_params=opts.default_params,
+                      max_sync_failures=opts.max_sync_failures)
 
 
 class _ReleaseLogs:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cpa import logs
@@ -23,11 +23,26 @@ from cpa.decide.counting import CountingPolicy
 from cpa.decide.decision import ClusterCounts, Decision
 from cpa.decide.modes.registry import decide, mode_of, parse_configmap_data
 from cpa.decide.params import Params, ParamsError
-from cpa.flags import Options
 from cpa.kube import configmap
 from cpa.kube.api import Api, ApiError
 from cpa.kube.scale import ScaleResult, Target, ensure_replicas
 from cpa.nodes.watch import WatchStatus
+
+
+@dataclass(frozen=True, slots=True)
+class LoopConfig:
+    """What the poll loop is told: where the parameters and the targets are, how often to
+    poll and when to give up. The daemon builds it from its flags (:func:`cpa.cli.loop_config`);
+    the loop knows nothing of the command line."""
+
+    namespace: str
+    configmap: str
+    targets: tuple[Target, ...]
+    poll_period_seconds: float = 10.0
+    default_params: Mapping[str, str] | None = None
+    """The ConfigMap's data to create it with when it is missing (``--default-params``)."""
+    max_sync_failures: int = 0
+    """Consecutive failed polls that end the loop with exit code 1; 0: never."""
 
 
 class PollError(Exception):
@@ -72,7 +87,7 @@ Observer = Callable[[PollResult], None]
 class Autoscaler:
     """Joins the node store, the ConfigMap and the targets, once per poll."""
 
-    def __init__(self, opts: Options, api: Api, counts: Callable[[], ClusterCounts], *,
+    def __init__(self, config: LoopConfig, api: Api, counts: Callable[[], ClusterCounts], *,
                  observers: Sequence[Observer] = (),
                  watch_status: Callable[[], WatchStatus] | None = None,
                  may_write: Callable[[], bool] | None = None,
@@ -81,7 +96,7 @@ class Autoscaler:
         """``may_write`` (leader election) is asked before every poll: a follower does not
         poll at all, it only keeps its node watch warm. ``count_by`` hands the parameters'
         counting policy to the node store (True when that changed the counts)."""
-        self._opts = opts
+        self._config = config
         self._count_by = count_by
         self._may_write = may_write
         self._woken = False
@@ -93,7 +108,7 @@ class Autoscaler:
         self._params_rv: str | None = None
         self._params: Params | None = None
         self._params_error: str | None = None
-        self._stale = (StaleCounts(watch_status, clock, opts.poll_period_seconds)
+        self._stale = (StaleCounts(watch_status, clock, config.poll_period_seconds)
                        if watch_status is not None else None)
         self._writers = OtherWriters()
         self._behavior = BehaviorStage()  # ours: windows/policies history, per target
@@ -121,8 +136,8 @@ class Autoscaler:
 
     # --- one poll ------------------------------------------------------------------
     def _load_params(self) -> Params:
-        cm = configmap.get_or_create(self._api, self._opts.namespace, self._opts.configmap,
-                                     self._opts.default_params)
+        cm = configmap.get_or_create(self._api, self._config.namespace, self._config.configmap,
+                                     self._config.default_params)
         if cm.resource_version == self._params_rv:
             if self._params_error is not None:
                 raise _InvalidParams(self._params_error)
@@ -138,9 +153,9 @@ class Autoscaler:
             reason = str(exc) if isinstance(exc, ParamsError) else (
                 f"unexpected {type(exc).__name__} while parsing it: {exc}")
             self._params, self._params_error = None, (
-                f"invalid ConfigMap {self._opts.namespace}/{self._opts.configmap} "
+                f"invalid ConfigMap {self._config.namespace}/{self._config.configmap} "
                 f"(resourceVersion {cm.resource_version}): {reason}")
-            self._log.error("params.invalid", configmap=self._opts.configmap,
+            self._log.error("params.invalid", configmap=self._config.configmap,
                             resource_version=cm.resource_version, error=reason,
                             hint="fix the ConfigMap; nothing is scaled until then")
             raise _InvalidParams(self._params_error) from exc
@@ -214,8 +229,8 @@ class Autoscaler:
             failures: list[str] = []
             if params.behavior is None:
                 self._behavior.reset()
-            for target in self._opts.targets:  # ours: every target is attempted
-                res = ensure_replicas(self._api, self._opts.namespace, target,
+            for target in self._config.targets:  # ours: every target is attempted
+                res = ensure_replicas(self._api, self._config.namespace, target,
                                       decision.replicas,
                                       self._shaper(target, params.behavior, result))
                 result.scales.append(res)
@@ -264,8 +279,8 @@ class Autoscaler:
         A poll that overruns the period skips the boundaries it missed instead of
         firing them back to back, so slow polls never pile up.
         """
-        period = float(self._opts.poll_period_seconds)
-        limit = self._opts.max_sync_failures
+        period = float(self._config.poll_period_seconds)
+        limit = self._config.max_sync_failures
         next_at = self._clock()
         while not stop.is_set():
             leading = self._may_write is None or self._may_write()

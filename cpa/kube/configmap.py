@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cpa import logs
@@ -34,7 +35,7 @@ def fetch(api: Api, namespace: str, name: str) -> ConfigMapData:
 
 
 def get_or_create(api: Api, namespace: str, name: str,
-                  defaults: dict[str, str] | None) -> ConfigMapData:
+                  defaults: Mapping[str, str] | None) -> ConfigMapData:
     """GET the ConfigMap; on NotFound create it from the defaults (lazily, every time it is
     missing, so a deleted ConfigMap comes back on the next poll).
 
@@ -52,7 +53,7 @@ def get_or_create(api: Api, namespace: str, name: str,
                            f"ConfigMap {namespace}/{name} not found and no --default-params "
                            "given: create the ConfigMap or pass --default-params") from exc
     body = {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": namespace}, "data": defaults}
+            "metadata": {"name": name, "namespace": namespace}, "data": dict(defaults)}
     try:
         created = _from_doc(api.send_json("POST", _path(namespace), body))
     except ApiError as exc:
@@ -62,5 +63,5 @@ def get_or_create(api: Api, namespace: str, name: str,
                        f"cannot create ConfigMap {namespace}/{name} from --default-params: "
                        f"{exc.message}") from exc
     logs.get_logger("configmap").info("configmap.created", namespace=namespace, name=name,
-                                      data=defaults)
+                                      data=dict(defaults))
     return created

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from cpa.daemon.health import HealthState
+from cpa.cli import loop_config
 from cpa.daemon.loop import Autoscaler
 from cpa.decide.decision import ClusterCounts
 from cpa.flags import parse_args, validate
@@ -90,7 +91,7 @@ def make(api: FakeApi, counts: ClusterCounts | Callable[[], ClusterCounts], *ext
                        f"--target={target}", *extra], {})
     assert validate(opts) == []
     source = counts if callable(counts) else (lambda: counts)
-    return Autoscaler(opts, api, source, clock=clock, **kw)
+    return Autoscaler(loop_config(opts), api, source, clock=clock, **kw)
 
 
 def counts(nodes: int, cores: int, sched_nodes: int | None = None,
@@ -127,8 +128,8 @@ def test_missing_configmap_without_defaults_fails_the_poll() -> None:
     health = HealthState()
     opts = parse_args(["--namespace=kube-system", "--configmap=kube-dns-autoscaler",
                        "--target=deployment/coredns"], {})
-    validate(opts)
-    a = Autoscaler(opts, api, lambda: counts(3, 3), observers=[health.observe])
+    assert validate(opts) == []
+    a = Autoscaler(loop_config(opts), api, lambda: counts(3, 3), observers=[health.observe])
     result = a.poll_once()
     assert result.error is not None and "--default-params" in result.error
     assert health.error == result.error
