@@ -26,7 +26,7 @@ from typing import Any
 
 import urllib3
 
-from cpa.decide.decision import ClusterCounts
+from cpa.nodes.counts import ClusterCounts
 
 NAME_PREFIX = "gke-bench-default-pool"
 EXTRA_PREFIX = "gke-bench-surge-pool"

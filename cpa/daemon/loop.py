@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from cpa import logs
 from cpa.daemon.watchdogs import OtherWriters, Overwrite, StaleCounts
 from cpa.decide.behavior import Behavior, BehaviorStage, Outcome
-from cpa.decide.counting import CountingPolicy
-from cpa.decide.decision import ClusterCounts, Decision
-from cpa.decide.modes.registry import decide, mode_of, parse_configmap_data
-from cpa.decide.params import Params, ParamsError
+from cpa.decide.decision import Decision, decide
+from cpa.decide.modes.mode import Params
+from cpa.decide.modes.registry import parse_configmap_data
+from cpa.decide.params import ParamsError
 from cpa.kube import configmap
 from cpa.kube.api import Api, ApiError
 from cpa.kube.scale import ScaleResult, Target, ensure_replicas
+from cpa.nodes.counts import ClusterCounts, CountingPolicy
 from cpa.nodes.watch import WatchStatus
 
 
@@ -160,8 +161,8 @@ class Autoscaler:
                             hint="fix the ConfigMap; nothing is scaled until then")
             raise _InvalidParams(self._params_error) from exc
         self._params, self._params_error = params, None
-        mode = mode_of(params).name
-        previous = mode_of(old).name if old is not None else None
+        mode = params.name
+        previous = old.name if old is not None else None
         if mode != previous and logs.v(1):
             self._log.info("mode.changed", mode=mode, previous=previous)
         if logs.v(2):  # once per resourceVersion, not once per poll
@@ -220,19 +221,20 @@ class Autoscaler:
                                schedulable_cores=counts.schedulable_cores)
             params = result.params = self._load_params()
             result.params_version = self._params_rv
-            if self._count_by is not None and self._count_by(params.counting.policy()):
+            if self._count_by is not None and self._count_by(params.shared.counting.policy()):
                 counts = result.counts = self._counts()  # counted as these params say
             decision = decide(params, counts)
             result.decision = decision
             if decision.error is not None:
                 raise PollError(decision.error)
             failures: list[str] = []
-            if params.behavior is None:
+            behavior = params.shared.behavior
+            if behavior is None:
                 self._behavior.reset()
             for target in self._config.targets:  # ours: every target is attempted
                 res = ensure_replicas(self._api, self._config.namespace, target,
                                       decision.replicas,
-                                      self._shaper(target, params.behavior, result))
+                                      self._shaper(target, behavior, result))
                 result.scales.append(res)
                 overwrite = self._writers.check(res)
                 if overwrite is not None:

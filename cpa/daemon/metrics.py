@@ -29,7 +29,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
-from cpa.decide.modes.registry import MODES, mode_of
+from cpa.decide.modes.registry import MODES
 
 if TYPE_CHECKING:
     from cpa.daemon.loop import PollResult
@@ -132,7 +132,7 @@ class Metrics:
             self.cluster_cores.labels("all").set(counts.total_cores)
             self.cluster_cores.labels("schedulable").set(counts.schedulable_cores)
         if result.params is not None:
-            current = mode_of(result.params).name
+            current = result.params.name
             for mode in MODES:
                 self.params_info.labels(mode).set(1 if mode == current else 0)
         if result.decision is not None:

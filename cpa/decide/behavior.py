@@ -51,12 +51,13 @@ from cpa.decide.gojson import (
     go_string,
     members_by_field,
 )
-from cpa.decide.steps import Step
+from cpa.decide.steps import Step, plural
 
 __all__ = [
     "MAX_PERIOD_SECONDS",
     "MAX_WINDOW_SECONDS",
     "Behavior",
+    "BehaviorDoc",
     "BehaviorError",
     "BehaviorStage",
     "BehaviorState",
@@ -139,7 +140,7 @@ class Behavior:
 # pointer fields (the directions, the window, selectPolicy) and the policies slice become
 # nil on JSON null; the policy's plain fields ignore null; a repeated key decodes into what
 # is already there (objects merge, a policies array reuses its backing elements, exactly as
-# cpa.decide.params does for the ladder's pairs); int32 fields reject 1.5, 2.0, 1e2 and overflow.
+# cpa.decide.modes.ladder does for its pairs); int32 fields reject 1.5, 2.0, 1e2 and overflow.
 
 
 class _PolicyDoc:
@@ -166,7 +167,9 @@ class _RulesDoc:
         self.policies_nil = True
 
 
-class _BehaviorDoc:
+class BehaviorDoc:
+    """A ``behavior`` being decoded; ``None`` directions are Go's nil pointers."""
+
     __slots__ = ("scale_down", "scale_up")
 
     def __init__(self) -> None:
@@ -228,7 +231,7 @@ def _decode_rules(value: JsonValue, where: str, into: _RulesDoc | None) -> _Rule
 
 
 def decode_behavior(value: JsonValue, where: str,
-                    into: _BehaviorDoc | None = None) -> _BehaviorDoc | None:
+                    into: BehaviorDoc | None = None) -> BehaviorDoc | None:
     """Decode one ``behavior`` member (type errors raise :class:`GoJsonError`).
 
     ``into`` is what an earlier member of the same name decoded, so a repeated key merges
@@ -237,7 +240,7 @@ def decode_behavior(value: JsonValue, where: str,
     obj = as_object(value, where)
     if obj is None:
         return None
-    doc = into if into is not None else _BehaviorDoc()
+    doc = into if into is not None else BehaviorDoc()
     for name, member in members_by_field(obj, _BEHAVIOR_FIELDS):
         if name == "scaleUp":
             doc.scale_up = _decode_rules(member, f"{where}.scaleUp", doc.scale_up)
@@ -276,7 +279,7 @@ def _zero_or_absent(number: int) -> str:
     return "0 or absent" if number == 0 else str(number)
 
 
-def behavior_problems(doc: _BehaviorDoc | None, where: str = "behavior"
+def behavior_problems(doc: BehaviorDoc | None, where: str = "behavior"
                       ) -> tuple[Behavior | None, list[str]]:
     """Validate a decoded ``behavior``: the value (``None`` if invalid or absent) and every
     problem, each naming the field, its value and how to fix it."""
@@ -382,10 +385,6 @@ class Outcome:
         return self.replicas != self.desired
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
 def _stabilize(behavior: Behavior, state: BehaviorState, desired: int, current: int,
                now: float, steps: list[Step]) -> tuple[int, str | None]:
     """The window stage: the count aimed at, and a reason if a window held it back."""
@@ -413,7 +412,7 @@ def _stabilize(behavior: Behavior, state: BehaviorState, desired: int, current: 
         direction, window, seen, bound, word = "down", down, down_seen, highest, "highest"
     else:
         steps.append(Step("behavior.none", (
-            f"The target already has the formula's {_plural(desired, 'replica')}, so there is "
+            f"The target already has the formula's {plural(desired, 'replica')}, so there is "
             "nothing for the behavior to delay or limit.")))
         return aim, None
     name = f"scale{direction.capitalize()}"
@@ -422,7 +421,7 @@ def _stabilize(behavior: Behavior, state: BehaviorState, desired: int, current: 
             f"The {name} stabilization window is 0 s (or absent), so the scale-{direction} "
             f"from {current} aims straight at the formula's {desired}.")))
         return aim, None
-    history = (f"{_plural(seen, 'earlier recommendation')} plus this poll's {desired}"
+    history = (f"{plural(seen, 'earlier recommendation')} plus this poll's {desired}"
                if seen else f"no earlier recommendation, only this poll's {desired}")
     text = (f"Over the {name} stabilization window of the last {window} s the {word} "
             f"recommendation is {bound} ({history}), ")

@@ -23,11 +23,18 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final
 
-from cpa.decide.gojson import GoJsonError, JsonValue, describe, format_go_float, go_float, go_string
-from cpa.decide.steps import Step
+from cpa.decide.gojson import (
+    GoJsonError,
+    JsonValue,
+    describe,
+    format_go_float,
+    go_float,
+    go_string,
+)
+from cpa.decide.steps import Step, plural
 from cpa.nodes.counts import DEFAULT_POLICY, CountingPolicy
 
-__all__ = ["DEFAULT_POLICY", "FIELDS", "NO_COUNTING", "Counting", "CountingDoc", "CountingPolicy",
+__all__ = ["FIELDS", "NO_COUNTING", "Counting", "CountingDoc",
            "counting_problems", "decode_counting_field"]
 
 FIELDS = ("excludeNodesWithTaints", "maxCoresPerNode", "maxReplicasPerNode")
@@ -74,14 +81,14 @@ class Counting:
         if self.exclude_taints:
             keys = ", ".join(self.exclude_taints)
             steps.append(Step("counting.exclude", (
-                f"excludeNodesWithTaints ({keys}) leaves {_nodes(excluded)} out of the counts "
-                "entirely." if excluded is not None else
+                f"excludeNodesWithTaints ({keys}) leaves {plural(excluded, 'Node')} out of the "
+                "counts entirely." if excluded is not None else
                 f"excludeNodesWithTaints ({keys}) leaves Nodes with those taints out of the "
                 "counts; the counts given here are taken as counted already.")))
         if self.max_cores_per_node is not None:
             cap = format_go_float(self.max_cores_per_node)
             steps.append(Step("counting.cap", (
-                f"maxCoresPerNode {cap} caps the cores of {_nodes(capped)}."
+                f"maxCoresPerNode {cap} caps the cores of {plural(capped, 'Node')}."
                 if capped is not None else
                 f"maxCoresPerNode {cap} caps what one Node's cores count; the counts given "
                 "here are taken as counted already.")))
@@ -97,19 +104,15 @@ class Counting:
         if replicas <= limit:
             steps.append(Step("counting.replicas_per_node", (
                 f"maxReplicasPerNode {format_go_float(per)} allows up to {limit} replicas on "
-                f"{_nodes(nodes)}, so {replicas} stays.")))
+                f"{plural(nodes, 'Node')}, so {replicas} stays.")))
             return replicas
         steps.append(Step("counting.replicas_per_node", (
             f"maxReplicasPerNode {format_go_float(per)} allows at most {limit} replicas on "
-            f"{_nodes(nodes)}, so {replicas} is lowered to {limit}.")))
+            f"{plural(nodes, 'Node')}, so {replicas} is lowered to {limit}.")))
         return limit
 
 
 NO_COUNTING: Final = Counting()
-
-
-def _nodes(count: int) -> str:
-    return f"{count} Node" if count == 1 else f"{count} Nodes"
 
 
 # --- parsing, with Go's encoding/json semantics ------------------------------------------

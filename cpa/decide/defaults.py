@@ -2,7 +2,7 @@
 
 A module of its own because flag parsing needs it: the daemon parses its flags before the
 Node list goes out, and this needs only the Go-json reader and writer, not the parameter
-parsers (``cpa.decide.params`` with ``behavior`` and the counting keys), which load later.
+parsers (:mod:`cpa.decide.modes` with ``behavior`` and the counting keys), which load later.
 """
 
 from __future__ import annotations

@@ -1,14 +1,23 @@
-"""One step of an explanation, shared by the formulas and the behavior stage.
+"""One step of an explanation, and how every step writes its numbers.
 
-Its own module so that :mod:`cpa.decide.behavior` (imported by :mod:`cpa.decide.params`) can explain
-itself without importing :mod:`cpa.decide.decision`, which imports the parameters.
+Its own module because every stage of a decision explains itself: the counts, each mode's
+formula, the counting keys and the behavior all append :class:`Step` s, and all of them
+write counts and numbers the same way (:func:`show`, :func:`plural`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Final
 
-__all__ = ["Step"]
+from cpa.decide.gojson import format_go_float
+
+__all__ = ["INFINITE", "Step", "plural", "show"]
+
+INFINITE: Final = 2**1100
+"""Stands for a float64 ``ceil`` that overflowed to +Inf (e.g. coresPerReplica 1e-320):
+larger than any finite result, so every comparison still orders it correctly."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,3 +26,17 @@ class Step:
 
     key: str
     text: str
+
+
+def show(number: float | int) -> str:
+    """A number as an operator would write it: 16, 0.5, 1e+300, infinity."""
+    if number == INFINITE or (isinstance(number, float) and math.isinf(number)):
+        return "infinity"
+    if isinstance(number, int) and abs(number) < 10**16:
+        return str(number)
+    return format_go_float(float(number))
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 Node``, ``3 Nodes``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

@@ -244,9 +244,8 @@ class NodeReflector:
             self.encoding = "protobuf"
             return nodeproto.decode_list_page(body)
         self.encoding = "json"
-        from cpa.nodes import (
-            json as nodejson,  # the fallback: its library is loaded only when needed
-        )
+        # The fallback: its library (msgspec) is loaded only when a JSON answer comes.
+        from cpa.nodes import json as nodejson
         return nodejson.decode_list_page(body)
 
     def _events(self, resp: StreamResponse) -> Iterator[Event]:

@@ -1,6 +1,6 @@
 """``cpa explain``: what the autoscaler would do, and why, without writing anything.
 
-It runs the same parsing and the same :func:`cpa.decide.modes.registry.decide` as the daemon, so its
+It runs the same parsing and the same :func:`cpa.decide.decision.decide` as the daemon, so its
 answer is the daemon's answer; only the source of counts and parameters differs. With a
 ``behavior`` (ours) and the target's current replicas it also runs the daemon's
 :func:`cpa.decide.behavior.apply`, for one poll with no history (the daemon has history; explain
@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cpa.decide.behavior import BehaviorState, Outcome, apply
-from cpa.decide.decision import ClusterCounts, Decision
+from cpa.decide.decision import Decision, decide
 from cpa.decide.defaults import default_params_to_data
-from cpa.decide.modes.registry import decide, parse_configmap_data
-from cpa.decide.params import Params, ParamsError
+from cpa.decide.modes.mode import Params
+from cpa.decide.modes.registry import parse_configmap_data
+from cpa.decide.params import ParamsError
+from cpa.nodes.counts import ClusterCounts
 from cpa.nodes.quantity import QuantityError, cores_rounded_up, cpu_millicores
 
 if TYPE_CHECKING:
@@ -202,7 +204,7 @@ def gather(args: argparse.Namespace) -> tuple[ClusterCounts, Params, str]:
     source = source or from_cluster
     assert source is not None
     params = parse_params(*source)
-    store.set_policy(params.counting.policy())  # count as the daemon would
+    store.set_policy(params.shared.counting.policy())  # count as the daemon would
     counts = store.counts()
     _check_counts(counts)
     return counts, params, source[1]
@@ -246,9 +248,9 @@ def current_replicas(args: argparse.Namespace) -> int | None:
 
 def behave(params: Params, decision: Decision, current: int | None) -> Outcome | None:
     """The daemon's behavior stage for one poll with no history, if it applies."""
-    if params.behavior is None or current is None or decision.error is not None:
+    if params.shared.behavior is None or current is None or decision.error is not None:
         return None
-    return apply(params.behavior, BehaviorState(), decision.replicas, current, 0.0)
+    return apply(params.shared.behavior, BehaviorState(), decision.replicas, current, 0.0)
 
 
 _NO_HISTORY = ("for one poll with no history: explain knows no earlier recommendations or "
@@ -268,7 +270,7 @@ def render_text(counts: ClusterCounts, decision: Decision, origin: str,
         lines.append(f"Behavior, {_NO_HISTORY}. The target has {current} replicas now.")
         lines += [f"{i}. {step.text}"
                   for i, step in enumerate(outcome.steps, len(decision.steps) + 1)]
-    elif params is not None and params.behavior is not None and decision.error is None:
+    elif params is not None and params.shared.behavior is not None and decision.error is None:
         lines.append("Behavior is set, but the target's current replicas are not known: give "
                      "--current-replicas N (or --from-cluster --target KIND/NAME) to see what "
                      "it would write.")
@@ -285,7 +287,7 @@ def render_text(counts: ClusterCounts, decision: Decision, origin: str,
 def render_json(counts: ClusterCounts, params: Params, decision: Decision,
                 origin: str, current: int | None = None) -> dict[str, Any]:
     doc = _render_json(counts, params, decision, origin)
-    if params.behavior is None or decision.error is not None:
+    if params.shared.behavior is None or decision.error is not None:
         return doc
     outcome = behave(params, decision, current)
     doc["desired"] = decision.replicas

@@ -3,7 +3,7 @@
 Why: a stabilization window or a rate policy is easy to write and hard to picture; an
 operator should see what it does to their own cluster's history before applying it. Each
 timeline row is one poll; the target follows every write (no other writer, no failed
-write). The formula is :func:`cpa.decide.modes.registry.decide` and the behavior is
+write). The formula is :func:`cpa.decide.decision.decide` and the behavior is
 :func:`cpa.decide.behavior.apply` with a :class:`cpa.decide.behavior.BehaviorState`, the
 very code the daemon runs, so what this shows is what the daemon would do (given the same
 polls).
@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from cpa.decide.behavior import BehaviorState, apply
-from cpa.decide.decision import ClusterCounts
-from cpa.decide.modes.registry import decide
-from cpa.decide.params import Params
+from cpa.decide.decision import decide
+from cpa.decide.modes.mode import Params
+from cpa.nodes.counts import ClusterCounts
 from cpa.tools.explain import ExplainError, add_parameter_arguments, parameters_from_flags
 
 __all__ = ["Row", "SimStep", "load_timeline", "render_text", "simulate", "simulate_main"]
@@ -165,7 +165,7 @@ def simulate(params: Params, rows: Sequence[Row], start: int | None = None, *,
              with_behavior: bool = True) -> list[SimStep]:
     """Replay ``rows``; the target starts at ``start`` (default: the first row's formula
     result) and follows every write."""
-    behavior = params.behavior if with_behavior else None
+    behavior = params.shared.behavior if with_behavior else None
     state = BehaviorState()
     current = start
     steps: list[SimStep] = []
@@ -303,7 +303,8 @@ def _run(args: argparse.Namespace) -> str:
     start = args.start_replicas if args.start_replicas is not None else steps[0].desired
     without = simulate(params, rows, start, with_behavior=False)
     if args.plot:
-        label = "with behavior" if params.behavior is not None else "no behavior in the parameters"
+        label = ("with behavior" if params.shared.behavior is not None
+                 else "no behavior in the parameters")
         panels: list[tuple[str, Sequence[SimStep]]] = [(label, steps)]
         if args.compare:
             panels.append(("without behavior (upstream)", without))

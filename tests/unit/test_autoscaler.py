@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from cpa.daemon.health import HealthState
 from cpa.cli import loop_config
+from cpa.daemon.health import HealthState
 from cpa.daemon.loop import Autoscaler
-from cpa.decide.decision import ClusterCounts
 from cpa.flags import parse_args, validate
 from cpa.kube.client import ApiError
+from cpa.nodes.counts import ClusterCounts
 
 DEFAULTS = ('{"linear":{"coresPerReplica":256,"nodesPerReplica":16,'
             '"preventSinglePointFailure":true,"includeUnschedulableNodes":true}}')
@@ -438,7 +438,7 @@ def test_another_writer_is_warned_once_per_episode_and_counted(
 
 
 def test_the_parameters_counting_policy_reaches_the_node_store() -> None:
-    from cpa.decide.counting import DEFAULT_POLICY, CountingPolicy
+    from cpa.nodes.counts import DEFAULT_POLICY, CountingPolicy
 
     api = FakeApi()
     api.add_scale(COREDNS, 1)

@@ -30,7 +30,8 @@ from cpa.decide.behavior import (
 )
 from cpa.decide.gojson import GoJsonError, parse
 from cpa.decide.modes.registry import parse_configmap_data
-from cpa.decide.params import LadderParams, LinearParams, ParamsError, parse_ladder, parse_linear
+from cpa.decide.params import ParamsError
+from tests.unit.configured import ladder_params, linear_params, parse_ladder, parse_linear
 
 
 def rules(pods: int = 0, pods_period: int = 0, percent: int = 0, percent_period: int = 0,
@@ -314,7 +315,7 @@ EKS = Behavior(scale_up=Rules(0, "Max", (Policy("Pods", 10, 60),)),
 
 def test_the_issue_example_parses() -> None:
     params = parse_linear(ISSUE_LINEAR)
-    assert params == LinearParams(256, 16, 1, 0, True, False, EKS)
+    assert params == linear_params(256, 16, 1, 0, True, False, EKS)
     assert params.fields()["behavior"] == {
         "scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
                     "policies": [{"type": "Pods", "value": 10, "periodSeconds": 60}]},
@@ -322,13 +323,13 @@ def test_the_issue_example_parses() -> None:
                       "policies": [{"type": "Percent", "value": 33, "periodSeconds": 180}]}}
     ladder = parse_ladder('{"nodesToReplicas":[[1,1]],"behavior":{"scaleDown":'
                           '{"stabilizationWindowSeconds":60}}}')
-    assert ladder == LadderParams((), ((1, 1),), False, Behavior(scale_down=Rules(60)))
+    assert ladder == ladder_params((), ((1, 1),), False, Behavior(scale_down=Rules(60)))
 
 
 def test_without_behavior_params_are_as_before() -> None:
     params = parse_configmap_data({"linear": '{"nodesPerReplica":16}'})
-    assert params.behavior is None and "behavior" not in params.fields()
-    assert params == LinearParams(0, 16, 1, 0, False, False)
+    assert params.shared.behavior is None and "behavior" not in params.fields()
+    assert params == linear_params(0, 16, 1, 0, False, False)
     # behavior takes part in equality: the daemon notices a changed behavior
     assert parse_linear(ISSUE_LINEAR) != parse_linear(ISSUE_LINEAR.replace("600", "300"))
 
@@ -444,7 +445,7 @@ def test_every_problem_is_reported_at_once() -> None:
 
 def test_behavior_null_is_no_behavior_and_type_errors_come_first() -> None:
     assert parse_linear('{"nodesPerReplica":1,"behavior":{"scaleUp":{}},"behavior":null}'
-                        ).behavior is None
+                        ).shared.behavior is None
     with pytest.raises(ParamsError, match="expected an integer"):
         parse_linear('{"nodesPerReplica":1,"behavior":{"scaleUp":{"policies":'
                      '[{"value":1.5}]}},"behavior":null}')

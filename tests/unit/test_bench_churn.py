@@ -9,7 +9,7 @@ from typing import Any
 
 from bench import churn, nodes
 from bench.run import upstream_counts
-from cpa.decide.decision import ClusterCounts
+from cpa.nodes.counts import ClusterCounts
 
 
 class RecordingWriter:

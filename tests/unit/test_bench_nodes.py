@@ -6,7 +6,7 @@ import json
 
 from bench import measure, nodes
 from bench.run import _bump_to_boundary, expected_replicas
-from cpa.decide.decision import ClusterCounts
+from cpa.nodes.counts import ClusterCounts
 
 
 def test_nodes_are_gke_sized_and_valid() -> None:

@@ -7,10 +7,12 @@ from fractions import Fraction
 
 import pytest
 
-from cpa.decide.counting import DEFAULT_POLICY, NO_COUNTING, Counting, CountingPolicy
-from cpa.decide.decision import ClusterCounts
-from cpa.decide.modes.registry import decide, parse_configmap_data
-from cpa.decide.params import ParamsError, parse_ladder, parse_linear
+from cpa.decide.counting import NO_COUNTING, Counting
+from cpa.decide.decision import decide
+from cpa.decide.modes.registry import parse_configmap_data
+from cpa.decide.params import ParamsError
+from cpa.nodes.counts import DEFAULT_POLICY, ClusterCounts, CountingPolicy
+from tests.unit.configured import parse_ladder, parse_linear
 
 KUBE_DNS = '"coresPerReplica":256,"nodesPerReplica":16,"preventSinglePointFailure":true'
 
@@ -21,8 +23,8 @@ def linear(extra: str) -> str:
 
 def test_absent_keys_are_upstreams_counting() -> None:
     params = parse_linear(linear(""))
-    assert params.counting == NO_COUNTING and not params.counting.active
-    assert params.counting.policy() is DEFAULT_POLICY
+    assert params.shared.counting == NO_COUNTING and not params.shared.counting.active
+    assert params.shared.counting.policy() is DEFAULT_POLICY
     assert "excludeNodesWithTaints" not in params.fields()
 
 
@@ -31,7 +33,7 @@ def test_the_three_keys_in_linear_and_ladder() -> None:
              '"maxCoresPerNode":64,"maxReplicasPerNode":1.5')
     for params in (parse_linear(linear(extra)),
                    parse_ladder('{"nodesToReplicas":[[1,1]],' + extra + "}")):
-        c = params.counting
+        c = params.shared.counting
         assert c == Counting(("virtual-kubelet.io/provider", "x"), 64.0, 1.5)
         assert c.policy() == CountingPolicy(frozenset({"virtual-kubelet.io/provider", "x"}),
                                             64_000)
@@ -44,7 +46,7 @@ def test_go_json_rules_apply_to_the_new_keys_too() -> None:
     # case-insensitive keys, null resets, last duplicate wins
     params = parse_linear(linear('"MAXCORESPERNODE":8,"maxcorespernode":null,'
                                  '"excludenodeswithtaints":["a"]'))
-    assert params.counting == Counting(("a",), None, None)
+    assert params.shared.counting == Counting(("a",), None, None)
 
 
 @pytest.mark.parametrize(("extra", "message"), [

@@ -11,9 +11,10 @@ import pytest
 from cpa import logs
 from cpa.daemon.events import NOTE_LIMIT, RETRY_FORBIDDEN_SECONDS, EventRecorder
 from cpa.daemon.loop import PollResult
-from cpa.decide.decision import ClusterCounts, Decision
+from cpa.decide.decision import Decision
 from cpa.kube.api import ApiError
 from cpa.kube.scale import ScaleResult, Target
+from cpa.nodes.counts import ClusterCounts
 
 
 class FakeApi:

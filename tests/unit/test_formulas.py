@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from cpa.decide.decision import INT32_MAX, ClusterCounts, Decision
-from cpa.decide.modes.registry import decide
-from cpa.decide.params import LadderParams, LinearParams, parse_ladder, parse_linear
+from cpa.decide.decision import INT32_MAX, Decision, decide
+from cpa.decide.modes.linear import LinearParams
+from cpa.decide.modes.mode import Configured, Params
+from cpa.nodes.counts import ClusterCounts
+from tests.unit.configured import ladder_params, parse_ladder, parse_linear
+from tests.unit.configured import linear_params as lin
 
 KUBE_DNS = parse_linear(
     '{"coresPerReplica":256,"nodesPerReplica":16,'
@@ -21,13 +24,6 @@ AKS_LADDER = parse_ladder(
 def counts(nodes: int, cores: int) -> ClusterCounts:
     """All nodes schedulable."""
     return ClusterCounts(nodes, cores, nodes, cores)
-
-
-def lin(
-    cores: float = 0.0, nodes: float = 0.0, min: int = 1, max: int = 0,
-    spof: bool = False, include: bool = False,
-) -> LinearParams:
-    return LinearParams(cores, nodes, min, max, spof, include)
 
 
 def keys(decision: Decision) -> list[str]:
@@ -55,7 +51,7 @@ def text(decision: Decision) -> str:
         (lin(nodes=1, max=1, spof=True), counts(3, 12), 2),
     ],
 )
-def test_worked_examples(params: LinearParams | LadderParams, cluster: ClusterCounts,
+def test_worked_examples(params: Params, cluster: ClusterCounts,
                          replicas: int) -> None:
     assert decide(params, cluster).replicas == replicas
 
@@ -102,7 +98,8 @@ def test_ladder_zero_below_six_nodes(nodes: int, replicas: int) -> None:
         (lin(nodes=1, max=1, spof=True), 1, 100, 1),
     ],
 )
-def test_linear_rules(params: LinearParams, nodes: int, cores: int, replicas: int) -> None:
+def test_linear_rules(params: Configured[LinearParams], nodes: int, cores: int,
+                      replicas: int) -> None:
     assert decide(params, counts(nodes, cores)).replicas == replicas
 
 
@@ -138,7 +135,7 @@ def test_counts_beyond_int32_are_an_error_not_a_clamp() -> None:
 def test_ladder_beyond_int32_is_an_error() -> None:
     """Upstream's conversion wraps 2**62 to 0 and writes it; we write nothing."""
     for huge in (2**31, 2**40, 2**62):
-        decision = decide(LadderParams(((0, huge),), (), False), counts(1, 1))
+        decision = decide(ladder_params(((0, huge),), (), False), counts(1, 1))
         assert decision.replicas == huge
         assert decision.error is not None
         assert keys(decision)[-1] == "range.int32"
@@ -161,9 +158,9 @@ def test_total_counts_with_include_unschedulable() -> None:
     decision = decide(lin(nodes=1, include=True), cluster)
     assert (decision.replicas, decision.nodes, decision.cores) == (10, 10, 40)
     assert decision.steps[0].key == "counts.total"
-    ladder = LadderParams((), ((0, 1), (8, 5)), True)
+    ladder = ladder_params((), ((0, 1), (8, 5)), True)
     assert decide(ladder, cluster).replicas == 5
-    assert decide(LadderParams((), ((0, 1), (8, 5)), False), cluster).replicas == 1
+    assert decide(ladder_params((), ((0, 1), (8, 5)), False), cluster).replicas == 1
 
 
 def test_spof_uses_the_counted_nodes() -> None:
@@ -194,14 +191,14 @@ def test_spof_uses_the_counted_nodes() -> None:
     ],
 )
 def test_ladder_lookup(table: tuple[tuple[int, int], ...], count: int, replicas: int) -> None:
-    assert decide(LadderParams(table, (), False), counts(0, count)).replicas == replicas
-    assert decide(LadderParams((), table, False), counts(count, 0)).replicas == replicas
+    assert decide(ladder_params(table, (), False), counts(0, count)).replicas == replicas
+    assert decide(ladder_params((), table, False), counts(count, 0)).replicas == replicas
 
 
 def test_ladder_takes_the_larger_lookup() -> None:
-    params = LadderParams(((0, 3),), ((0, 5),), False)
+    params = ladder_params(((0, 3),), ((0, 5),), False)
     assert decide(params, counts(1, 1)).replicas == 5
-    params = LadderParams(((0, 6),), ((0, 5),), False)
+    params = ladder_params(((0, 6),), ((0, 5),), False)
     assert decide(params, counts(1, 1)).replicas == 6
 
 
@@ -259,7 +256,8 @@ def test_spof_step_mentions_overriding_max() -> None:
         (lin(nodes=1, spof=True), 5, "already gives 5"),
     ],
 )
-def test_spof_step_variants(params: LinearParams, nodes: int, fragment: str) -> None:
+def test_spof_step_variants(params: Configured[LinearParams], nodes: int,
+                            fragment: str) -> None:
     spof = next(s.text for s in decide(params, counts(nodes, 0)).steps if s.key == "floor.spof")
     assert fragment in spof
 
@@ -276,12 +274,12 @@ def test_ladder_steps() -> None:
 
 
 def test_ladder_steps_below_first_and_empty_and_zero() -> None:
-    decision = decide(LadderParams((), ((6, 1),), False), counts(3, 0))
+    decision = decide(ladder_params((), ((6, 1),), False), counts(3, 0))
     steps = {s.key: s.text for s in decision.steps}
     assert steps["cores.lookup"] == "coresToReplicas is empty, so the cores table gives 0 replicas."
     assert "below the first nodesToReplicas threshold, 6" in steps["nodes.lookup"]
     assert "first step anyway" in steps["nodes.lookup"]
-    decision = decide(LadderParams((), ((0, 0), (6, 1)), False), counts(3, 0))
+    decision = decide(ladder_params((), ((0, 0), (6, 1)), False), counts(3, 0))
     assert decision.replicas == 0
     assert "may name 0 replicas" in decision.steps[-1].text
 

@@ -14,19 +14,23 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpa.decide.decision import ClusterCounts, Decision
-from cpa.decide.modes.registry import decide
-from cpa.decide.params import LadderParams, LinearParams, parse_ladder, parse_linear
+from cpa.decide.decision import Decision, decide
+from cpa.decide.modes.ladder import LadderParams
+from cpa.decide.modes.linear import LinearParams
+from cpa.decide.modes.mode import Configured
+from cpa.nodes.counts import ClusterCounts
 from cpa.nodes.quantity import cores_rounded_up, cpu_millicores
+from tests.unit.configured import ladder_params, linear_params, parse_ladder, parse_linear
 
 LIMIT = 2147483647
 
 # ------------------------------------------------------------------ reference formulas
 
 
-def reference_linear(p: LinearParams, c: ClusterCounts) -> int | None:
+def reference_linear(configured: Configured[LinearParams], c: ClusterCounts) -> int | None:
     """The replicas, or None when they do not fit the API's int32 (an error)."""
-    if p.include_unschedulable_nodes:
+    p = configured.params
+    if configured.shared.include_unschedulable_nodes:
         nodes, cores = c.total_nodes, c.total_cores
     else:
         nodes, cores = c.schedulable_nodes, c.schedulable_cores
@@ -62,8 +66,9 @@ def reference_lookup(count: int, table: tuple[tuple[int, int], ...]) -> int:
     return answer
 
 
-def reference_ladder(p: LadderParams, c: ClusterCounts) -> int | None:
-    if p.include_unschedulable_nodes:
+def reference_ladder(configured: Configured[LadderParams], c: ClusterCounts) -> int | None:
+    p = configured.params
+    if configured.shared.include_unschedulable_nodes:
         nodes, cores = c.total_nodes, c.total_cores
     else:
         nodes, cores = c.schedulable_nodes, c.schedulable_cores
@@ -107,16 +112,16 @@ def cluster_counts(draw: st.DrawFn) -> ClusterCounts:
 
 
 @st.composite
-def linear_params(draw: st.DrawFn) -> LinearParams:
+def linear_drawn(draw: st.DrawFn) -> Configured[LinearParams]:
     minimum = draw(st.integers(min_value=1, max_value=1000))
     maximum = draw(st.one_of(st.just(0), st.integers(min_value=minimum, max_value=10**6)))
-    return LinearParams(
-        cores_per_replica=draw(per_replica),
-        nodes_per_replica=draw(per_replica),
+    return linear_params(
+        cores=draw(per_replica),
+        nodes=draw(per_replica),
         min=minimum,
         max=maximum,
-        prevent_single_point_failure=draw(st.booleans()),
-        include_unschedulable_nodes=draw(st.booleans()),
+        spof=draw(st.booleans()),
+        include=draw(st.booleans()),
     )
 
 
@@ -136,15 +141,16 @@ def written(decision: Decision) -> int | None:
 
 
 @settings(max_examples=500, deadline=None)
-@given(linear_params(), cluster_counts())
-def test_linear_matches_reference(params: LinearParams, counts: ClusterCounts) -> None:
+@given(linear_drawn(), cluster_counts())
+def test_linear_matches_reference(params: Configured[LinearParams], counts: ClusterCounts
+                                  ) -> None:
     decision = decide(params, counts)
     assert written(decision) == reference_linear(params, counts)
     assert decision.mode == "linear"
     assert decision.replicas >= 1
     assert decision.steps[0].key.startswith("counts.")
     assert any(step.key == "winner" for step in decision.steps)
-    if params.include_unschedulable_nodes:
+    if params.shared.include_unschedulable_nodes:
         assert (decision.nodes, decision.cores) == (counts.total_nodes, counts.total_cores)
     else:
         assert (decision.nodes, decision.cores) == (
@@ -158,7 +164,7 @@ def test_ladder_matches_reference(
     cores_table: list[tuple[int, int]], nodes_table: list[tuple[int, int]],
     include: bool, counts: ClusterCounts,
 ) -> None:
-    params = LadderParams(insertion_sort(cores_table), insertion_sort(nodes_table), include)
+    params = ladder_params(insertion_sort(cores_table), insertion_sort(nodes_table), include)
     decision = decide(params, counts)
     assert written(decision) == reference_ladder(params, counts)
     assert decision.mode == "ladder"
@@ -171,19 +177,21 @@ def _spell(name: str, style: int) -> str:
 
 
 @settings(max_examples=300, deadline=None)
-@given(linear_params(), st.integers(0, 3), cluster_counts())
+@given(linear_drawn(), st.integers(0, 3), cluster_counts())
 def test_linear_params_round_trip_through_json(
-    params: LinearParams, style: int, counts: ClusterCounts
+    params: Configured[LinearParams], style: int, counts: ClusterCounts
 ) -> None:
-    if params.cores_per_replica == 0 and params.nodes_per_replica == 0:
-        params = dataclasses.replace(params, cores_per_replica=1.0)
+    own = params.params
+    if own.cores_per_replica == 0 and own.nodes_per_replica == 0:
+        own = dataclasses.replace(own, cores_per_replica=1.0)
+        params = dataclasses.replace(params, params=own)
     document = {
-        _spell("coresPerReplica", style): params.cores_per_replica,
-        _spell("nodesPerReplica", style): params.nodes_per_replica,
-        _spell("min", style): params.min,
-        _spell("max", style): params.max,
-        _spell("preventSinglePointFailure", style): params.prevent_single_point_failure,
-        _spell("includeUnschedulableNodes", style): params.include_unschedulable_nodes,
+        _spell("coresPerReplica", style): own.cores_per_replica,
+        _spell("nodesPerReplica", style): own.nodes_per_replica,
+        _spell("min", style): own.min,
+        _spell("max", style): own.max,
+        _spell("preventSinglePointFailure", style): own.prevent_single_point_failure,
+        _spell("includeUnschedulableNodes", style): params.shared.include_unschedulable_nodes,
     }
     parsed = parse_linear(json.dumps(document, ensure_ascii=style % 2 == 0))
     assert parsed == params
@@ -201,7 +209,7 @@ def test_ladder_params_round_trip_sorted_stably(
         "includeUnschedulableNodes": include,
     }
     parsed = parse_ladder(json.dumps(document))
-    assert parsed == LadderParams(
+    assert parsed == ladder_params(
         insertion_sort(cores_table), insertion_sort(nodes_table), include
     )
 

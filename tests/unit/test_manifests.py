@@ -208,11 +208,10 @@ def test_main_deployment_security_and_scheduling(main: list[Doc]) -> None:
 
 def test_main_default_params_are_valid(main: list[Doc]) -> None:
     from cpa.decide.modes.registry import parse_configmap_data
-    from cpa.decide.params import LinearParams
 
     (container,) = one(main, "Deployment")["spec"]["template"]["spec"]["containers"]
     data = default_params_as_configmap_data(flags(container["command"])["default-params"])
-    assert isinstance(parse_configmap_data(data), LinearParams)
+    assert parse_configmap_data(data).name == "linear"
 
 
 # --- kustomize --------------------------------------------------------------------------
@@ -345,11 +344,10 @@ def test_linear_example_targets_the_main_manifests_configmap(main: list[Doc]) ->
 
 def test_scale_from_zero_example() -> None:
     from cpa.decide.modes.registry import parse_configmap_data
-    from cpa.decide.params import LadderParams
 
     cm = one(example("scale-from-zero-configmap.yaml"), "ConfigMap")
     assert json.loads(cm["data"]["ladder"]) == {"nodesToReplicas": [[0, 0], [6, 1]]}
-    assert isinstance(parse_configmap_data(cm["data"]), LadderParams)
+    assert parse_configmap_data(cm["data"]).name == "ladder"
 
 
 def test_multi_target_example() -> None:

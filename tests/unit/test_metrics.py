@@ -7,10 +7,11 @@ import re
 from cpa.daemon.loop import PollResult
 from cpa.daemon.metrics import Metrics
 from cpa.daemon.watchdogs import Overwrite
-from cpa.decide.decision import ClusterCounts, Decision
-from cpa.decide.params import LinearParams
+from cpa.decide.decision import Decision
 from cpa.kube.scale import ScaleResult, Target
+from cpa.nodes.counts import ClusterCounts
 from cpa.nodes.watch import WatchStatus
+from tests.unit.configured import linear_params
 
 COREDNS = Target("deployment", "coredns")
 OTHER = Target("statefulset", "typha")
@@ -26,7 +27,7 @@ def value(text: str, series: str) -> float:
 def result(ok: bool = True) -> PollResult:
     r = PollResult(started=100.0, duration=0.004)
     r.counts = ClusterCounts(40, 160, 38, 152)
-    r.params = LinearParams(256.0, 16.0, 1, 0, True, True)
+    r.params = linear_params(256.0, 16.0, 1, 0, True, True)
     r.decision = Decision("linear", 3, 40, 160, ())
     r.scales = [ScaleResult(COREDNS, 2, 3, True), ScaleResult(OTHER, 3, 3, False)]
     if not ok:

@@ -9,22 +9,14 @@ from __future__ import annotations
 import pytest
 
 from cpa.decide.defaults import default_params_to_data
+from cpa.decide.modes.ladder import LadderParams
+from cpa.decide.modes.linear import LinearParams
+from cpa.decide.modes.mode import Configured
 from cpa.decide.modes.registry import MODES, parse_configmap_data
-from cpa.decide.params import (
-    LadderParams,
-    LinearParams,
-    ParamsError,
-    parse_ladder,
-    parse_linear,
-)
-
-
-def lin(
-    cores: float = 0.0, nodes: float = 0.0, min: int = 1, max: int = 0,
-    spof: bool = False, include: bool = False,
-) -> LinearParams:
-    return LinearParams(cores, nodes, min, max, spof, include)
-
+from cpa.decide.params import ParamsError
+from tests.unit.configured import ladder_params as lad
+from tests.unit.configured import linear_params as lin
+from tests.unit.configured import parse_ladder, parse_linear
 
 KUBE_DNS = (
     '{"coresPerReplica":256,"nodesPerReplica":16,'
@@ -32,7 +24,7 @@ KUBE_DNS = (
 )
 
 # (ConfigMap "linear" value, expected params)
-LINEAR_OK: list[tuple[str, LinearParams]] = [
+LINEAR_OK: list[tuple[str, Configured[LinearParams]]] = [
     (KUBE_DNS, lin(256, 16, spof=True, include=True)),
     ('{"coresPerReplica":2,"nodesPerReplica":1,"min":1,"max":100,'
      '"preventSinglePointFailure":true}', lin(2, 1, 1, 100, spof=True)),
@@ -110,7 +102,7 @@ LINEAR_BAD: list[tuple[str, str]] = [
 
 
 @pytest.mark.parametrize(("text", "expected"), LINEAR_OK)
-def test_parse_linear_ok(text: str, expected: LinearParams) -> None:
+def test_parse_linear_ok(text: str, expected: Configured[LinearParams]) -> None:
     assert parse_linear(text) == expected
 
 
@@ -137,20 +129,12 @@ def test_linear_errors_say_how_to_fix() -> None:
         parse_linear('{"nodesPerReplica":16,"preventSinglePointFailure":"true"}')
 
 
-def lad(
-    cores: tuple[tuple[int, int], ...] = (),
-    nodes: tuple[tuple[int, int], ...] = (),
-    include: bool = False,
-) -> LadderParams:
-    return LadderParams(cores, nodes, include)
-
-
 AKS = (
     '{"coresToReplicas":[[1,2],[512,3],[1024,4],[2048,5]],'
     '"nodesToReplicas":[[1,2],[8,3],[16,4],[32,5]]}'
 )
 
-LADDER_OK: list[tuple[str, LadderParams]] = [
+LADDER_OK: list[tuple[str, Configured[LadderParams]]] = [
     (AKS, lad(((1, 2), (512, 3), (1024, 4), (2048, 5)), ((1, 2), (8, 3), (16, 4), (32, 5)))),
     ('{"nodesToReplicas":[[0,0],[6,1]]}', lad(nodes=((0, 0), (6, 1)))),
     ("null", lad()),  # null document: empty tables (and 0 replicas)
@@ -207,7 +191,7 @@ LADDER_BAD: list[tuple[str, str]] = [
 
 
 @pytest.mark.parametrize(("text", "expected"), LADDER_OK)
-def test_parse_ladder_ok(text: str, expected: LadderParams) -> None:
+def test_parse_ladder_ok(text: str, expected: Configured[LadderParams]) -> None:
     assert parse_ladder(text) == expected
 
 
@@ -229,7 +213,7 @@ def test_modes() -> None:
 
 def test_parse_configmap_data_picks_mode() -> None:
     assert parse_configmap_data({"linear": KUBE_DNS}) == lin(256, 16, spof=True, include=True)
-    assert isinstance(parse_configmap_data({"ladder": AKS}), LadderParams)
+    assert parse_configmap_data({"ladder": AKS}).name == "ladder"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,33 @@
+"""Parameters for the tests, built as a ConfigMap value would give them: one mode's own keys
+and then the keys every mode has, in the order the ConfigMap's documentation lists them."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from cpa.decide.behavior import Behavior
+from cpa.decide.counting import NO_COUNTING, Counting
+from cpa.decide.modes import ladder, linear
+from cpa.decide.modes.ladder import LadderParams, Table
+from cpa.decide.modes.linear import LinearParams
+from cpa.decide.modes.mode import Configured
+from cpa.decide.params import SharedParams
+
+__all__ = ["ladder_params", "linear_params", "parse_ladder", "parse_linear"]
+
+parse_linear: Final = linear.MODE.parse
+parse_ladder: Final = ladder.MODE.parse
+
+
+def linear_params(cores: float = 0.0, nodes: float = 0.0, min: int = 1, max: int = 0,
+                  spof: bool = False, include: bool = False, behavior: Behavior | None = None,
+                  counting: Counting = NO_COUNTING) -> Configured[LinearParams]:
+    return Configured(linear.MODE, LinearParams(cores, nodes, min, max, spof),
+                      SharedParams(include, behavior, counting))
+
+
+def ladder_params(cores: Table = (), nodes: Table = (), include: bool = False,
+                  behavior: Behavior | None = None, counting: Counting = NO_COUNTING
+                  ) -> Configured[LadderParams]:
+    return Configured(ladder.MODE, LadderParams(cores, nodes),
+                      SharedParams(include, behavior, counting))
