@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cpa.kube.scale import TARGET_KINDS, Target
+from cpa.kube.scale import Target, parse_targets
 from cpa.kube.selector import SelectorError, parse_selector
 
 EXIT_USAGE = 2
@@ -338,35 +338,6 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
                 f"invalid argument {value!r} for {shown} flag{reason}"
             ) from exc
     return opts
-
-
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-
-def parse_targets(text: str) -> tuple[tuple[Target, ...], list[str]]:
-    """Split ``--target`` as upstream does (lower-case all, split on commas, trim each)."""
-    problems: list[str] = []
-    targets: list[Target] = []
-    if text.strip() == "":
-        return (), ["--target parameter cannot be empty: pass e.g. --target=deployment/coredns"]
-    for raw in text.lower().split(","):
-        item = raw.strip()
-        kind, slash, name = item.partition("/")
-        if not slash or kind not in TARGET_KINDS:
-            problems.append(
-                f"--target: {item!r} is not kind/name with kind one of "
-                f"{', '.join(TARGET_KINDS)} (separate several targets with commas)")
-            continue
-        if not name:
-            problems.append(f"--target: {item!r} has an empty name")
-            continue
-        if len(name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(name):
-            problems.append(
-                f"--target: {item!r}: {name!r} is not a valid object name (lower-case letters, "
-                "digits, '-' and '.'; separate several targets with commas, not spaces)")
-            continue
-        targets.append(Target(kind, name))
-    return tuple(targets), problems
 
 
 def validate(opts: Options) -> list[str]:

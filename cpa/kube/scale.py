@@ -1,12 +1,14 @@
-"""The scale targets: which kinds there are, and reading and writing their ``scale``
-subresource.
+"""The scale targets: which kinds there are, how ``--target`` names them, and reading and
+writing their ``scale`` subresource.
 
 The one table of target kinds lives here, beside the code that turns a kind into an API
-path; ``--target`` parsing (flags) and the RBAC docs follow it.
+path and the parsing of ``kind/name`` (the daemon's ``--target`` and ``cpa explain
+--target``); the RBAC docs follow it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -49,6 +51,35 @@ class Target:
         return f"{self.kind}/{self.name}"
 
 
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def parse_targets(text: str) -> tuple[tuple[Target, ...], list[str]]:
+    """Split ``--target`` as upstream does (lower-case all, split on commas, trim each)."""
+    problems: list[str] = []
+    targets: list[Target] = []
+    if text.strip() == "":
+        return (), ["--target parameter cannot be empty: pass e.g. --target=deployment/coredns"]
+    for raw in text.lower().split(","):
+        item = raw.strip()
+        kind, slash, name = item.partition("/")
+        if not slash or kind not in TARGET_KINDS:
+            problems.append(
+                f"--target: {item!r} is not kind/name with kind one of "
+                f"{', '.join(TARGET_KINDS)} (separate several targets with commas)")
+            continue
+        if not name:
+            problems.append(f"--target: {item!r} has an empty name")
+            continue
+        if len(name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(name):
+            problems.append(
+                f"--target: {item!r}: {name!r} is not a valid object name (lower-case letters, "
+                "digits, '-' and '.'; separate several targets with commas, not spaces)")
+            continue
+        targets.append(Target(kind, name))
+    return tuple(targets), problems
+
+
 def scale_path(namespace: str, target: Target) -> str:
     kind = KINDS[target.kind]
     return f"{kind.api_prefix}/namespaces/{namespace}/{kind.plural}/{target.name}/scale"
@@ -69,6 +100,11 @@ def _replicas(scale: dict[str, Any]) -> int:
     spec = scale.get("spec") or {}
     value = spec.get("replicas", 0) if isinstance(spec, dict) else 0
     return int(value or 0)
+
+
+def read_replicas(api: Api, namespace: str, target: Target) -> int:
+    """GET the scale: the target's replicas now (raises ApiError)."""
+    return _replicas(api.get_json(scale_path(namespace, target)))
 
 
 def ensure_replicas(api: Api, namespace: str, target: Target, replicas: int,

@@ -1,51 +1,39 @@
 """``cpa explain``: what the autoscaler would do, and why, without writing anything.
 
-It runs the same parsing and the same :func:`cpa.decide.decision.decide` as the daemon, so its
-answer is the daemon's answer; only the source of counts and parameters differs. With a
+It runs the same parsing and the same :func:`cpa.decide.decision.decide` as the daemon, so
+its answer is the daemon's answer; only the source of counts and parameters differs. With a
 ``behavior`` (ours) and the target's current replicas it also runs the daemon's
-:func:`cpa.decide.behavior.apply`, for one poll with no history (the daemon has history; explain
-cannot know it, and says so).
+:func:`cpa.decide.behavior.apply`, for one poll with no history (the daemon has history;
+explain cannot know it, and says so).
 
-The parameter flags and their resolution (:func:`add_parameter_arguments`,
-:func:`parameters_from_flags`) are shared with ``cpa simulate``.
+The parameter flags and their resolution are shared with ``cpa simulate``
+(:mod:`cpa.tools.inputs`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cpa.decide.behavior import BehaviorState, Outcome, apply
 from cpa.decide.decision import Decision, decide
-from cpa.decide.defaults import default_params_to_data
 from cpa.decide.modes.mode import Params
-from cpa.decide.modes.registry import parse_configmap_data
-from cpa.decide.params import ParamsError
 from cpa.nodes.counts import ClusterCounts
 from cpa.nodes.quantity import QuantityError, cores_rounded_up, cpu_millicores
+from cpa.tools.inputs import (
+    InputError,
+    add_parameter_arguments,
+    answer,
+    defaults,
+    explicit_params,
+    parameters_from_flags,
+    parse_params,
+)
 
 if TYPE_CHECKING:
     from cpa.nodes.store import NodeStore
-
-
-class ExplainError(Exception):
-    """Bad input to explain; exit 1 with this message."""
-
-
-def add_parameter_arguments(p: argparse.ArgumentParser) -> None:
-    """The parameter flags, shared by ``explain`` and ``simulate``."""
-    src = p.add_argument_group("parameters (one of)")
-    src.add_argument("--data", metavar="JSON",
-                     help='the ConfigMap\'s data as a JSON object of strings, e.g. '
-                          '\'{"linear": "{\\"nodesPerReplica\\": 16}"}\'')
-    src.add_argument("--configmap-file", metavar="PATH", help="a ConfigMap manifest (YAML/JSON)")
-    src.add_argument("--default-params", metavar="JSON",
-                     help="the --default-params flag's value; with --from-cluster, used only "
-                          "when the ConfigMap does not exist (as the daemon would create it)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -80,71 +68,7 @@ def _cores(text: str, flag: str) -> int:
     try:
         return cores_rounded_up(cpu_millicores(text))
     except QuantityError as exc:
-        raise ExplainError(f"{flag}: {exc}") from exc
-
-
-def _data_from_file(path: str) -> dict[str, str] | None:
-    import yaml
-
-    try:
-        doc = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ExplainError(f"--configmap-file: cannot read {path}: {exc}") from exc
-    if not isinstance(doc, dict) or doc.get("kind", "ConfigMap") != "ConfigMap":
-        raise ExplainError(f"--configmap-file: {path} is not a ConfigMap manifest")
-    data = doc.get("data")
-    if data is None:
-        return None
-    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise ExplainError(f"--configmap-file: {path}: data must map keys to strings")
-    return {str(k): v for k, v in data.items()}
-
-
-def _data_from_json(text: str) -> dict[str, str]:
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ExplainError(f"--data: not JSON: {exc}") from exc
-    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise ExplainError('--data: expected a JSON object of strings, e.g. '
-                           '{"linear": "{\\"nodesPerReplica\\":16}"}')
-    return data
-
-
-def _defaults(text: str) -> dict[str, str]:
-    try:
-        return default_params_to_data(text)
-    except ValueError as exc:
-        raise ExplainError(f"--default-params: {exc}") from exc
-
-
-def _explicit_params(args: argparse.Namespace) -> tuple[dict[str, str] | None, str] | None:
-    """Parameters given on the command line (``--data`` or ``--configmap-file``), if any."""
-    if args.data is not None and args.configmap_file is not None:
-        raise ExplainError("give only one of --data and --configmap-file")
-    if args.data is not None:
-        return _data_from_json(args.data), "--data"
-    if args.configmap_file is not None:
-        return _data_from_file(args.configmap_file), args.configmap_file
-    return None
-
-
-def parse_params(data: dict[str, str] | None, origin: str) -> Params:
-    try:
-        return parse_configmap_data(data)
-    except ParamsError as exc:
-        raise ExplainError(f"invalid parameters from {origin}: {exc}") from exc
-
-
-def parameters_from_flags(args: argparse.Namespace) -> tuple[Params, str]:
-    """The parameters from ``--data``, ``--configmap-file`` or ``--default-params`` (no
-    cluster), and where they came from."""
-    source = _explicit_params(args)
-    if source is None and args.default_params is not None:
-        source = _defaults(args.default_params), "--default-params"
-    if source is None:
-        raise ExplainError("give the parameters: --data, --configmap-file or --default-params")
-    return parse_params(*source), source[1]
+        raise InputError(f"{flag}: {exc}") from exc
 
 
 def _from_cluster(args: argparse.Namespace, read_configmap: bool
@@ -158,7 +82,7 @@ def _from_cluster(args: argparse.Namespace, read_configmap: bool
     from cpa.nodes.watch import NodeReflector
 
     if read_configmap and (not args.configmap or not args.namespace):
-        raise ExplainError("--from-cluster needs --configmap and --namespace")
+        raise InputError("--from-cluster needs --configmap and --namespace")
     try:
         api = KubeApi(load(args.kubeconfig))
         store = NodeStore()
@@ -171,17 +95,17 @@ def _from_cluster(args: argparse.Namespace, read_configmap: bool
                                     f"(resourceVersion {cm.resource_version})")
         except ApiError as exc:
             if exc.not_found and args.default_params:
-                return store, (_defaults(args.default_params), (
+                return store, (defaults(args.default_params), (
                     f"--default-params (ConfigMap {args.namespace}/{args.configmap} does not "
                     "exist; the daemon would create it with these)"))
             raise
     except (ApiError, ConfigError) as exc:
-        raise ExplainError(str(exc)) from exc
+        raise InputError(str(exc)) from exc
 
 
 def _given_counts(args: argparse.Namespace) -> ClusterCounts:
     if args.nodes is None or args.cores is None:
-        raise ExplainError("give --nodes and --cores (or --from-cluster)")
+        raise InputError("give --nodes and --cores (or --from-cluster)")
     cores = _cores(args.cores, "--cores")
     return ClusterCounts(
         total_nodes=args.nodes, total_cores=cores,
@@ -198,8 +122,8 @@ def gather(args: argparse.Namespace) -> tuple[ClusterCounts, Params, str]:
         _check_counts(counts)
         return (counts, *parameters_from_flags(args))
     if args.nodes is not None or args.cores is not None:
-        raise ExplainError("--from-cluster reads the counts; drop --nodes/--cores")
-    source = _explicit_params(args)
+        raise InputError("--from-cluster reads the counts; drop --nodes/--cores")
+    source = explicit_params(args)
     store, from_cluster = _from_cluster(args, read_configmap=source is None)
     source = source or from_cluster
     assert source is not None
@@ -213,37 +137,33 @@ def gather(args: argparse.Namespace) -> tuple[ClusterCounts, Params, str]:
 def _check_counts(counts: ClusterCounts) -> None:
     if min(counts.total_nodes, counts.total_cores, counts.schedulable_nodes,
            counts.schedulable_cores) < 0:
-        raise ExplainError("node and core counts cannot be negative")
+        raise InputError("node and core counts cannot be negative")
 
 
 def current_replicas(args: argparse.Namespace) -> int | None:
     """``--current-replicas``, or with ``--from-cluster --target`` the target's scale."""
     if args.current_replicas is not None:
         if args.current_replicas < 0:
-            raise ExplainError("--current-replicas cannot be negative")
+            raise InputError("--current-replicas cannot be negative")
         return int(args.current_replicas)
     if not args.target:
         return None
     if not args.from_cluster:
-        raise ExplainError("--target reads the scale from the cluster: add --from-cluster, "
+        raise InputError("--target reads the scale from the cluster: add --from-cluster, "
                            "or give --current-replicas instead")
-    from cpa.flags import parse_targets
     from cpa.kube.client import ApiError, KubeApi
     from cpa.kube.config import ConfigError, load
-    from cpa.kube.scale import scale_path
+    from cpa.kube.scale import parse_targets, read_replicas
 
     targets, problems = parse_targets(args.target)
     if problems or len(targets) != 1:
-        raise ExplainError("; ".join(problems) or "--target: give exactly one kind/name")
+        raise InputError("; ".join(problems) or "--target: give exactly one kind/name")
     if not args.namespace:
-        raise ExplainError("--target needs --namespace")
+        raise InputError("--target needs --namespace")
     try:
-        scale = KubeApi(load(args.kubeconfig)).get_json(scale_path(args.namespace,
-                                                                   targets[0]))
+        return read_replicas(KubeApi(load(args.kubeconfig)), args.namespace, targets[0])
     except (ApiError, ConfigError) as exc:
-        raise ExplainError(f"cannot read the scale of {targets[0]}: {exc}") from exc
-    spec = scale.get("spec") or {}
-    return int(spec.get("replicas", 0) or 0) if isinstance(spec, dict) else 0
+        raise InputError(f"cannot read the scale of {targets[0]}: {exc}") from exc
 
 
 def behave(params: Params, decision: Decision, current: int | None) -> Outcome | None:
@@ -321,29 +241,19 @@ def _render_json(counts: ClusterCounts, params: Params, decision: Decision,
     }
 
 
-def _fail(args: argparse.Namespace, message: str) -> int:
-    if args.output == "json":
-        print(json.dumps({"error": message}))
-    else:
-        print(f"cpa explain: {message}", file=sys.stderr)
-    return 1
-
-
 def explain_main(argv: Sequence[str]) -> int:
-    """Exit 0 with the answer; 1 with one line saying what is wrong (never a traceback,
-    whatever the input: an operator pastes ConfigMaps from anywhere into this)."""
+    """Exit 0 with the answer; 1 with one line saying what is wrong (also when the
+    parameters give a count the API cannot hold: the answer then says why)."""
     args = _parser().parse_args(list(argv))
-    try:
-        counts, params, origin = gather(args)
-        current = current_replicas(args)
-        decision = decide(params, counts)
-        if args.output == "json":
-            out = json.dumps(render_json(counts, params, decision, origin, current), indent=2)
-        else:
-            out = render_text(counts, decision, origin, params, current)
-    except ExplainError as exc:
-        return _fail(args, str(exc))
-    except Exception as exc:  # the contract is "no traceback", whatever the input
-        return _fail(args, f"cannot explain this input: {type(exc).__name__}: {exc}"[:2000])
-    print(out)
-    return 0 if decision.error is None else 1
+    return answer("cpa explain", args.output, "explain", lambda: _explain(args))
+
+
+def _explain(args: argparse.Namespace) -> tuple[str, int]:
+    counts, params, origin = gather(args)
+    current = current_replicas(args)
+    decision = decide(params, counts)
+    if args.output == "json":
+        out = json.dumps(render_json(counts, params, decision, origin, current), indent=2)
+    else:
+        out = render_text(counts, decision, origin, params, current)
+    return out, 0 if decision.error is None else 1

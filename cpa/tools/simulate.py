@@ -21,7 +21,6 @@ import io
 import itertools
 import json
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,16 +30,12 @@ from cpa.decide.behavior import BehaviorState, apply
 from cpa.decide.decision import decide
 from cpa.decide.modes.mode import Params
 from cpa.nodes.counts import ClusterCounts
-from cpa.tools.explain import ExplainError, add_parameter_arguments, parameters_from_flags
+from cpa.tools.inputs import InputError, add_parameter_arguments, answer, parameters_from_flags
 
 __all__ = ["Row", "SimStep", "load_timeline", "render_text", "simulate", "simulate_main"]
 
 REQUIRED: Final = ("t", "nodes", "cores")
 OPTIONAL: Final = ("schedulable_nodes", "schedulable_cores")
-
-
-class SimulateError(Exception):
-    """Bad input to simulate; exit 1 with this message."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +64,7 @@ class SimStep:
 def _number(value: object, column: str, where: str, whole: bool) -> float:
     """A cell as a number: JSON numbers, or CSV text such as ``12`` or ``30.5``."""
     if isinstance(value, bool) or value is None or value == "":
-        raise SimulateError(f"{where}: {column} is {'missing' if value in (None, '') else value}"
+        raise InputError(f"{where}: {column} is {'missing' if value in (None, '') else value}"
                             f"; give a number")
     if isinstance(value, int | float):
         number = float(value)
@@ -77,13 +72,13 @@ def _number(value: object, column: str, where: str, whole: bool) -> float:
         try:
             number = float(value.strip())
         except ValueError:
-            raise SimulateError(f"{where}: {column} is {value!r}, not a number") from None
+            raise InputError(f"{where}: {column} is {value!r}, not a number") from None
     else:
-        raise SimulateError(f"{where}: {column} is {json.dumps(value)}, not a number")
+        raise InputError(f"{where}: {column} is {json.dumps(value)}, not a number")
     if not math.isfinite(number):
-        raise SimulateError(f"{where}: {column} is {value}; give a finite number")
+        raise InputError(f"{where}: {column} is {value}; give a finite number")
     if whole and (number != int(number) or number < 0):
-        raise SimulateError(f"{where}: {column} is {value}; counts must be whole numbers, 0 or "
+        raise InputError(f"{where}: {column} is {value}; counts must be whole numbers, 0 or "
                             "more")
     return number
 
@@ -91,11 +86,11 @@ def _number(value: object, column: str, where: str, whole: bool) -> float:
 def _row(cells: Mapping[str, object], where: str) -> Row:
     unknown = sorted(set(cells) - set(REQUIRED) - set(OPTIONAL))
     if unknown:
-        raise SimulateError(f"{where}: unknown column {', '.join(map(repr, unknown))}; the "
+        raise InputError(f"{where}: unknown column {', '.join(map(repr, unknown))}; the "
                             f"columns are {', '.join(REQUIRED + OPTIONAL)}")
     missing = [c for c in REQUIRED if c not in cells]
     if missing:
-        raise SimulateError(f"{where}: missing column {', '.join(map(repr, missing))} (every "
+        raise InputError(f"{where}: missing column {', '.join(map(repr, missing))} (every "
                             "row needs t, nodes and cores)")
     t = _number(cells["t"], "t", where, whole=False)
     nodes = int(_number(cells["nodes"], "nodes", where, whole=True))
@@ -106,7 +101,7 @@ def _row(cells: Mapping[str, object], where: str) -> Row:
     if cells.get("schedulable_cores") not in (None, ""):
         sched_cores = int(_number(cells["schedulable_cores"], "schedulable_cores", where, True))
     if sched_nodes > nodes or sched_cores > cores:
-        raise SimulateError(f"{where}: more schedulable than total (schedulable_nodes "
+        raise InputError(f"{where}: more schedulable than total (schedulable_nodes "
                             f"{sched_nodes} of {nodes}, schedulable_cores {sched_cores} of "
                             f"{cores})")
     return Row(t, ClusterCounts(nodes, cores, sched_nodes, sched_cores))
@@ -116,9 +111,9 @@ def _json_rows(text: str, name: str) -> list[Row]:
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise SimulateError(f"{name}: not valid JSON: {exc}") from None
+        raise InputError(f"{name}: not valid JSON: {exc}") from None
     if not isinstance(doc, list) or not all(isinstance(item, dict) for item in doc):
-        raise SimulateError(f'{name}: a JSON timeline is a list of objects such as '
+        raise InputError(f'{name}: a JSON timeline is a list of objects such as '
                             '[{"t": 0, "nodes": 3, "cores": 12}]')
     return [_row(item, f"{name} item {index}") for index, item in enumerate(doc)]
 
@@ -128,14 +123,14 @@ def _csv_rows(text: str, name: str) -> list[Row]:
     header = [h.strip() for h in reader.fieldnames or []]
     missing = [c for c in REQUIRED if c not in header]
     if missing:
-        raise SimulateError(f"{name}: the CSV header must name t, nodes and cores (and "
+        raise InputError(f"{name}: the CSV header must name t, nodes and cores (and "
                             f"optionally {', '.join(OPTIONAL)}); missing "
                             f"{', '.join(missing)}")
     reader.fieldnames = header
     rows = []
     for cells in reader:
         if None in cells:
-            raise SimulateError(f"{name} line {reader.line_num}: more cells than columns")
+            raise InputError(f"{name} line {reader.line_num}: more cells than columns")
         rows.append(_row({k: v for k, v in cells.items() if k is not None},
                          f"{name} line {reader.line_num}"))
     return rows
@@ -146,14 +141,14 @@ def load_timeline(path: str) -> list[Row]:
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise SimulateError(f"--timeline: cannot read {path}: {exc}") from None
+        raise InputError(f"--timeline: cannot read {path}: {exc}") from None
     is_json = text.lstrip().startswith(("[", "{"))
     rows = _json_rows(text, path) if is_json else _csv_rows(text, path)
     if not rows:
-        raise SimulateError(f"{path}: the timeline has no rows")
+        raise InputError(f"{path}: the timeline has no rows")
     for before, after in itertools.pairwise(rows):
         if after.t <= before.t:
-            raise SimulateError(f"{path}: t must increase from row to row; t {after.t:g} "
+            raise InputError(f"{path}: t must increase from row to row; t {after.t:g} "
                                 f"comes after t {before.t:g}")
     return rows
 
@@ -172,7 +167,7 @@ def simulate(params: Params, rows: Sequence[Row], start: int | None = None, *,
     for row in rows:
         decision = decide(params, row.counts)
         if decision.error is not None:
-            raise SimulateError(f"t {row.t:g}: {decision.error}")
+            raise InputError(f"t {row.t:g}: {decision.error}")
         if current is None:
             current = decision.replicas
         outcome = apply(behavior, state, decision.replicas, current, row.t)
@@ -218,7 +213,7 @@ def plot(path: str, panels: Sequence[tuple[str, Sequence[SimStep]]], start: int)
         import matplotlib.pyplot as plt
         from matplotlib.ticker import MaxNLocator
     except ImportError:
-        raise SimulateError("--plot needs matplotlib: pip install "
+        raise InputError("--plot needs matplotlib: pip install "
                             "'cluster-proportional-autoscaler-py[plot]' (or pip install "
                             "matplotlib)") from None
     fig, axes = plt.subplots(len(panels), 1, sharex=True, squeeze=False,
@@ -251,7 +246,7 @@ def plot(path: str, panels: Sequence[tuple[str, Sequence[SimStep]]], start: int)
     try:
         fig.savefig(path, dpi=100)
     except OSError as exc:
-        raise SimulateError(f"--plot: cannot write {path}: {exc}") from None
+        raise InputError(f"--plot: cannot write {path}: {exc}") from None
     finally:
         plt.close(fig)
 
@@ -282,21 +277,14 @@ def _parser() -> argparse.ArgumentParser:
 def simulate_main(argv: Sequence[str]) -> int:
     """Exit 0 with the replay; 1 with one line saying what is wrong (never a traceback)."""
     args = _parser().parse_args(list(argv))
-    try:
-        out = _run(args)
-    except (SimulateError, ExplainError) as exc:
-        return _fail(args, str(exc))
-    except Exception as exc:  # the contract is "no traceback", whatever the input
-        return _fail(args, f"cannot simulate this input: {type(exc).__name__}: {exc}"[:2000])
-    print(out)
-    return 0
+    return answer("cpa simulate", args.output, "simulate", lambda: (_run(args), 0))
 
 
 def _run(args: argparse.Namespace) -> str:
     if args.compare and not args.plot:
-        raise SimulateError("--compare adds a panel to the plot: give --plot FILE.png too")
+        raise InputError("--compare adds a panel to the plot: give --plot FILE.png too")
     if args.start_replicas is not None and args.start_replicas < 0:
-        raise SimulateError("--start-replicas cannot be negative")
+        raise InputError("--start-replicas cannot be negative")
     params, _origin = parameters_from_flags(args)
     rows = load_timeline(args.timeline)
     steps = simulate(params, rows, args.start_replicas)
@@ -319,11 +307,3 @@ def _json_step(step: SimStep) -> dict[str, Any]:
     if float(step.t).is_integer():
         doc["t"] = int(step.t)
     return doc
-
-
-def _fail(args: argparse.Namespace, message: str) -> int:
-    if args.output == "json":
-        print(json.dumps({"error": message}))
-    else:
-        print(f"cpa simulate: {message}", file=sys.stderr)
-    return 1

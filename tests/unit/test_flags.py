@@ -10,10 +10,9 @@ from cpa.flags import (
     _parse_go_int,
     flag_names,
     parse_args,
-    parse_targets,
     validate,
 )
-from cpa.kube.scale import Target
+from cpa.kube.scale import Target, parse_targets
 
 KUBE_DNS_DEFAULTS = ('{"linear":{"coresPerReplica":256,"nodesPerReplica":16,'
                      '"preventSinglePointFailure":true,"includeUnschedulableNodes":true}}')

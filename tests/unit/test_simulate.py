@@ -165,9 +165,9 @@ def test_simulate_is_what_the_daemon_does() -> None:
 
 def test_the_example_flaps_without_behavior_and_not_with_it() -> None:
     from cpa.decide.modes.registry import parse_configmap_data
-    from cpa.tools.explain import _data_from_file
+    from cpa.tools.inputs import data_from_file
 
-    params = parse_configmap_data(_data_from_file(str(EXAMPLE /
+    params = parse_configmap_data(data_from_file(str(EXAMPLE /
                                                       "kube-dns-autoscaler-behavior.yaml")))
     rows = load_timeline(str(EXAMPLE / "flapping-timeline.csv"))
     with_behavior = simulate(params, rows)
