@@ -44,7 +44,7 @@ integration: $(STAMP)
 
 lint: $(STAMP)
 	$(PYTHON) -m ruff check .
-	$(PYTHON) -m mypy --strict cpa
+	$(PYTHON) -m mypy --strict cpa tests bench
 
 demo: $(STAMP) controlplane
 	$(PYTHON) scripts/demo.py

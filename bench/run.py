@@ -754,10 +754,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     if args.replot:
-        rows = json.loads((args.out / "latest.json").read_text())
-        meta = json.loads((args.out / "latest-meta.json").read_text())
-        _write(args.out, rows, meta)
-        print(markdown(rows, meta))
+        saved_rows = json.loads((args.out / "latest.json").read_text())
+        saved_meta = json.loads((args.out / "latest-meta.json").read_text())
+        _write(args.out, saved_rows, saved_meta)
+        print(markdown(saved_rows, saved_meta))
         return 0
     sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (
         QUICK_SIZES if args.quick else FULL_SIZES)

@@ -54,8 +54,8 @@ from tests.cluster.configs import (
     SERVICE_RANGE,
 )
 from tests.cluster.host import HostSnapshot, is_ours, pids_with_arg, run, unmount_under
-from tests.cluster.procs import Proc, tail
-from tests.controlplane import ControlPlane, ensure_binaries
+from tests.cluster.procs import Proc
+from tests.controlplane import ControlPlane, ensure_binaries, tail
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SH = REPO / "tests" / "controlplane" / "build.sh"
@@ -384,10 +384,10 @@ class Cluster:
             self.plane.stop()
             report.append("stopped kube-apiserver and etcd")
         if "kube-proxy" in self._procs:
-            proc = subprocess.run([str(self.bin_dir / "kube-proxy"), "--cleanup",
-                                   f"--config={self._kube_proxy_conf}"],
-                                  capture_output=True, text=True, check=False)
-            report.append(f"kube-proxy --cleanup: exit {proc.returncode}")
+            cleanup = subprocess.run([str(self.bin_dir / "kube-proxy"), "--cleanup",
+                                      f"--config={self._kube_proxy_conf}"],
+                                     capture_output=True, text=True, check=False)
+            report.append(f"kube-proxy --cleanup: exit {cleanup.returncode}")
         snapshot = self.snapshot
         # Network namespaces containerd made under /run/netns are bind mounts.
         netns_mounts = []

@@ -59,7 +59,7 @@ def _ip(*args: str) -> None:
 def _used_networks() -> list[ipaddress.IPv4Network]:
     out = subprocess.run(["ip", "-4", "-o", "addr", "show"], check=True, capture_output=True,
                          text=True).stdout
-    return [ipaddress.ip_interface(line.split()[3]).network for line in out.splitlines()]
+    return [ipaddress.IPv4Interface(line.split()[3]).network for line in out.splitlines()]
 
 
 class PodNetwork:

@@ -163,13 +163,13 @@ def test_runs_as_the_manifest_says(image: str, network: PodNetwork, plane: Contr
         wait_replicas(admin, NS, "deployment", "coredns", 3, timeout=60)
         followed = time.monotonic() - changed
 
-        status = container.proc_status()
-        assert status["Uid"].split()[:2] == ["65534", "65534"]
-        assert status["Gid"].split()[:2] == ["65534", "65534"]
-        assert int(status["CapEff"], 16) == 0
-        assert status["NoNewPrivs"].strip() == "1"
-        rss_kib = int(status["VmRSS"].split()[0])
-        hwm_kib = int(status["VmHWM"].split()[0])
+        proc_status = container.proc_status()
+        assert proc_status["Uid"].split()[:2] == ["65534", "65534"]
+        assert proc_status["Gid"].split()[:2] == ["65534", "65534"]
+        assert int(proc_status["CapEff"], 16) == 0
+        assert proc_status["NoNewPrivs"].strip() == "1"
+        rss_kib = int(proc_status["VmRSS"].split()[0])
+        hwm_kib = int(proc_status["VmHWM"].split()[0])
         assert container.changed_files() == [], "the container wrote to its filesystem"
         logs = container.logs()
         for event in ("nodes.synced", "configmap.created", "scale.changed", "params.loaded"):

@@ -34,14 +34,16 @@ def wait_until(what: str, fn: Callable[[], T | None], timeout: float = 30.0,
                interval: float = 0.2) -> T:
     """Poll ``fn`` until it returns something truthy; fail with ``what`` after ``timeout``."""
     deadline = time.monotonic() + timeout
-    last: Any = None
+    last: object = None
     while time.monotonic() < deadline:
         try:
-            last = fn()
+            value = fn()
         except (ApiError, urllib3.exceptions.HTTPError, OSError) as exc:
             last = exc
-        if last and not isinstance(last, Exception):
-            return last
+        else:
+            if value:
+                return value
+            last = value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
@@ -151,7 +153,7 @@ class AutoscalerProcess(LoggedProcess):
         wait_until("the health server", lambda: self._alive_and(
             lambda: self.health("/healthz")[0] == 200), timeout)
 
-    def _alive_and(self, fn: Callable[[], bool]) -> bool:
+    def _alive_and(self, fn: Callable[[], T]) -> T:
         if self.proc.poll() is not None:
             raise AssertionError(f"autoscaler exited with {self.proc.returncode}:\n{self.logs()}")
         return fn()
@@ -162,10 +164,9 @@ class AutoscalerProcess(LoggedProcess):
 
     def wait_poll_error(self, fragment: str, timeout: float = 30.0) -> str:
         def check() -> str | None:
-            status, body = self.last_poll()
+            status, body = self._alive_and(self.last_poll)
             return body if status == 500 and fragment in body else None
-        return wait_until(f"/last-poll 500 mentioning {fragment!r}",
-                          lambda: self._alive_and(lambda: bool(check())) and check(), timeout)
+        return wait_until(f"/last-poll 500 mentioning {fragment!r}", check, timeout)
 
 
 # --- objects ---------------------------------------------------------------------------

@@ -91,9 +91,8 @@ def test_metrics_equal_the_cluster_and_the_target(controlplane: ControlPlane, na
     proc = start(*args(namespace))
     # schedulable: 8 nodes, 28 cores -> max(ceil(28/4), ceil(8/2)) = 7
     wait_replicas(admin, namespace, "deployment", "coredns", 7, proc=proc)
-    m = wait_until("a scrape after two polls",
-                   lambda: (s := scrape(proc)) and s['cpa_polls_total{result="success"}'] >= 2
-                   and s, 30)
+    wait_until("two polls", lambda: scrape(proc)['cpa_polls_total{result="success"}'] >= 2, 30)
+    m = scrape(proc)
     assert m['cpa_cluster_nodes{scope="all"}'] == 10
     assert m['cpa_cluster_nodes{scope="schedulable"}'] == 8
     assert m['cpa_cluster_cores{scope="all"}'] == 35

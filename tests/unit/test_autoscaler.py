@@ -18,62 +18,12 @@ from cpa.cli import loop_config
 from cpa.daemon.health import HealthState
 from cpa.daemon.loop import Autoscaler
 from cpa.flags import parse_args, validate
-from cpa.kube.client import ApiError
 from cpa.nodes.counts import ClusterCounts
+from tests.fakes import FakeApi
 
 DEFAULTS = ('{"linear":{"coresPerReplica":256,"nodesPerReplica":16,'
             '"preventSinglePointFailure":true,"includeUnschedulableNodes":true}}')
 CM = "/api/v1/namespaces/kube-system/configmaps/kube-dns-autoscaler"
-
-
-class FakeApi:
-    """ConfigMaps and scales in dicts; records every request like an audit log."""
-
-    def __init__(self) -> None:
-        self.objects: dict[str, dict[str, Any]] = {}
-        self.calls: list[tuple[str, str]] = []
-        self.rv = 100
-        self.conflicts: dict[str, int] = {}
-        self.down = False
-
-    def _bump(self, obj: dict[str, Any]) -> dict[str, Any]:
-        self.rv += 1
-        obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
-        return obj
-
-    def add_scale(self, path: str, replicas: int) -> None:
-        self.objects[path] = self._bump({"kind": "Scale", "spec": {"replicas": replicas}})
-
-    def set_configmap(self, data: dict[str, str]) -> None:
-        self.objects[CM] = self._bump({"kind": "ConfigMap", "data": data})
-
-    def get_json(self, path: str, query: Any = None) -> dict[str, Any]:
-        self.calls.append(("GET", path))
-        if self.down:
-            raise ApiError(0, "ConnectionError", "connection refused")
-        if path not in self.objects:
-            raise ApiError(404, "NotFound", f"{path} not found")
-        return json.loads(json.dumps(self.objects[path]))
-
-    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
-        self.calls.append((method, path))
-        if method == "POST":
-            full = f"{path}/{body['metadata']['name']}"
-            if full in self.objects:
-                raise ApiError(409, "AlreadyExists", "exists")
-            self.objects[full] = self._bump(body)
-            return self.objects[full]
-        assert method == "PUT"
-        if self.conflicts.get(path, 0) > 0:
-            self.conflicts[path] -= 1
-            self._bump(self.objects[path])
-            raise ApiError(409, "Conflict", "the object has been modified")
-        current = self.objects[path]
-        if body["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict", "stale resourceVersion")
-        current["spec"]["replicas"] = body["spec"]["replicas"]
-        self._bump(current)
-        return current
 
 
 def scale_path(kind: str, name: str) -> str:
@@ -163,22 +113,22 @@ def test_get_error_other_than_not_found_does_not_create() -> None:
 def test_invalid_configmap_fails_and_scales_nothing(data: dict[str, str], fragment: str) -> None:
     api = FakeApi()
     api.add_scale(COREDNS, 1)
-    api.set_configmap(data)
+    api.set_configmap(CM, data)
     a = make(api, counts(10, 10))
     result = a.poll_once()
     assert result.error is not None and fragment in result.error
     assert api.objects[COREDNS]["spec"]["replicas"] == 1
     # fixed -> scaling resumes on the next poll
-    api.set_configmap({"linear": '{"nodesPerReplica":2}'})
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":2}'})
     assert a.poll_once().error is None
     assert api.objects[COREDNS]["spec"]["replicas"] == 5
 
 
 def test_params_reparsed_only_on_new_resource_version(monkeypatch: pytest.MonkeyPatch) -> None:
     import cpa.daemon.loop as mod
+    from cpa.decide.modes.registry import parse_configmap_data as real
 
     calls: list[Any] = []
-    real = mod.parse_configmap_data
 
     def counting(data: Any) -> Any:
         calls.append(data)
@@ -187,12 +137,12 @@ def test_params_reparsed_only_on_new_resource_version(monkeypatch: pytest.Monkey
     monkeypatch.setattr(mod, "parse_configmap_data", counting)
     api = FakeApi()
     api.add_scale(COREDNS, 1)
-    api.set_configmap({"linear": '{"nodesPerReplica":2}'})
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":2}'})
     a = make(api, counts(10, 10))
     for _ in range(3):
         a.poll_once()
     assert len(calls) == 1
-    api.set_configmap({"ladder": '{"nodesToReplicas":[[1,1],[5,7]]}'})  # mode switch
+    api.set_configmap(CM, {"ladder": '{"nodesToReplicas":[[1,1],[5,7]]}'})  # mode switch
     a.poll_once()
     assert len(calls) == 2
     assert api.objects[COREDNS]["spec"]["replicas"] == 7
@@ -205,7 +155,7 @@ def test_every_target_is_attempted_and_failure_reported() -> None:
     for p in paths:
         api.add_scale(p, 1)
     del api.objects[paths[1]]  # replicaset/b is missing
-    api.set_configmap({"linear": '{"nodesPerReplica":1}'})
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
     a = make(api, counts(3, 3),
              target="deployment/a,replicaset/b,replicationcontroller/c,statefulset/d")
     result = a.poll_once()
@@ -217,7 +167,7 @@ def test_every_target_is_attempted_and_failure_reported() -> None:
 def test_conflict_is_retried_once_with_a_fresh_get() -> None:
     api = FakeApi()
     api.add_scale(COREDNS, 1)
-    api.set_configmap({"linear": '{"nodesPerReplica":1}'})
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
     api.conflicts[COREDNS] = 1
     a = make(api, counts(4, 4))
     assert a.poll_once().error is None
@@ -228,7 +178,7 @@ def test_conflict_is_retried_once_with_a_fresh_get() -> None:
 def test_two_conflicts_fail_the_poll() -> None:
     api = FakeApi()
     api.add_scale(COREDNS, 1)
-    api.set_configmap({"linear": '{"nodesPerReplica":1}'})
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
     api.conflicts[COREDNS] = 2
     result = make(api, counts(4, 4)).poll_once()
     assert result.error is not None and "coredns" in result.error
@@ -253,7 +203,7 @@ def test_max_sync_failures_exits_1() -> None:
 def test_slow_polls_do_not_pile_up() -> None:
     api = FakeApi()
     api.add_scale(COREDNS, 1)
-    api.set_configmap({"linear": '{"nodesPerReplica":1}'})
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
     clock = [0.0]
     starts: list[float] = []
 
@@ -279,7 +229,7 @@ def test_slow_polls_do_not_pile_up() -> None:
 def test_stop_ends_the_loop_with_0() -> None:
     api = FakeApi()
     api.add_scale(COREDNS, 1)
-    api.set_configmap({"linear": '{"nodesPerReplica":1}'})
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
     stop = threading.Event()
     stop.set()
     assert make(api, counts(1, 1)).run(stop) == 0
@@ -294,21 +244,21 @@ def test_unexpected_parse_error_fails_closed_until_the_configmap_changes(
     previous parameters never stay in force (they did: one failed poll, then the old
     parameters were used again with /last-poll 200)."""
     import cpa.daemon.loop as autoscaler_module
+    from cpa.decide.modes.registry import parse_configmap_data as real
 
     api = FakeApi()
     api.add_scale(COREDNS, 1)
-    api.set_configmap({"linear": '{"nodesPerReplica":1}'})
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
     a = make(api, counts(5, 5))
     assert a.poll_once().error is None
     assert api.objects[COREDNS]["spec"]["replicas"] == 5
 
-    real = autoscaler_module.parse_configmap_data
 
     def explode(data: Any) -> Any:
         raise RuntimeError("boom")
 
     monkeypatch.setattr(autoscaler_module, "parse_configmap_data", explode)
-    api.set_configmap({"linear": '{"nodesPerReplica":2}'})
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":2}'})
     a._counts = lambda: counts(9, 9)  # a change the old parameters would act on
     for _ in range(3):
         result = a.poll_once()
@@ -318,7 +268,7 @@ def test_unexpected_parse_error_fails_closed_until_the_configmap_changes(
     assert api.objects[COREDNS]["spec"]["replicas"] == 5, "old parameters stayed in force"
 
     monkeypatch.setattr(autoscaler_module, "parse_configmap_data", real)
-    api.set_configmap({"linear": '{"nodesPerReplica":3}'})
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":3}'})
     assert a.poll_once().error is None
     assert api.objects[COREDNS]["spec"]["replicas"] == 3
 
@@ -331,7 +281,7 @@ def test_unexpected_parse_error_fails_closed_until_the_configmap_changes(
 def test_replicas_beyond_int32_write_nothing(data: dict[str, str]) -> None:
     api = FakeApi()
     api.add_scale(COREDNS, 3)
-    api.set_configmap(data)
+    api.set_configmap(CM, data)
     a = make(api, counts(3, 12))
     health = HealthState()
     a.add_observer(health.observe)
@@ -346,7 +296,7 @@ def test_replicas_beyond_int32_write_nothing(data: dict[str, str]) -> None:
 def test_huge_integer_literal_is_an_invalid_configmap_every_poll(literal: str) -> None:
     api = FakeApi()
     api.add_scale(COREDNS, 2)
-    api.set_configmap({"linear": f'{{"nodesPerReplica":1,"min":{literal}}}'})
+    api.set_configmap(CM, {"linear": f'{{"nodesPerReplica":1,"min":{literal}}}'})
     a = make(api, counts(3, 3))
     for _ in range(2):
         result = a.poll_once()
@@ -361,7 +311,7 @@ def test_huge_integer_literal_is_an_invalid_configmap_every_poll(literal: str) -
 def test_observers_get_the_whole_poll_and_cannot_break_it() -> None:
     api = FakeApi()
     api.add_scale(COREDNS, 1)
-    api.set_configmap({"linear": '{"nodesPerReplica":2}'})
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":2}'})
     seen: list[Any] = []
 
     def broken(result: Any) -> None:
@@ -385,7 +335,7 @@ def test_stale_counts_are_reported_and_the_poll_goes_on() -> None:
     status = [WatchStatus(True, True, 1000.0, None, 0)]
     api = FakeApi()
     api.add_scale(COREDNS, 1)
-    api.set_configmap({"linear": '{"nodesPerReplica":1}'})
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
     health = HealthState()
     a = make(api, counts(4, 4), "--poll-period-seconds=10", clock=lambda: clock[0],
              observers=[health.observe], watch_status=lambda: status[0])
@@ -416,7 +366,7 @@ def test_another_writer_is_warned_once_per_episode_and_counted(
     logs.configure(0, "json")
     api = FakeApi()
     api.add_scale(COREDNS, 1)
-    api.set_configmap({"linear": '{"nodesPerReplica":1}'})
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
     a = make(api, counts(3, 3))
     assert a.poll_once().overwritten == []  # we write 3
     assert a.poll_once().overwritten == []  # 3 is still there: nothing to say
@@ -442,7 +392,7 @@ def test_the_parameters_counting_policy_reaches_the_node_store() -> None:
 
     api = FakeApi()
     api.add_scale(COREDNS, 1)
-    api.set_configmap({"linear": '{"coresPerReplica":1,"excludeNodesWithTaints":["vk"]}'})
+    api.set_configmap(CM, {"linear": '{"coresPerReplica":1,"excludeNodesWithTaints":["vk"]}'})
     policies: list[Any] = []
     current = [counts(3, 20012)]
 
@@ -458,7 +408,7 @@ def test_the_parameters_counting_policy_reaches_the_node_store() -> None:
     assert policies == [CountingPolicy(frozenset({"vk"}))]
     assert result.counts == counts(2, 12), "counted again under the new policy"
     assert api.objects[COREDNS]["spec"]["replicas"] == 12
-    api.set_configmap({"linear": '{"coresPerReplica":1}'})
+    api.set_configmap(CM, {"linear": '{"coresPerReplica":1}'})
     a.poll_once()
     assert policies[-1] == DEFAULT_POLICY
     assert api.objects[COREDNS]["spec"]["replicas"] == 20012

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from cpa import logs
-from tests.unit.test_autoscaler import COREDNS, FakeApi, counts, make, scale_path
+from tests.fakes import FakeApi
+from tests.unit.test_autoscaler import CM, COREDNS, counts, make, scale_path
 
 WINDOW = '"behavior":{"scaleDown":{"stabilizationWindowSeconds":600}}'
 
@@ -32,7 +33,7 @@ class Cluster:
                       (t.split("/") for t in targets or ("deployment/coredns",))]
         for path in self.paths:
             self.api.add_scale(path, replicas)
-        self.api.set_configmap(data)
+        self.api.set_configmap(CM, data)
         self.nodes = 1
         self.now = 1000.0
         self.autoscaler = make(self.api, lambda: counts(self.nodes, self.nodes),
@@ -134,7 +135,7 @@ def test_history_survives_edits_but_not_removal() -> None:
     cluster.poll(3, 10)
     assert cluster.replicas() == 5
     # A longer window (or a mode switch) is judged against the same history: still held.
-    cluster.api.set_configmap({"ladder": '{"nodesToReplicas":[[0,0],[2,3]],"behavior":'
+    cluster.api.set_configmap(CM, {"ladder": '{"nodesToReplicas":[[0,0],[2,3]],"behavior":'
                                          '{"scaleDown":{"stabilizationWindowSeconds":900}}}'})
     cluster.poll(3, 700)
     assert cluster.replicas() == 5, "the 5 from t=0 is inside the new 900 s window"
@@ -142,10 +143,10 @@ def test_history_survives_edits_but_not_removal() -> None:
     assert cluster.replicas() == 3
     # Without behavior: upstream's decision, and the history is gone.
     cluster.poll(6, 910)
-    cluster.api.set_configmap(linear())
+    cluster.api.set_configmap(CM, linear())
     cluster.poll(2, 920)
     assert cluster.replicas() == 2
-    cluster.api.set_configmap(linear(WINDOW))
+    cluster.api.set_configmap(CM, linear(WINDOW))
     cluster.poll(1, 930)
     assert cluster.replicas() == 1, "no history of the 6 from before the removal"
 

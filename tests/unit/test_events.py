@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
@@ -15,22 +14,7 @@ from cpa.decide.decision import Decision
 from cpa.kube.api import ApiError
 from cpa.kube.scale import ScaleResult, Target
 from cpa.nodes.counts import ClusterCounts
-
-
-class FakeApi:
-    def __init__(self, fail: ApiError | Exception | None = None) -> None:
-        self.posted: list[tuple[str, dict[str, Any]]] = []
-        self.fail = fail
-
-    def get_json(self, path: str, query: Any = None) -> dict[str, Any]:
-        raise AssertionError("Events are only created")
-
-    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
-        assert method == "POST"
-        if self.fail is not None:
-            raise self.fail
-        self.posted.append((path, body))
-        return body  # type: ignore[no-any-return]
+from tests.fakes import FakeApi
 
 
 def recorder(api: FakeApi, clock: list[float] | None = None) -> EventRecorder:
@@ -53,8 +37,8 @@ def test_a_replica_change_is_a_normal_event_regarding_the_target() -> None:
     rec = recorder(api)
     rec.observe(scaled(ScaleResult(Target("deployment", "coredns"), 2, 3, True),
                        ScaleResult(Target("replicationcontroller", "x"), 3, 3, False)))
-    assert len(api.posted) == 1
-    path, body = api.posted[0]
+    assert len(api.created) == 1
+    path, body = api.created[0]
     assert path == "/apis/events.k8s.io/v1/namespaces/kube-system/events"
     assert body["type"] == "Normal" and body["reason"] == "Scaled" and body["action"] == "Scale"
     assert body["regarding"] == {"apiVersion": "apps/v1", "kind": "Deployment",
@@ -73,8 +57,8 @@ def test_invalid_parameters_warn_once_per_resource_version() -> None:
     for version in ("7", "7", "7", "9"):
         r = PollResult(started=0.0, error="bad", params_invalid="min is -1", params_version=version)
         rec.observe(r)
-    assert [b["regarding"]["resourceVersion"] for _, b in api.posted] == ["7", "9"]
-    _, body = api.posted[0]
+    assert [b["regarding"]["resourceVersion"] for _, b in api.created] == ["7", "9"]
+    _, body = api.created[0]
     assert body["type"] == "Warning" and body["reason"] == "InvalidParameters"
     assert body["regarding"]["kind"] == "ConfigMap"
     assert body["regarding"]["name"] == "kube-dns-autoscaler"
@@ -84,7 +68,7 @@ def test_invalid_parameters_warn_once_per_resource_version() -> None:
 def test_notes_are_truncated_to_what_the_api_accepts() -> None:
     api = FakeApi()
     recorder(api).emit("Warning", "X", "Y", {"kind": "ConfigMap", "name": "c"}, "z" * 5000)
-    assert len(api.posted[0][1]["note"]) == NOTE_LIMIT
+    assert len(api.created[0][1]["note"]) == NOTE_LIMIT
 
 
 def test_forbidden_logs_one_line_and_retries_an_hour_later(
@@ -98,9 +82,9 @@ def test_forbidden_logs_one_line_and_retries_an_hour_later(
         rec.observe(change)  # never raises
     assert rec.failed == 1, "no request while forbidden"
     clock[0] += RETRY_FORBIDDEN_SECONDS
-    api.fail = None
+    api.fail_writes = None
     rec.observe(change)
-    assert len(api.posted) == 1
+    assert len(api.created) == 1
     events = [json.loads(line)["event"] for line in capsys.readouterr().err.splitlines()
               if line.startswith("{")]
     assert events.count("events.forbidden") == 1
@@ -122,6 +106,6 @@ def test_a_change_shaped_by_behavior_says_so() -> None:
     r.behavior[target] = Outcome(desired=3, current=10, replicas=7, steps=(),
                                  reason="scale-down limited to 3 Pods per 60s")
     recorder(api).observe(r)
-    note = api.posted[0][1]["note"]
+    note = api.created[0][1]["note"]
     assert note.endswith("the parameters gave 3, the behavior wrote 7: scale-down limited "
                          "to 3 Pods per 60s")

@@ -2,55 +2,28 @@
 
 from __future__ import annotations
 
-import copy
 import random
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cpa.daemon.leaderelection import LeaderElector, LeaseConfig
 from cpa.kube.api import ApiError
+from tests.fakes import FakeApi
 
 PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/dns"
 
 
-class LeaseApi:
-    """One Lease object with optimistic concurrency, like the API server's."""
+def lease(api: FakeApi) -> dict[str, Any]:
+    return api.objects[PATH]
 
-    def __init__(self) -> None:
-        self.lease: dict[str, Any] | None = None
-        self.rv = 0
-        self.down = False
-        self.writes: list[str] = []
 
-    def get_json(self, path: str, query: Any = None) -> dict[str, Any]:
-        assert path == PATH
-        if self.down:
-            raise ApiError(0, "ConnectionError", "unreachable")
-        if self.lease is None:
-            raise ApiError(404, "NotFound", "leases.coordination.k8s.io \"dns\" not found")
-        return copy.deepcopy(self.lease)
+def holder(api: FakeApi) -> str:
+    return str(api.objects.get(PATH, {}).get("spec", {}).get("holderIdentity", ""))
 
-    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
-        if self.down:
-            raise ApiError(0, "ConnectionError", "unreachable")
-        if method == "POST":
-            assert path == PATH.rsplit("/", 1)[0]
-            if self.lease is not None:
-                raise ApiError(409, "AlreadyExists", "exists")
-        else:
-            assert method == "PUT" and path == PATH and self.lease is not None
-            if body["metadata"]["resourceVersion"] != self.lease["metadata"]["resourceVersion"]:
-                raise ApiError(409, "Conflict", "the object has been modified")
-        self.rv += 1
-        body = copy.deepcopy(body)
-        body["metadata"]["resourceVersion"] = str(self.rv)
-        self.lease = body
-        self.writes.append(body["spec"].get("holderIdentity", ""))
-        return copy.deepcopy(body)
 
-    @property
-    def holder(self) -> str:
-        return str((self.lease or {}).get("spec", {}).get("holderIdentity", ""))
+class Changes(list[tuple[str, bool]]):
+    """Each elector's leadership changes, in order: (name, leading)."""
 
 
 class Clock:
@@ -64,7 +37,7 @@ class Clock:
         return datetime(2026, 11, 30, tzinfo=UTC) + timedelta(seconds=self.now)
 
 
-def elector(api: LeaseApi, clock: Clock, name: str, changes: list[tuple[str, bool]]
+def elector(api: FakeApi, clock: Clock, name: str, changes: list[tuple[str, bool]]
             ) -> LeaderElector:
     config = LeaseConfig("kube-system", "dns", name)
     return LeaderElector(api, config, on_change=lambda leading: changes.append((name, leading)),
@@ -72,13 +45,13 @@ def elector(api: LeaseApi, clock: Clock, name: str, changes: list[tuple[str, boo
 
 
 def test_one_leader_and_takeover_after_the_lease_duration() -> None:
-    api, clock, changes = LeaseApi(), Clock(), []
+    api, clock, changes = FakeApi(), Clock(), Changes()
     a, b = elector(api, clock, "a", changes), elector(api, clock, "b", changes)
     a.tick()
     b.tick()
     assert a.is_leader() and not b.is_leader()
-    assert api.holder == "a"
-    spec = api.lease["spec"]  # type: ignore[index]
+    assert holder(api) == "a"
+    spec = lease(api)["spec"]
     assert spec["leaseDurationSeconds"] == 15 and spec["leaseTransitions"] == 0
     for _ in range(10):  # a renews every 2 s; b keeps seeing a fresh record
         clock.now += 2
@@ -92,13 +65,13 @@ def test_one_leader_and_takeover_after_the_lease_duration() -> None:
     assert not b.is_leader(), "took over before the lease expired (14 s < 15 s)"
     clock.now += 2
     b.tick()
-    assert b.is_leader() and api.holder == "b"
-    assert api.lease["spec"]["leaseTransitions"] == 1  # type: ignore[index]
+    assert b.is_leader() and holder(api) == "b"
+    assert lease(api)["spec"]["leaseTransitions"] == 1
     assert changes == [("a", True), ("b", True)]
 
 
 def test_a_leader_that_cannot_renew_stops_writing_by_the_deadline() -> None:
-    api, clock, changes = LeaseApi(), Clock(), []
+    api, clock, changes = FakeApi(), Clock(), Changes()
     a = elector(api, clock, "a", changes)
     a.tick()
     assert a.is_leader()
@@ -115,12 +88,12 @@ def test_a_leader_that_cannot_renew_stops_writing_by_the_deadline() -> None:
 
 
 def test_release_hands_over_at_once() -> None:
-    api, clock, changes = LeaseApi(), Clock(), []
+    api, clock, changes = FakeApi(), Clock(), Changes()
     a, b = elector(api, clock, "a", changes), elector(api, clock, "b", changes)
     a.tick()
     b.tick()
     assert a.release() and not a.is_leader()
-    assert api.holder == "" and api.lease["spec"]["leaseDurationSeconds"] == 1  # type: ignore[index]
+    assert holder(api) == "" and lease(api)["spec"]["leaseDurationSeconds"] == 1
     clock.now += 0.5
     b.tick()
     assert b.is_leader()
@@ -128,26 +101,31 @@ def test_release_hands_over_at_once() -> None:
 
 def test_a_lost_race_is_not_leadership() -> None:
     """Both see no Lease; one create wins, the other gets 409 and follows."""
-    api, clock, changes = LeaseApi(), Clock(), []
+
+    class Race(FakeApi):
+        """b runs its whole tick right after a's first GET is answered."""
+
+        raced = False
+
+        def get_json(self, path: str, query: Mapping[str, str] | None = None
+                     ) -> dict[str, Any]:
+            try:
+                return super().get_json(path, query)
+            finally:
+                if not self.raced:
+                    self.raced = True
+                    b.tick()
+
+    api, clock, changes = Race(), Clock(), Changes()
     a, b = elector(api, clock, "a", changes), elector(api, clock, "b", changes)
-    real_get = api.get_json
-
-    def get_then_b_creates(path: str, query: Any = None) -> dict[str, Any]:
-        try:
-            return real_get(path)
-        finally:
-            if api.lease is None:
-                api.get_json = real_get  # type: ignore[method-assign]
-                b.tick()
-
-    api.get_json = get_then_b_creates  # type: ignore[method-assign]
     a.tick()
     assert b.is_leader() and not a.is_leader()
 
 
 def test_forbidden_lease_is_reported_not_raised() -> None:
-    class Forbidden(LeaseApi):
-        def get_json(self, path: str, query: Any = None) -> dict[str, Any]:
+    class Forbidden(FakeApi):
+        def get_json(self, path: str, query: Mapping[str, str] | None = None
+                     ) -> dict[str, Any]:
             raise ApiError(403, "Forbidden", "leases is forbidden")
 
     clock = Clock()

@@ -5,7 +5,6 @@ order, unknown fields of every wire type, long lengths, truncation)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from cpa.kube.wire import Status, api_error, frames, lines
 from cpa.nodes import json as nodejson
 from cpa.nodes import proto as nodeproto
 from cpa.nodes.records import Event, NodeInfo
+from tests.fakes import FakeResponse
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "protobuf"
 
@@ -23,24 +23,12 @@ def fixture(name: str) -> bytes:
     return (FIXTURES / name).read_bytes()
 
 
-class Chunks:
-    """A response body delivered in chunks of ``size`` bytes."""
-
-    def __init__(self, data: bytes, size: int) -> None:
-        self.data = data
-        self.size = size
-
-    def stream(self, amt: int, decode_content: bool = True) -> Iterator[bytes]:
-        for i in range(0, len(self.data), self.size):
-            yield self.data[i:i + self.size]
-
-
 def pb_events(name: str, chunk: int = 65536) -> list[Event]:
-    return [nodeproto.decode_event(f) for f in frames(Chunks(fixture(name), chunk))]  # type: ignore[arg-type]
+    return [nodeproto.decode_event(f) for f in frames(FakeResponse(fixture(name), chunk))]
 
 
 def json_events(name: str) -> list[Event]:
-    return [nodejson.decode_event(line) for line in lines(Chunks(fixture(name), 65536))]  # type: ignore[arg-type]
+    return [nodejson.decode_event(line) for line in lines(FakeResponse(fixture(name), 65536))]
 
 
 # --- recorded from kube-apiserver ---------------------------------------------------------
@@ -114,8 +102,8 @@ def test_error_answers_in_protobuf_become_api_errors() -> None:
 def test_a_stream_cut_inside_a_frame_raises() -> None:
     data = fixture("watch.pb")
     with pytest.raises(wire.ProtoError, match="inside a frame"):
-        list(frames(Chunks(data[:-3], 100)))  # type: ignore[arg-type]
-    assert len(list(frames(Chunks(data, 100)))) == 5  # type: ignore[arg-type]
+        list(frames(FakeResponse(data[:-3], 100)))
+    assert len(list(frames(FakeResponse(data, 100)))) == 5
 
 
 # --- hand-built ---------------------------------------------------------------------------

@@ -112,7 +112,7 @@ def test_decode_bookmark_and_list_page() -> None:
 
 
 def test_policy_excludes_tainted_nodes_and_caps_cores() -> None:
-    from cpa.decide.counting import CountingPolicy
+    from cpa.nodes.counts import CountingPolicy
 
     store = NodeStore()
     store.upsert(NodeInfo("virtual", "1", False, True, "20000",
@@ -176,7 +176,7 @@ def test_running_totals_equal_a_recount_under_any_changes() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from cpa.decide.counting import CountingPolicy
+    from cpa.nodes.counts import CountingPolicy
 
     node = st.builds(NodeInfo, st.sampled_from("abcdefgh"), st.just("1"), st.booleans(),
                      st.booleans(), st.sampled_from([None, "1", "3920m", "96", "250m", "20000"]),

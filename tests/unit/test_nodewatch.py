@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from cpa.kube.api import ApiError
-from cpa.kube.wire import ACCEPT_PROTOBUF, frames
+from cpa.kube.api import ApiError, StreamResponse
+from cpa.kube.wire import ACCEPT_PROTOBUF, JSON, frames
 from cpa.nodes import proto as nodeproto
 from cpa.nodes.store import NodeStore
 from cpa.nodes.watch import (
@@ -25,6 +25,7 @@ from cpa.nodes.watch import (
     NodeReflector,
     WatchStatus,
 )
+from tests.fakes import FakeResponse, ScriptedApi
 from tests.unit.test_nodeproto import condition, envelope, fixture, ld, node
 from tests.unit.test_nodestore import node_json
 
@@ -47,91 +48,6 @@ class ReadTimeoutError(Exception):
         return "Read timed out. (read timeout=60.0)"
 
 
-class FakeResponse:
-    """Enough of urllib3's response: chunks split at awkward places, then EOF or a raise."""
-
-    def __init__(self, payload: bytes, chunk: int = 7, then: Exception | None = None,
-                 content_type: str = "application/json") -> None:
-        self.payload = payload
-        self.chunk = chunk
-        self.then = then
-        self.headers = {"Content-Type": content_type}
-        self.released = False
-        self.closed = False
-
-    def stream(self, amt: int, decode_content: bool = True) -> Iterator[bytes]:
-        for i in range(0, len(self.payload), self.chunk):
-            yield self.payload[i:i + self.chunk]
-        if self.then is not None:
-            raise self.then
-
-    def release_conn(self) -> None:
-        self.released = True
-
-    def close(self) -> None:
-        self.closed = True
-
-    def shutdown(self) -> None:
-        self.closed = True
-
-
-Answer = FakeResponse | ApiError
-
-
-class ScriptedApi:
-    """Answers stream() and get_raw() calls from scripts; stops the reflector when a
-    script runs out, so ``run()`` returns."""
-
-    def __init__(self, streams: list[Answer],
-                 pages: list[dict[str, Any] | bytes | ApiError] | None = None) -> None:
-        self.streams = list(streams)
-        self.pages = list(pages or [])
-        self.stream_calls: list[tuple[dict[str, str], float]] = []
-        self.page_calls: list[dict[str, str]] = []
-        self.accepts: list[str] = []
-        self.responses: list[FakeResponse] = []
-        self.statuses: list[WatchStatus] = []  # the reflector's status as each stream opens
-        self.reflector: NodeReflector | None = None
-
-    def _out(self) -> None:
-        assert self.reflector is not None
-        self.reflector.stop(timeout=0)  # the script is over: end the loop
-        raise ApiError(0, "ConnectionError", "script over")
-
-    def stream(self, path: str, query: dict[str, str], read_timeout: float,
-               accept: str = "application/json") -> FakeResponse:
-        assert self.reflector is not None
-        self.statuses.append(self.reflector.status())
-        self.stream_calls.append((dict(query), read_timeout))
-        self.accepts.append(accept)
-        if not self.streams:
-            self._out()
-        answer = self.streams.pop(0)
-        if isinstance(answer, ApiError):
-            raise answer
-        self.responses.append(answer)
-        return answer
-
-    def get_raw(self, path: str, query: dict[str, str], accept: str = "application/json"
-                ) -> tuple[str, bytes]:
-        self.page_calls.append(dict(query))
-        self.accepts.append(accept)
-        if not self.pages:
-            self._out()
-        page = self.pages.pop(0)
-        if isinstance(page, ApiError):
-            raise page
-        if isinstance(page, bytes):  # protobuf, as recorded
-            return "application/vnd.kubernetes.protobuf", page
-        return "application/json", json.dumps(page).encode()
-
-    def get_json(self, path: str, query: Any = None) -> dict[str, Any]:
-        raise AssertionError("the reflector makes no single JSON requests")
-
-    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
-        raise AssertionError("the reflector writes nothing")
-
-
 class Harness:
     """A reflector on a ScriptedApi with a fake clock that its backoff pauses advance."""
 
@@ -141,11 +57,14 @@ class Harness:
         self.waits: list[float] = []
         self.store = NodeStore()
         self.api = api
+        self.statuses: list[WatchStatus] = []  # the reflector's status as each stream opens
         self.reflector = NodeReflector(api, self.store, selector, page_size=page_size,
                                        use_streaming_list=streaming, protobuf=protobuf,
                                        clock=lambda: self.now, rng=random.Random(7),
                                        wait=self._pause)
-        api.reflector = self.reflector
+        # The script is over: end the loop, so run() returns.
+        api.when_done = lambda: self.reflector.stop(timeout=0)
+        api.on_stream = lambda: self.statuses.append(self.reflector.status())
 
     def _pause(self, stop: threading.Event, seconds: float) -> bool:
         self.waits.append(seconds)
@@ -298,7 +217,7 @@ def test_a_silent_connection_is_dead_replaced_and_reported() -> None:
     h = Harness(api)
     h.now = 100.0
     h.run()
-    dead = api.statuses[2]  # as the replacement watch opens, after the backoff
+    dead = h.statuses[2]  # as the replacement watch opens, after the backoff
     assert not dead.up and dead.synced
     assert "carried no bytes for 60s" in (dead.error or "")
     assert dead.last_contact == 100.0
@@ -306,7 +225,7 @@ def test_a_silent_connection_is_dead_replaced_and_reported() -> None:
     assert dead.restarts == 1
     assert api.responses[1].closed  # a dead connection never goes back to the pool open
     assert api.stream_calls[2][0]["resourceVersion"] == "10"
-    assert api.statuses[3].restarts == 2 and "connect timed out" in (api.statuses[3].error
+    assert h.statuses[3].restarts == 2 and "connect timed out" in (h.statuses[3].error
                                                                       or "")
 
 
@@ -316,7 +235,7 @@ def test_recovery_clears_the_error() -> None:
                        FakeResponse(bookmark("12"))])
     h = Harness(api)
     h.run()
-    refused, recovered = api.statuses[2], api.statuses[3]
+    refused, recovered = h.statuses[2], h.statuses[3]
     assert not refused.up and "refused" in (refused.error or "")
     assert recovered.up and recovered.error is None and recovered.restarts == 1
     assert recovered.stale_seconds(1e9) == 0.0
@@ -327,12 +246,11 @@ def test_stop_while_a_watch_is_being_opened_does_not_wait_for_the_watch() -> Non
     for it to shut down; the loop must not then read a 40-50 s watch to its end."""
 
     class StopDuringConnect(ScriptedApi):
-        def stream(self, path: str, query: dict[str, str], read_timeout: float,
-                   accept: str = "application/json") -> FakeResponse:
+        def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
+                   accept: str = JSON) -> StreamResponse:
             response = super().stream(path, query, read_timeout, accept)
             if "sendInitialEvents" not in query:
-                assert self.reflector is not None
-                self.reflector.stop(timeout=0)
+                h.reflector.stop(timeout=0)
             return response
 
     never_read = FakeResponse(event("ADDED", node_json("late")))

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from cpa.tools.simulate import load_timeline, simulate, simulate_main, writes
-from tests.unit.test_autoscaler import COREDNS, FakeApi, make
+from tests.fakes import FakeApi
+from tests.unit.test_autoscaler import CM, COREDNS, make
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "simulate"
@@ -150,7 +151,7 @@ def test_simulate_is_what_the_daemon_does() -> None:
     steps = simulate(parse_configmap_data(data), rows)
     api = FakeApi()
     api.add_scale(COREDNS, steps[0].desired)
-    api.set_configmap(data)
+    api.set_configmap(CM, data)
     now = [0.0]
     current = [rows[0].counts]
     autoscaler = make(api, lambda: current[0], clock=lambda: now[0])
