@@ -112,7 +112,8 @@ class Autoscaler:
         self._stale = (StaleCounts(watch_status, clock, config.poll_period_seconds)
                        if watch_status is not None else None)
         self._writers = OtherWriters()
-        self._behavior = BehaviorStage()  # ours: windows/policies history, per target
+        self.behavior = BehaviorStage()
+        """Ours: the windows' and policies' history, per target."""
         self.consecutive_failures = 0
         self.polls = 0
 
@@ -187,7 +188,7 @@ class Autoscaler:
         desired, now = result.decision.replicas, result.started
 
         def shape(current: int) -> int:
-            outcome = self._behavior.shape(target, behavior, desired, current, now)
+            outcome = self.behavior.shape(target, behavior, desired, current, now)
             result.behavior[target] = outcome
             return outcome.replicas
         return shape
@@ -199,8 +200,8 @@ class Autoscaler:
         if outcome is None or res.error is not None:
             return {}
         if res.changed and res.previous is not None:
-            self._behavior.written(res.target, res.previous, res.replicas, result.started)
-        elif self._behavior.newly_held(res.target, outcome):
+            self.behavior.written(res.target, res.previous, res.replicas, result.started)
+        elif self.behavior.newly_held(res.target, outcome):
             self._log.info("scale.held", target=str(res.target), replicas=outcome.replicas,
                            desired=outcome.desired, behavior=outcome.reason)
         if not outcome.shaped:
@@ -230,7 +231,7 @@ class Autoscaler:
             failures: list[str] = []
             behavior = params.shared.behavior
             if behavior is None:
-                self._behavior.reset()
+                self.behavior.reset()
             for target in self._config.targets:  # ours: every target is attempted
                 res = ensure_replicas(self._api, self._config.namespace, target,
                                       decision.replicas,

@@ -557,6 +557,10 @@ class BehaviorStage:
         state = self._states.setdefault(key, BehaviorState())
         return apply(behavior, state, desired, current, now)
 
+    def state(self, key: Hashable) -> BehaviorState | None:
+        """What is remembered for ``key`` (None: nothing yet); for inspection, not to change."""
+        return self._states.get(key)
+
     def written(self, key: Hashable, previous: int, new: int, now: float) -> None:
         """A scale write succeeded: the policies count it from now on."""
         self._states.setdefault(key, BehaviorState()).record_scale(previous, new, now)

@@ -112,6 +112,7 @@ class NodeReflector:
         self.sync_method = ""
         self.sync_seconds = 0.0
         self.encoding = ""  # of the last list or watch response: "protobuf" or "json"
+        self.lists = 0  # complete lists of the Nodes: the initial sync, then each relist
 
     # --- public --------------------------------------------------------------------
     @property
@@ -283,6 +284,7 @@ class NodeReflector:
         return True
 
     def _mark_synced(self, method: str) -> None:
+        self.lists += 1
         if not self._synced.is_set():
             self.sync_method = method
             self.sync_seconds = self._clock() - self._started

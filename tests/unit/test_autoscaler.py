@@ -227,12 +227,21 @@ def test_slow_polls_do_not_pile_up() -> None:
 
 
 def test_stop_ends_the_loop_with_0() -> None:
+    """A stop (SIGTERM) while the loop waits for the next period ends it at once, with 0."""
     api = FakeApi()
     api.add_scale(COREDNS, 1)
     api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
     stop = threading.Event()
-    stop.set()
-    assert make(api, counts(1, 1)).run(stop) == 0
+    polled = threading.Event()
+    a = make(api, counts(1, 1), "--poll-period-seconds=3600",
+             observers=[lambda _result: polled.set()])
+    codes: list[int] = []
+    loop = threading.Thread(target=lambda: codes.append(a.run(stop)))
+    loop.start()
+    assert polled.wait(30), "the first poll runs at once"
+    stop.set()  # the loop now waits for a boundary an hour away
+    loop.join(30)
+    assert codes == [0] and a.polls == 1
 
 
 # --------------------------------------------------------- fail closed; int32 range

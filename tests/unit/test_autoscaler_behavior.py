@@ -158,7 +158,8 @@ def test_a_conflict_retry_shapes_from_the_fresh_count() -> None:
     result = cluster.poll(9, 0)
     assert cluster.replicas() == 2
     assert cluster.api.calls.count(("GET", COREDNS)) == 2
-    state = cluster.autoscaler._behavior._states[result.scales[0].target]
+    state = cluster.autoscaler.behavior.state(result.scales[0].target)
+    assert state is not None
     assert state.recommendations == [(1000.0, 9)], "one recommendation per poll"
     assert state.scale_up_events == [(1000.0, 1)]
 

@@ -230,10 +230,16 @@ def test_every_contract_flag_is_accepted() -> None:
         assert name in names
 
 
-@pytest.mark.parametrize("argv", [["--log_dir=/x"], ["--log-dir=/x"], ["--log_link=/y"],
-                                  ["--logbuflevel=-1"], ["--log_backtrace_at="]])
-def test_glog_underscore_spellings(argv: list[str]) -> None:
-    parse_args(argv, {})
+@pytest.mark.parametrize(("argv", "attr", "value"), [
+    (["--log_dir=/x"], "log_dir", "/x"), (["--log-dir=/x"], "log_dir", "/x"),
+    (["--log_link=/y"], "log_link", "/y"), (["--log-link", "/y"], "log_link", "/y"),
+    (["--logbuflevel=-1"], "logbuflevel", -1), (["--log_backtrace_at=x.go:7"],
+                                                "log_backtrace_at", "x.go:7"),
+    (["--log_backtrace_at="], "log_backtrace_at", ""),
+])
+def test_glog_underscore_spellings(argv: list[str], attr: str, value: object) -> None:
+    """``_`` and ``-`` name the same flag (upstream's WordSepNormalizeFunc)."""
+    assert getattr(parse_args(argv, {}), attr) == value
 
 
 def test_health_port_range() -> None:

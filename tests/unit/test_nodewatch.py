@@ -118,6 +118,7 @@ def test_streaming_list_retains_only_what_it_listed() -> None:
     h = Harness(api)
     h.run()
     assert h.names() == ["b"]
+    assert h.reflector.lists == 2, "the 410 made it list again"
 
 
 @pytest.mark.parametrize("status", [400, 422])
