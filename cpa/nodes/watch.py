@@ -309,6 +309,9 @@ class NodeReflector:
             if exc.gone:  # the same answer as an ERROR event with code 410
                 raise _Relist(exc.message) from exc
             raise
+        if logs.v(4):  # one a watch (every 40-50 s), as client-go logs its watches at 4
+            self._log.info("watch.opened", resource_version=self._rv,
+                           timeout_seconds=int(q["timeoutSeconds"]))
         return self._consume(resp, None)[0]
 
     def _consume(self, resp: StreamResponse, initial: set[str] | None) -> tuple[int, bool]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -162,11 +163,36 @@ class AutoscalerProcess(LoggedProcess):
         wait_until("a successful poll", lambda: self._alive_and(
             lambda: self.last_poll()[0] == 200), timeout)
 
+    def metrics(self) -> dict[str, float]:
+        """The samples of ``/metrics``: series (its name and labels, as exposed) -> value."""
+        status, body = self.health("/metrics")
+        assert status == 200, f"/metrics answered {status}: {body[:200]}"
+        out: dict[str, float] = {}
+        for line in body.splitlines():
+            match = re.fullmatch(r"([a-z_]+(?:\{[^}]*\})?) (\S+)", line)
+            if match:
+                out[match.group(1)] = float(match.group(2))
+        return out
+
+    def polls(self) -> int:
+        """The polls made so far, of either result (``cpa_polls_total``)."""
+        return int(sum(value for series, value in self.metrics().items()
+                       if series.startswith("cpa_polls_total{")))
+
     def wait_poll_error(self, fragment: str, timeout: float = 30.0) -> str:
         def check() -> str | None:
             status, body = self._alive_and(self.last_poll)
             return body if status == 500 and fragment in body else None
         return wait_until(f"/last-poll 500 mentioning {fragment!r}", check, timeout)
+
+
+def wait_polls(*procs: AutoscalerProcess, count: int = 3, timeout: float = 60.0) -> None:
+    """Wait until each process has polled ``count`` more times (its ``cpa_polls_total`` grew
+    by that much): what a test means by "a few polls later", however slow the machine."""
+    starts = [proc.polls() for proc in procs]
+    wait_until(f"{count} more polls", lambda: all(
+        proc.polls() >= start + count for proc, start in zip(procs, starts, strict=True)),
+        timeout)
 
 
 # --- objects ---------------------------------------------------------------------------
@@ -264,6 +290,20 @@ def wait_replicas(admin: AdminClient, namespace: str, kind: str, name: str, expe
         # test counting events after this sees every write made so far.
         wait_until("the daemon's start-up events in its log",
                    lambda: bool(proc.events("starting")), 10.0)
+
+
+def coredns_and_nodes(admin: AdminClient, namespace: str, prefix: str, count: int,
+                      cpu: str = "8", **kw: Any) -> list[str]:
+    """The usual scenario: a ``coredns`` Deployment (1 replica) and ``count`` Nodes; returns
+    the Nodes' names."""
+    create_workload(admin, namespace, "deployment", "coredns")
+    return create_nodes(admin, prefix, count, cpu, **kw)
+
+
+def create_configmap(admin: AdminClient, namespace: str, name: str,
+                     data: dict[str, str]) -> None:
+    admin.post(f"/api/v1/namespaces/{namespace}/configmaps", {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
 
 
 def configmap(admin: AdminClient, namespace: str, name: str) -> dict[str, Any]:

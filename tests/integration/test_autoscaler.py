@@ -21,12 +21,15 @@ from tests.integration.support import (
     KUBE_DNS_DEFAULTS,
     configmap,
     cordon,
+    coredns_and_nodes,
+    create_configmap,
     create_nodes,
     create_workload,
     put_configmap_data,
     replicas,
     run_cli,
     set_node_ready,
+    wait_polls,
     wait_replicas,
     wait_until,
 )
@@ -46,8 +49,7 @@ def test_seed_walkthrough(controlplane: ControlPlane, namespace: str, no_nodes: 
                           start: Any) -> None:
     """16 nodes x 8 cores -> 2; 48 x 32 -> 6; ladder by editing the ConfigMap -> 5."""
     admin = controlplane.admin()
-    create_workload(admin, namespace, "deployment", "coredns", replicas=1)
-    create_nodes(admin, "seed", 16, cpu="8")
+    coredns_and_nodes(admin, namespace, "seed", 16, cpu="8")
     proc = start(*kube_dns_args(namespace))
     wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
     cm = configmap(admin, namespace, CM)
@@ -77,9 +79,8 @@ def test_unschedulable_and_notready_nodes(controlplane: ControlPlane, namespace:
     create_workload(admin, namespace, "deployment", "coredns")
     # 3 x 3920m = 11760m -> 12 cores; one node per replica.
     names = create_nodes(admin, "mc", 3, cpu="3920m")
-    admin.post(f"/api/v1/namespaces/{namespace}/configmaps", {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CM},
-        "data": {"linear": '{"coresPerReplica":1,"nodesPerReplica":100}'}})
+    create_configmap(admin, namespace, CM,
+                     {"linear": '{"coresPerReplica":1,"nodesPerReplica":100}'})
     proc = start(f"--namespace={namespace}", f"--configmap={CM}", "--target=deployment/coredns")
     wait_replicas(admin, namespace, "deployment", "coredns", 12, proc=proc)  # ceil(11.76)
 
@@ -100,12 +101,10 @@ def test_unschedulable_and_notready_nodes(controlplane: ControlPlane, namespace:
 def test_nodelabels_filter(controlplane: ControlPlane, namespace: str, no_nodes: None,
                            start: Any) -> None:
     admin = controlplane.admin()
-    create_workload(admin, namespace, "deployment", "coredns")
-    workers = create_nodes(admin, "w", 5, cpu="4", labels={"pool": "dns", "tier": "a"})
+    workers = coredns_and_nodes(admin, namespace, "w", 5, cpu="4",
+                                labels={"pool": "dns", "tier": "a"})
     create_nodes(admin, "other", 7, cpu="4", labels={"pool": "batch"})
-    admin.post(f"/api/v1/namespaces/{namespace}/configmaps", {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CM},
-        "data": {"linear": '{"nodesPerReplica":1}'}})
+    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
     proc = start(f"--namespace={namespace}", f"--configmap={CM}",
                  "--target=deployment/coredns", "--nodelabels=pool=dns,tier in (a,b)")
     wait_replicas(admin, namespace, "deployment", "coredns", 5, proc=proc)
@@ -121,8 +120,7 @@ def test_configmap_recreated_and_invalid_configmaps(controlplane: ControlPlane,
                                                     namespace: str, no_nodes: None,
                                                     start: Any) -> None:
     admin = controlplane.admin()
-    create_workload(admin, namespace, "deployment", "coredns")
-    create_nodes(admin, "cm", 3, cpu="2")
+    coredns_and_nodes(admin, namespace, "cm", 3, cpu="2")
     proc = start(*kube_dns_args(namespace))
     wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
 
@@ -173,9 +171,7 @@ def test_multi_target_with_one_missing(controlplane: ControlPlane, namespace: st
                        ("statefulset", "d")]:
         create_workload(admin, namespace, kind, name)
     create_nodes(admin, "mt", 4, cpu="2")
-    admin.post(f"/api/v1/namespaces/{namespace}/configmaps", {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CM},
-        "data": {"linear": '{"nodesPerReplica":1}'}})
+    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
     proc = start(f"--namespace={namespace}", f"--configmap={CM}",
                  "--target=deployment/a,replicaset/b,replicationcontroller/c,statefulset/d",
                  kubeconfig=kubeconfig)
@@ -192,8 +188,7 @@ def test_multi_target_with_one_missing(controlplane: ControlPlane, namespace: st
 def test_max_sync_failures_exits_1(controlplane: ControlPlane, namespace: str,
                                    no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
-    create_workload(admin, namespace, "deployment", "coredns")
-    create_nodes(admin, "msf", 2)
+    coredns_and_nodes(admin, namespace, "msf", 2)
     proc = start(*kube_dns_args(namespace), "--max-sync-failures=3")
     wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
     controlplane.stop_apiserver()
@@ -213,11 +208,8 @@ def test_max_sync_failures_exits_1(controlplane: ControlPlane, namespace: str,
 def test_apiserver_and_etcd_restart(controlplane: ControlPlane, namespace: str,
                                     no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
-    create_workload(admin, namespace, "deployment", "coredns")
-    create_nodes(admin, "rs", 4, cpu="2")
-    admin.post(f"/api/v1/namespaces/{namespace}/configmaps", {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CM},
-        "data": {"linear": '{"nodesPerReplica":1}'}})
+    coredns_and_nodes(admin, namespace, "rs", 4, cpu="2")
+    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
     proc = start(f"--namespace={namespace}", f"--configmap={CM}", "--target=deployment/coredns")
     wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=proc)
 
@@ -241,15 +233,14 @@ def test_apiserver_and_etcd_restart(controlplane: ControlPlane, namespace: str,
     changes = [(e["old"], e["new"]) for e in proc.events("scale.changed")]
     assert all(new > old for old, new in changes), changes
     assert changes[-1] == (6, 7)
-    time.sleep(3)
+    wait_polls(proc, count=3)
     assert len(proc.events("scale.changed")) == len(changes)
 
 
 def test_sigterm_exits_0_quickly(controlplane: ControlPlane, namespace: str, no_nodes: None,
                                  start: Any) -> None:
     admin = controlplane.admin()
-    create_workload(admin, namespace, "deployment", "coredns")
-    create_nodes(admin, "st", 2)
+    coredns_and_nodes(admin, namespace, "st", 2)
     proc = start(*kube_dns_args(namespace), poll_period=30)
     wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
     began = time.monotonic()
@@ -267,12 +258,10 @@ def test_sigterm_exits_0_quickly(controlplane: ControlPlane, namespace: str, no_
 def test_explain_from_cluster_agrees(controlplane: ControlPlane, namespace: str,
                                      no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
-    create_workload(admin, namespace, "deployment", "coredns")
-    names = create_nodes(admin, "ex", 20, cpu="3920m")
+    names = coredns_and_nodes(admin, namespace, "ex", 20, cpu="3920m")
     cordon(admin, names[0])
-    admin.post(f"/api/v1/namespaces/{namespace}/configmaps", {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CM},
-        "data": {"linear": '{"coresPerReplica":8,"nodesPerReplica":4,"min":2,"max":9}'}})
+    create_configmap(admin, namespace, CM, {
+        "linear": '{"coresPerReplica":8,"nodesPerReplica":4,"min":2,"max":9}'})
     proc = start(f"--namespace={namespace}", f"--configmap={CM}", "--target=deployment/coredns")
     # /last-poll is 200 before the first poll too (as upstream's): wait for the write.
     wait_replicas(admin, namespace, "deployment", "coredns", 9)

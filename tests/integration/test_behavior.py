@@ -16,8 +16,9 @@ import pytest
 
 from tests.controlplane import ControlPlane
 from tests.integration.support import (
+    coredns_and_nodes,
+    create_configmap,
     create_nodes,
-    create_workload,
     replicas,
     run_cli,
     wait_replicas,
@@ -41,12 +42,10 @@ def hold_for(admin: Any, namespace: str, seconds: float, expected: int) -> None:
 def test_window_holds_a_flapping_node_count(controlplane: ControlPlane, namespace: str,
                                             no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
-    create_workload(admin, namespace, "deployment", "coredns", replicas=1)
-    create_nodes(admin, "flap", 4, cpu="2")
+    coredns_and_nodes(admin, namespace, "flap", 4, cpu="2")
     behavior = {"scaleDown": {"stabilizationWindowSeconds": WINDOW}}
-    admin.post(f"/api/v1/namespaces/{namespace}/configmaps", {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CM},
-        "data": {"linear": json.dumps({"nodesPerReplica": 1, "behavior": behavior})}})
+    create_configmap(admin, namespace, CM,
+                     {"linear": json.dumps({"nodesPerReplica": 1, "behavior": behavior})})
     proc = start(f"--namespace={namespace}", f"--configmap={CM}",
                  "--target=deployment/coredns")
     wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=proc)

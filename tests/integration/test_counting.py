@@ -10,8 +10,9 @@ import pytest
 
 from tests.controlplane import ControlPlane
 from tests.integration.support import (
+    coredns_and_nodes,
+    create_configmap,
     create_nodes,
-    create_workload,
     node_object,
     put_configmap_data,
     run_cli,
@@ -35,12 +36,9 @@ def virtual_node(name: str) -> dict[str, Any]:
 def test_a_virtual_node_excluded_by_taint(controlplane: ControlPlane, namespace: str,
                                           no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
-    create_workload(admin, namespace, "deployment", "coredns")
-    create_nodes(admin, "real", 16, cpu="8")
+    coredns_and_nodes(admin, namespace, "real", 16, cpu="8")
     admin.post("/api/v1/nodes", virtual_node("virtual-0"))
-    admin.post(f"/api/v1/namespaces/{namespace}/configmaps", {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CM},
-        "data": {"linear": json.dumps(KUBE_DNS)}})
+    create_configmap(admin, namespace, CM, {"linear": json.dumps(KUBE_DNS)})
     proc = start(f"--namespace={namespace}", f"--configmap={CM}",
                  "--target=deployment/coredns")
     # Upstream's counting: 128 + 20,000 cores -> ceil(20128 / 256) = 79 replicas of CoreDNS.

@@ -23,10 +23,12 @@ from tests.controlplane import ControlPlane
 from tests.integration.faultproxy import FaultProxy
 from tests.integration.support import (
     AutoscalerProcess,
+    coredns_and_nodes,
+    create_configmap,
     create_nodes,
-    create_workload,
     put_configmap_data,
     replicas,
+    wait_polls,
     wait_replicas,
     wait_until,
 )
@@ -53,11 +55,9 @@ def via(proxy: FaultProxy, kubeconfig: Path, out: Path) -> Path:
 
 
 def setup(admin: Any, namespace: str, nodes: int, data: dict[str, str] | None = None) -> None:
-    create_workload(admin, namespace, "deployment", "coredns")
-    create_nodes(admin, f"f-{namespace[-6:]}", nodes, cpu="4")
-    admin.post(f"/api/v1/namespaces/{namespace}/configmaps", {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CM},
-        "data": data or {"linear": '{"nodesPerReplica":16,"preventSinglePointFailure":true}'}})
+    coredns_and_nodes(admin, namespace, f"f-{namespace[-6:]}", nodes, cpu="4")
+    create_configmap(admin, namespace, CM, data or {
+        "linear": '{"nodesPerReplica":16,"preventSinglePointFailure":true}'})
 
 
 def args(namespace: str) -> list[str]:
@@ -79,10 +79,11 @@ def test_half_open_watch_is_replaced_within_60s(controlplane: ControlPlane, name
                                                 tmp_path: Path) -> None:
     admin = controlplane.admin()
     setup(admin, namespace, 16)
-    proc = start(*args(namespace), poll_period=2,
+    proc = start(*args(namespace), "--v=4", poll_period=2,  # --v=4: watch.opened
                  kubeconfig=via(proxy, controlplane.autoscaler_kubeconfig, tmp_path / "kc"))
     wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
-    time.sleep(3)  # the short watch after the streaming list is open now
+    # The short watch after the streaming list is open (its answer has begun): freeze it.
+    wait_until("the watch after the streaming list", lambda: proc.events("watch.opened"), 30)
 
     frozen = proxy.freeze()  # a NAT drops its state: open connections carry nothing more
     frozen_at, wall = time.monotonic(), time.time()
@@ -200,7 +201,7 @@ def test_rbac_revoked_and_restored(controlplane: ControlPlane, namespace: str, n
     body = proc.wait_poll_error("403", timeout=30)
     assert "forbidden" in body.lower()
     create_nodes(admin, "rb", 20, cpu="4")  # 40 nodes: 3, but it may not see or write
-    time.sleep(5)
+    wait_polls(proc, count=3)
     assert replicas(admin, namespace, "deployment", "coredns") == 2, "replicas must be held"
 
     admin.apply(binding)
@@ -227,7 +228,7 @@ def test_parameters_that_cannot_be_honoured_write_nothing(
     wait_replicas(admin, namespace, "deployment", "coredns", 3, proc=proc)
     put_configmap_data(admin, namespace, CM, {"linear": value})
     body = proc.wait_poll_error(reason)
-    time.sleep(3)  # several more polls: the version stays invalid, nothing is written
+    wait_polls(proc, count=3)  # the version stays invalid, nothing is written
     assert proc.last_poll()[0] == 500
     assert replicas(admin, namespace, "deployment", "coredns") == 3
     assert "unexpected" not in body
@@ -249,15 +250,13 @@ def test_two_autoscalers_on_one_target_warn_once_each(
         controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
     setup(admin, namespace, 4, {"linear": '{"nodesPerReplica":1}'})  # A wants 4
-    admin.post(f"/api/v1/namespaces/{namespace}/configmaps", {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "other"},
-        "data": {"linear": '{"nodesPerReplica":2}'}})  # B wants 2
+    create_configmap(admin, namespace, "other", {"linear": '{"nodesPerReplica":2}'})  # B wants 2
     a = start(*args(namespace))
     wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=a)
     b = start(f"--namespace={namespace}", "--configmap=other", "--target=deployment/coredns")
     wait_until("both to notice the other writer",
                lambda: a.events("scale.overwritten") and b.events("scale.overwritten"), 30)
-    time.sleep(8)  # they keep fighting: many writes, but one warning each
+    wait_polls(a, b, count=8)  # they keep fighting: many writes, but one warning each
     writes = len(a.events("scale.changed")) + len(b.events("scale.changed"))
     warnings = (len(a.events("scale.overwritten")), len(b.events("scale.overwritten")))
     assert writes >= 8

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import signal
 import time
 from pathlib import Path
@@ -12,13 +11,13 @@ import pytest
 
 from tests.controlplane import ControlPlane
 from tests.integration.support import (
-    AutoscalerProcess,
     cordon,
+    coredns_and_nodes,
     create_nodes,
-    create_workload,
     put_configmap_data,
     replicas,
     set_node_ready,
+    wait_polls,
     wait_replicas,
     wait_until,
 )
@@ -65,17 +64,6 @@ def args(namespace: str, *extra: str) -> list[str]:
             '--default-params={"linear":{"coresPerReplica":4,"nodesPerReplica":2}}', *extra]
 
 
-def scrape(proc: AutoscalerProcess) -> dict[str, float]:
-    status, body = proc.health("/metrics")
-    assert status == 200
-    out: dict[str, float] = {}
-    for line in body.splitlines():
-        match = re.fullmatch(r"([a-z_]+(?:\{[^}]*\})?) (\S+)", line)
-        if match:
-            out[match.group(1)] = float(match.group(2))
-    return out
-
-
 def events(plane: ControlPlane, namespace: str, reason: str) -> list[dict[str, Any]]:
     items = plane.admin().get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
     return [e for e in items if e.get("reason") == reason]
@@ -84,15 +72,14 @@ def events(plane: ControlPlane, namespace: str, reason: str) -> list[dict[str, A
 def test_metrics_equal_the_cluster_and_the_target(controlplane: ControlPlane, namespace: str,
                                                  no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
-    create_workload(admin, namespace, "deployment", "coredns")
-    names = create_nodes(admin, "m", 10, cpu="3500m")
+    names = coredns_and_nodes(admin, namespace, "m", 10, cpu="3500m")
     cordon(admin, names[0])
     set_node_ready(admin, names[1], False)
     proc = start(*args(namespace))
     # schedulable: 8 nodes, 28 cores -> max(ceil(28/4), ceil(8/2)) = 7
     wait_replicas(admin, namespace, "deployment", "coredns", 7, proc=proc)
-    wait_until("two polls", lambda: scrape(proc)['cpa_polls_total{result="success"}'] >= 2, 30)
-    m = scrape(proc)
+    wait_until("two polls", lambda: proc.metrics()['cpa_polls_total{result="success"}'] >= 2, 30)
+    m = proc.metrics()
     assert m['cpa_cluster_nodes{scope="all"}'] == 10
     assert m['cpa_cluster_nodes{scope="schedulable"}'] == 8
     assert m['cpa_cluster_cores{scope="all"}'] == 35
@@ -118,8 +105,7 @@ def test_events_after_a_scale_and_for_a_bad_configmap(controlplane: ControlPlane
                                                      namespace: str, no_nodes: None,
                                                      start: Any) -> None:
     admin = controlplane.admin()
-    create_workload(admin, namespace, "deployment", "coredns")
-    create_nodes(admin, "ev", 4, cpu="4")  # max(ceil(16/4), ceil(4/2)) = 4
+    coredns_and_nodes(admin, namespace, "ev", 4, cpu="4")  # max(ceil(16/4), ceil(4/2)) = 4
     proc = start(*args(namespace, "--events"),
                  kubeconfig=identity(controlplane, namespace, "with-events", [EVENTS]))
     wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=proc)
@@ -133,7 +119,7 @@ def test_events_after_a_scale_and_for_a_bad_configmap(controlplane: ControlPlane
     put_configmap_data(admin, namespace, CM, {"linear": '{"min":-1,"nodesPerReplica":1}'})
     warned = wait_until("an InvalidParameters event",
                         lambda: events(controlplane, namespace, "InvalidParameters"), 30)
-    time.sleep(3)  # more polls, same resourceVersion: still one Warning
+    wait_polls(proc, count=3)  # more polls, same resourceVersion: still one Warning
     warned = events(controlplane, namespace, "InvalidParameters")
     assert len(warned) == 1
     assert warned[0]["type"] == "Warning"
@@ -145,8 +131,7 @@ def test_without_the_event_permission_it_keeps_scaling(controlplane: ControlPlan
                                                       namespace: str, no_nodes: None,
                                                       start: Any) -> None:
     admin = controlplane.admin()
-    create_workload(admin, namespace, "deployment", "coredns")
-    create_nodes(admin, "ne", 4, cpu="4")
+    coredns_and_nodes(admin, namespace, "ne", 4, cpu="4")
     proc = start(*args(namespace, "--events"),
                  kubeconfig=identity(controlplane, namespace, "no-events", []))
     wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=proc)
@@ -162,8 +147,7 @@ def test_without_the_event_permission_it_keeps_scaling(controlplane: ControlPlan
 def test_leader_election_one_writer_and_takeover(controlplane: ControlPlane, namespace: str,
                                                  no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
-    create_workload(admin, namespace, "deployment", "coredns")
-    create_nodes(admin, "le", 4, cpu="4")
+    coredns_and_nodes(admin, namespace, "le", 4, cpu="4")
     kubeconfig = identity(controlplane, namespace, "ha", [LEASES])
     first = start(*args(namespace, "--leader-elect"), kubeconfig=kubeconfig)
     wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=first)
@@ -171,18 +155,18 @@ def test_leader_election_one_writer_and_takeover(controlplane: ControlPlane, nam
     wait_until("the second to be up", lambda: second.health("/healthz")[0] == 200, 60)
     lease = admin.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{CM}")
     holder = lease["spec"]["holderIdentity"]
-    assert scrape(first)["cpa_leader"] == 1 and scrape(second)["cpa_leader"] == 0
+    assert first.metrics()["cpa_leader"] == 1 and second.metrics()["cpa_leader"] == 0
 
     create_nodes(admin, "le", 2, cpu="4", start=4)  # 6 nodes, 24 cores: 6
     wait_replicas(admin, namespace, "deployment", "coredns", 6, proc=first)
-    time.sleep(3)
+    wait_polls(first, count=3)  # time for the follower to have polled, had it done so
     assert second.events("scale.changed") == [] and second.events("poll.failed") == []
     assert not any(True for _ in second.events("configmap.created"))
 
     first.signal(signal.SIGKILL)  # no chance to release the Lease
     killed = time.monotonic()
     wait_until("the follower to take over",
-               lambda: second.events("leader.started") and scrape(second)["cpa_leader"] == 1,
+               lambda: second.events("leader.started") and second.metrics()["cpa_leader"] == 1,
                40)
     took = time.monotonic() - killed
     new_holder = admin.get(
