@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import shutil
@@ -32,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +96,31 @@ nw.NodeReflector.__init__ = init
 from cpa.cli import run_daemon
 sys.exit(run_daemon(sys.argv[1:]))
 """
+
+
+@dataclass
+class _Bench:
+    """A control plane set up as ``bench.run`` sets it up, with its benchmark Nodes."""
+
+    plane: ControlPlane
+    writer: nodes.NodeWriter  # still open: churn writes through it
+    cluster: Cluster
+    work: Path  # a temporary directory for logs and reports
+    created: dict[str, Any]  # what creating the Nodes took (bench.run.grow's report)
+
+
+@contextlib.contextmanager
+def _control_plane(node_count: int, threads: int) -> Iterator[_Bench]:
+    with tempfile.TemporaryDirectory(prefix="cpa-profile-") as tmp, \
+            ControlPlane(bin_dir=ensure_binaries()) as plane:
+        setup(plane)
+        writer = nodes.NodeWriter(plane.server, plane.ca_file, plane.admin_token, threads)
+        try:
+            cluster = Cluster()
+            created = grow(plane, writer, cluster, node_count)
+            yield _Bench(plane, writer, cluster, Path(tmp), created)
+        finally:
+            writer.close()
 
 
 def _daemon_args(plane: ControlPlane) -> list[str]:
@@ -230,16 +258,8 @@ def startup_profile(args: argparse.Namespace) -> int:
         subprocess.run([py, "-c", "pass"], check=True)
         bare.append((time.monotonic() - t) * 1000)
     report["interpreter_start_ms_median"] = round(statistics.median(bare), 1)
-    with tempfile.TemporaryDirectory(prefix="cpa-profile-") as tmp, \
-            ControlPlane(bin_dir=ensure_binaries()) as plane:
-        work = Path(tmp)
-        setup(plane)
-        writer = nodes.NodeWriter(plane.server, plane.ca_file, plane.admin_token, args.threads)
-        cluster = Cluster()
-        try:
-            grow(plane, writer, cluster, args.nodes)
-        finally:
-            writer.close()
+    with _control_plane(args.nodes, args.threads) as bench:
+        plane, work, cluster = bench.plane, bench.work, bench.cluster
         expected = expected_replicas(cluster.counts())
         admin = plane.admin()
         impls = [ours(plane, 2, work)]
@@ -283,54 +303,46 @@ def startup_profile(args: argparse.Namespace) -> int:
 
 def churn_profile(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"nodes": args.nodes, "rate": args.rate, "seconds": args.seconds}
-    with tempfile.TemporaryDirectory(prefix="cpa-profile-") as tmp, \
-            ControlPlane(bin_dir=ensure_binaries()) as plane:
-        work = Path(tmp)
-        setup(plane)
-        writer = nodes.NodeWriter(plane.server, plane.ca_file, plane.admin_token, args.threads)
-        cluster = Cluster()
+    with _control_plane(args.nodes, args.threads) as bench:
+        plane, work = bench.plane, bench.work
+        proc = measure.Process([*measure.our_command(), *_daemon_args(plane)],
+                               work / "daemon.log")
         try:
-            grow(plane, writer, cluster, args.nodes)
-            proc = measure.Process([*measure.our_command(), *_daemon_args(plane)],
-                                   work / "daemon.log")
-            try:
-                measure.wait_for("nodes.synced", lambda: _synced(proc) is not None, 600, 0.05,
-                                 proc.alive)
-                time.sleep(3)
-                ns0, t0 = measure.cpu_ns(proc.pid), time.monotonic()
-                time.sleep(10)
-                report["idle_cpu_percent"] = round(
-                    (measure.cpu_ns(proc.pid) - ns0) / 1e9 / (time.monotonic() - t0) * 100, 2)
-                spy = shutil.which("py-spy")
-                raw = work / "pyspy.txt"
-                rec = None
-                if spy:
-                    rec = measure.Process(
-                        [spy, "record", "--pid", str(proc.pid), "--format", "raw", "--gil",
-                         "--rate", "200", "--duration", str(int(args.seconds)),
-                         "--nonblocking", "-o", str(raw)], work / "pyspy.log")
-                window = churn.Churn(writer, cluster.states, args.nodes, args.rate,
-                                     args.seconds)
-                ns0, t0 = measure.cpu_ns(proc.pid), time.monotonic()
-                result = window.run()
-                wall = time.monotonic() - t0
-                report["churn_cpu_percent"] = round(
-                    (measure.cpu_ns(proc.pid) - ns0) / 1e9 / wall * 100, 2)
-                report.update(result.summary(args.rate, args.seconds))
-                report["cpu_us_per_update"] = round(
-                    (report["churn_cpu_percent"] - report["idle_cpu_percent"]) / 100
-                    / max(1e-9, report["churn_updates_per_second"]) * 1e6, 1)
-                if rec is not None:
-                    rec.proc.wait(60)
-                    rec.stop()
-                    report["pyspy_gil"] = (_pyspy_summary(raw, 25) if raw.exists()
-                                           else ["py-spy wrote nothing: " + rec.logs()[-300:]])
-                else:
-                    report["pyspy_gil"] = ["py-spy not installed (pip install py-spy)"]
-            finally:
-                proc.stop()
+            measure.wait_for("nodes.synced", lambda: _synced(proc) is not None, 600, 0.05,
+                             proc.alive)
+            time.sleep(3)
+            ns0, t0 = measure.cpu_ns(proc.pid), time.monotonic()
+            time.sleep(10)
+            report["idle_cpu_percent"] = round(
+                (measure.cpu_ns(proc.pid) - ns0) / 1e9 / (time.monotonic() - t0) * 100, 2)
+            spy = shutil.which("py-spy")
+            raw = work / "pyspy.txt"
+            rec = None
+            if spy:
+                rec = measure.Process(
+                    [spy, "record", "--pid", str(proc.pid), "--format", "raw", "--gil",
+                     "--rate", "200", "--duration", str(int(args.seconds)),
+                     "--nonblocking", "-o", str(raw)], work / "pyspy.log")
+            window = churn.Churn(bench.writer, bench.cluster.states, args.nodes, args.rate,
+                                 args.seconds)
+            ns0, t0 = measure.cpu_ns(proc.pid), time.monotonic()
+            result = window.run()
+            wall = time.monotonic() - t0
+            report["churn_cpu_percent"] = round(
+                (measure.cpu_ns(proc.pid) - ns0) / 1e9 / wall * 100, 2)
+            report.update(result.summary(args.rate, args.seconds))
+            report["cpu_us_per_update"] = round(
+                (report["churn_cpu_percent"] - report["idle_cpu_percent"]) / 100
+                / max(1e-9, report["churn_updates_per_second"]) * 1e6, 1)
+            if rec is not None:
+                rec.proc.wait(60)
+                rec.stop()
+                report["pyspy_gil"] = (_pyspy_summary(raw, 25) if raw.exists()
+                                       else ["py-spy wrote nothing: " + rec.logs()[-300:]])
+            else:
+                report["pyspy_gil"] = ["py-spy not installed (pip install py-spy)"]
         finally:
-            writer.close()
+            proc.stop()
     log(json.dumps({k: v for k, v in report.items() if k != "pyspy_gil"}))
     print("\n".join(report["pyspy_gil"]), flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -358,15 +370,9 @@ def main() -> int:
     report: dict[str, Any] = {"nodes": args.nodes}
     exe = measure.our_command()
     py = sys.executable
-    with tempfile.TemporaryDirectory(prefix="cpa-profile-") as tmp, \
-            ControlPlane(bin_dir=ensure_binaries()) as plane:
-        work = Path(tmp)
-        setup(plane)
-        writer = nodes.NodeWriter(plane.server, plane.ca_file, plane.admin_token, args.threads)
-        try:
-            report["create"] = grow(plane, writer, Cluster(), args.nodes)
-        finally:
-            writer.close()
+    with _control_plane(args.nodes, args.threads) as bench:
+        plane, work = bench.plane, bench.work
+        report["create"] = bench.created
         daemon = _daemon_args(plane)
 
         log("plain run (CPU split during the sync)")
