@@ -1,0 +1,165 @@
+"""The one-way import rule of docs/architecture.md, held against every module under cpa/.
+
+The rule is read from the document itself (the block between the ``import-rule`` markers),
+so the document and the code cannot drift apart; the imports are read with ``ast``, lazy
+(inside a function) and type-only ones included: an import that runs the wrong way is one,
+whenever it runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "cpa"
+DOC = REPO / "docs" / "architecture.md"
+# What the pure core may use of the standard library: computing, no I/O, no clock.
+DECIDE_STDLIB = frozenset({"__future__", "bisect", "collections", "dataclasses", "decimal",
+                           "fractions", "math", "re", "typing"})
+
+
+def rule() -> dict[str, frozenset[str]]:
+    """part -> the parts it may import besides its own ("*": any)."""
+    text = DOC.read_text()
+    match = re.search(r"<!-- import-rule: begin -->\s*```text\n(.*?)```\s*"
+                      r"<!-- import-rule: end -->", text, re.S)
+    assert match, f"{DOC} has no import-rule block"
+    parts: dict[str, frozenset[str]] = {}
+    for line in match.group(1).splitlines():
+        if line.strip():
+            part, *allowed = line.split()
+            parts[part] = frozenset(a for a in allowed if a != "-")
+    return parts
+
+
+def module_name(path: Path) -> str:
+    name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+    return name.removesuffix(".__init__")
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def within(name: str, part: str) -> bool:
+    """Whether ``name`` is ``part`` or inside it (the package face ``cpa`` contains only
+    itself: the version)."""
+    return name == part or (part != "cpa" and name.startswith(part + "."))
+
+
+def part_of(name: str, parts: dict[str, frozenset[str]]) -> str | None:
+    """The longest part of the rule that contains module ``name``."""
+    found = [part for part in parts if within(name, part)]
+    return max(found, key=len) if found else None
+
+
+def imports(path: Path, known: set[str]) -> Iterator[tuple[int, str]]:
+    """(line, module) of every import of a ``cpa`` module in ``path``, wherever it stands."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "cpa":
+                    yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}:{node.lineno}: use absolute imports"
+            if node.module is None or node.module.split(".")[0] != "cpa":
+                continue
+            for alias in node.names:  # ``from cpa.nodes import json`` imports cpa.nodes.json
+                sub = f"{node.module}.{alias.name}"
+                yield node.lineno, sub if sub in known else node.module
+
+
+def stdlib_imports(path: Path) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            yield node.lineno, node.module.split(".")[0]
+
+
+def graph() -> dict[str, set[str]]:
+    known = set(modules())
+    return {name: {target for _, target in imports(path, known) if target != name}
+            for name, path in modules().items()}
+
+
+# --- the tests ----------------------------------------------------------------------------
+
+
+def test_every_module_belongs_to_a_part_of_the_rule() -> None:
+    parts = rule()
+    lost = [name for name in modules() if part_of(name, parts) is None]
+    assert lost == [], f"add a line for these to the import rule in {DOC.name}: {lost}"
+
+
+@pytest.mark.parametrize("name", sorted(modules()))
+def test_imports_run_one_way(name: str) -> None:
+    parts = rule()
+    own = part_of(name, parts)
+    assert own is not None
+    allowed = parts[own]
+    known = set(modules())
+    wrong = []
+    for line, target in imports(modules()[name], known):
+        theirs = part_of(target, parts)
+        assert theirs is not None, f"{name}:{line} imports {target}, in no part of the rule"
+        if "*" in allowed or within(theirs, own) or any(within(theirs, a) for a in allowed):
+            continue
+        wrong.append(f"line {line}: {target} ({theirs})")
+    assert wrong == [], (f"{name} ({own}) may import only {sorted(allowed) or 'nothing'} "
+                         f"besides its own part, per {DOC.name}; it imports {wrong}")
+
+
+def test_no_circle_between_modules() -> None:
+    edges = graph()
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+    path: list[str] = []
+
+    def visit(name: str) -> None:
+        state[name] = 1
+        path.append(name)
+        for target in sorted(edges.get(name, ())):
+            if state.get(target) == 1:
+                circle = [*path[path.index(target):], target]
+                raise AssertionError("import circle: " + " -> ".join(circle))
+            if target not in state:
+                visit(target)
+        path.pop()
+        state[name] = 2
+
+    for name in sorted(edges):
+        if name not in state:
+            visit(name)
+
+
+def test_package_faces_are_empty() -> None:
+    """Importing a module must load that module only: start-up time is a measured goal."""
+    faces = [path for path in PACKAGE.rglob("__init__.py") if path.parent != PACKAGE]
+    assert faces, "no sub-packages found"
+    full = [str(path.relative_to(REPO)) for path in faces if path.read_text().strip()]
+    assert full == []
+
+
+def test_the_pure_core_uses_no_io() -> None:
+    found = sorted({f"{module_name(path)}:{line} {top}"
+                    for path in (PACKAGE / "decide").rglob("*.py")
+                    for line, top in stdlib_imports(path)
+                    if top not in DECIDE_STDLIB and top != "cpa"})
+    assert found == [], f"decide computes only ({sorted(DECIDE_STDLIB)}): {found}"
+
+
+def test_the_rule_catches_a_wrong_import(tmp_path: Path) -> None:
+    """The checks above can fail: an import of the node store from decide is found."""
+    source = tmp_path / "bad.py"
+    source.write_text("def f() -> None:\n    from cpa.nodes import store\n")
+    targets = [target for _, target in imports(source, set(modules()))]
+    assert targets == ["cpa.nodes.store"]
+    parts = rule()
+    assert not any(within(part_of("cpa.nodes.store", parts) or "", a)
+                   for a in parts["cpa.decide"])
