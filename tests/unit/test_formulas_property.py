@@ -27,13 +27,18 @@ LIMIT = 2147483647
 # ------------------------------------------------------------------ reference formulas
 
 
+def counted(configured: Configured[LinearParams] | Configured[LadderParams],
+            c: ClusterCounts) -> tuple[int, int]:
+    """(nodes, cores): all of them, or only the schedulable ones."""
+    if configured.shared.include_unschedulable_nodes:
+        return c.total_nodes, c.total_cores
+    return c.schedulable_nodes, c.schedulable_cores
+
+
 def reference_linear(configured: Configured[LinearParams], c: ClusterCounts) -> int | None:
     """The replicas, or None when they do not fit the API's int32 (an error)."""
     p = configured.params
-    if configured.shared.include_unschedulable_nodes:
-        nodes, cores = c.total_nodes, c.total_cores
-    else:
-        nodes, cores = c.schedulable_nodes, c.schedulable_cores
+    nodes, cores = counted(configured, c)
 
     def per(count: int, per_replica: float) -> float:
         if per_replica == 0:
@@ -68,10 +73,7 @@ def reference_lookup(count: int, table: tuple[tuple[int, int], ...]) -> int:
 
 def reference_ladder(configured: Configured[LadderParams], c: ClusterCounts) -> int | None:
     p = configured.params
-    if configured.shared.include_unschedulable_nodes:
-        nodes, cores = c.total_nodes, c.total_cores
-    else:
-        nodes, cores = c.schedulable_nodes, c.schedulable_cores
+    nodes, cores = counted(configured, c)
     a = reference_lookup(cores, p.cores_to_replicas)
     b = reference_lookup(nodes, p.nodes_to_replicas)
     answer = a if a > b else b
