@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -444,8 +444,8 @@ def _churn(impl: Impl, proc: measure.Process, plane: ControlPlane, writer: nodes
         out["churn_settle_seconds"] = round(max(0.0, t_ok - t1), 2)
     except TimeoutError:
         out["churn_counts_correct"] = False
-        out["churn_counts_logged"] = asdict(settled[0]) if settled[0] else None
-    out["churn_counts_expected"] = asdict(expected)
+        out["churn_counts_logged"] = settled[0]._asdict() if settled[0] else None
+    out["churn_counts_expected"] = expected._asdict()
     log(f"  churn: {out['churn_updates_per_second']}/s achieved (target {rate:.0f}/s, lag p99 "
         f"{out['churn_lag_p99_seconds']}s, kept up: {out['churn_generator_kept_up']}), CPU "
         f"{out['churn_cpu_percent']}%, RSS max {out['churn_rss_mib']} MiB, counts right: "

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from cpa import logs
 from cpa.daemon.watchdogs import OtherWriters, Overwrite, StaleCounts
@@ -30,8 +31,7 @@ from cpa.nodes.counts import ClusterCounts, CountingPolicy
 from cpa.nodes.watch import WatchStatus
 
 
-@dataclass(frozen=True, slots=True)
-class LoopConfig:
+class LoopConfig(NamedTuple):
     """What the poll loop is told: where the parameters and the targets are, how often to
     poll and when to give up. The daemon builds it from its flags (:func:`cpa.cli.loop_config`);
     the loop knows nothing of the command line."""

@@ -20,8 +20,7 @@ each naming the ConfigMap key, the field and the value, and saying how to fix it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from cpa.decide.behavior import Behavior, BehaviorDoc, behavior_problems, decode_behavior
 from cpa.decide.counting import FIELDS as COUNTING_KEYS
@@ -42,8 +41,7 @@ class ParamsError(ValueError):
     """Parameters that upstream would refuse; the message says what to change."""
 
 
-@dataclass(frozen=True, slots=True)
-class SharedParams:
+class SharedParams(NamedTuple):
     """The keys every mode has; the defaults are upstream's (no behavior, every Node)."""
 
     include_unschedulable_nodes: bool = False

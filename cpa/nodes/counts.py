@@ -1,25 +1,27 @@
 """The node counts a poll decides on, and the counting policy that shapes them: plain data.
 
-Why a module of its own, with nothing but frozen dataclasses of the standard library: it is
+Why a module of its own, with nothing but immutable records of the standard library: it is
 where the node side and the decision meet. The node store (:mod:`cpa.nodes.store`) keeps
 its running totals under a :class:`CountingPolicy` and hands out :class:`ClusterCounts`;
 the decision (:mod:`cpa.decide`) reads those counts and turns the parameters' counting keys
 into a policy. This is the one module of :mod:`cpa.nodes` that :mod:`cpa.decide` imports,
 so it holds no behaviour and imports nothing: the store applies the policy itself, and the
 store stays on the start-up path to the first Node list without the parameter parsers.
+
+NamedTuples rather than frozen dataclasses: this module is imported before the first Node
+list goes out, and making a frozen dataclass costs ~1.5 ms at import (its methods are
+generated and compiled), a NamedTuple ~0.2 ms.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
-from typing import Final
+from typing import Final, NamedTuple
 
 __all__ = ["DEFAULT_POLICY", "ClusterCounts", "CountingPolicy"]
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterCounts:
+class ClusterCounts(NamedTuple):
     """Node and core counts from the node cache; cores already rounded up to whole cores."""
 
     total_nodes: int
@@ -32,8 +34,7 @@ class ClusterCounts:
     ``cpa explain`` or ``cpa simulate``): then they are taken as counted already."""
 
 
-@dataclass(frozen=True, slots=True)
-class CountingPolicy:
+class CountingPolicy(NamedTuple):
     """What the node store applies in its running totals: a Node carrying any taint key of
     ``exclude_taints`` is not counted at all, and one Node contributes at most
     ``max_millicores_per_node``. The default counts every Node fully, as upstream does."""

@@ -186,7 +186,7 @@ def test_linear_params_round_trip_through_json(
     own = params.params
     if own.cores_per_replica == 0 and own.nodes_per_replica == 0:
         own = dataclasses.replace(own, cores_per_replica=1.0)
-        params = dataclasses.replace(params, params=own)
+        params = params._replace(params=own)
     document = {
         _spell("coresPerReplica", style): own.cores_per_replica,
         _spell("nodesPerReplica", style): own.nodes_per_replica,

@@ -16,8 +16,8 @@ applies a formula to its parameters is :meth:`Configured.replicas`, type-checked
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from cpa.decide.gojson import GoJsonError, JsonValue, members_by_field
 from cpa.decide.params import (
@@ -95,13 +95,12 @@ class Mode(Generic[P]):
         return Configured(self, params, common)
 
 
-@dataclass(frozen=True, slots=True)
-class Configured(Generic[P]):
+class Configured(NamedTuple, Generic[P]):
     """A mode with its parameters and the keys every mode has: what a ConfigMap says."""
 
     mode: Mode[P]
     params: P
-    shared: SharedParams = field(default_factory=SharedParams)
+    shared: SharedParams = SharedParams()
 
     @property
     def name(self) -> str:
