@@ -163,3 +163,33 @@ def test_the_rule_catches_a_wrong_import(tmp_path: Path) -> None:
     parts = rule()
     assert not any(within(part_of("cpa.nodes.store", parts) or "", a)
                    for a in parts["cpa.decide"])
+
+
+def documented_tree() -> set[str]:
+    """The files the drawing under "The packages" in docs/architecture.md names."""
+    text = DOC.read_text().split("## The packages", 1)[1]
+    block = text.split("```text\n", 1)[1].split("```", 1)[0]
+    lines = block.splitlines()
+    assert lines[0].strip() == "cpa/"
+    stack = ["cpa"]
+    files = set()
+    for line in lines[1:]:
+        match = re.search(r"[├└]── (\S+)", line)
+        if match is None:
+            continue
+        depth = match.start() // 4 + 1
+        del stack[depth:]
+        name = match.group(1)
+        if name.endswith("/"):
+            stack.append(name.rstrip("/"))
+        else:
+            files.add("/".join([*stack, name]))
+    return files
+
+
+def test_the_document_draws_the_tree_as_it_is() -> None:
+    actual = {str(path.relative_to(REPO)) for path in PACKAGE.rglob("*.py")
+              if path.name != "__init__.py" or path.parent == PACKAGE}
+    drawn = documented_tree()
+    assert sorted(actual - drawn) == [], f"not drawn in {DOC.name}"
+    assert sorted(drawn - actual) == [], f"drawn in {DOC.name}, but not in the tree"

@@ -125,12 +125,15 @@ class Params(Protocol):
 
     @property
     def shared(self) -> SharedParams:
+        """The keys every mode has: which Nodes count, and the behavior."""
         ...
 
     def replicas(self, nodes: int, cores: int, steps: list[Step]) -> int:
+        """The mode's formula for these counts, its reasoning appended to ``steps``."""
         ...
 
     def fields(self) -> dict[str, object]:
+        """Every key as the ConfigMap spells it, for logs and ``explain``."""
         ...
 
 
