@@ -9,10 +9,10 @@ target (cpva pkg/autoscaler/k8sclient/k8sclient.go:329-366)::
          {"name": <container>, "resources": {"limits": {...}, "requests": {...}}}, ...]}}}}
 
 ``containers`` merges by ``name``, so other containers and other resources of a container
-are left alone; an empty ``requests`` or ``limits`` is omitted (``omitempty``), so CPVA
-never removes a value it stopped configuring. A configured container the template lacks
-is *added* by the merge with only a name, which the API server rejects (no image): the
-PATCH fails every poll.
+are left alone, though not their order (see :func:`patch_body`); an empty ``requests`` or
+``limits`` is omitted (``omitempty``), so CPVA never removes a value it stopped
+configuring. A configured container the template lacks is *added* by the merge with only a
+name, which the API server rejects (no image): the PATCH fails every poll.
 
 When: CPVA never reads the target. It compares the requirements it computed with the
 ones it last wrote successfully, kept in memory (``reflect.DeepEqual``,
@@ -100,12 +100,23 @@ def _resources(requirements: ContainerRequirements) -> JsonObject:
     return JsonObject(tuple(members))
 
 
-def patch_body(target: PatchTarget, computed: Requirements) -> str:
-    """The PATCH body, byte for byte as Go's ``json.Marshal`` writes it, except that the
-    containers are sorted by name (Go's order is a random map order)."""
+def patch_body(target: PatchTarget, computed: Requirements,
+               order: Sequence[str] = ()) -> str:
+    """The PATCH body, byte for byte as Go's ``json.Marshal`` writes it, except for the
+    order of the containers, which in CPVA is Go's random map order.
+
+    The order matters: the API server's strategic merge puts the patched containers in
+    the patch's order (``normalizeElementOrder``), so a patch naming two containers in the
+    opposite order of the template *reorders the template's containers* (and the first
+    container is ``kubectl``'s default one). ``order`` is the template's container order
+    when the caller knows it (from a GET, or the last PATCH response); containers it does
+    not name follow, sorted by name.
+    """
+    position = {name: i for i, name in enumerate(order)}
+    names = sorted(computed, key=lambda name: (position.get(name, len(position)), name))
     containers = tuple(
         JsonObject((("name", name), ("resources", _resources(computed[name]))))
-        for name in sorted(computed)
+        for name in names
     )
     body = JsonObject((
         ("apiVersion", target.api_version),

@@ -40,6 +40,17 @@ def test_patch_body_is_gos_json_marshal() -> None:
     assert json.loads(body)["spec"]["template"]["spec"]["containers"][0]["name"] == "a<b>&c"
 
 
+def test_containers_follow_the_template_order_when_it_is_known() -> None:
+    """The server's strategic merge orders patched containers as the patch does."""
+    computed = compute(CONFIG, nodes=3, cores=12)
+    names = [c["name"] for c in json.loads(patch_body(DAEMONSET, computed, order=(
+        "istio-proxy", "proxy", "a<b>&c")))["spec"]["template"]["spec"]["containers"]]
+    assert names == ["proxy", "a<b>&c"]
+    names = [c["name"] for c in json.loads(patch_body(DAEMONSET, computed, order=(
+        "proxy",)))["spec"]["template"]["spec"]["containers"]]
+    assert names == ["proxy", "a<b>&c"]  # unknown ones after, by name
+
+
 def test_empty_requests_and_limits_are_omitted() -> None:
     body = patch_body(PatchTarget("Deployment", "x"),
                       {"c": ContainerRequirements({}, {}), "d": ContainerRequirements(
