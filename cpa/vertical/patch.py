@@ -1,0 +1,190 @@
+"""The write CPVA makes, and when it makes it.
+
+CPVA sends one strategic-merge PATCH (``application/strategic-merge-patch+json``) to the
+target (cpva pkg/autoscaler/k8sclient/k8sclient.go:329-366)::
+
+    {"apiVersion": <discovered group/version>, "kind": "Deployment"|"DaemonSet"|"ReplicaSet",
+     "metadata": {"name": <target>},
+     "spec": {"template": {"spec": {"containers": [
+         {"name": <container>, "resources": {"limits": {...}, "requests": {...}}}, ...]}}}}
+
+``containers`` merges by ``name``, so other containers and other resources of a container
+are left alone, though not their order (see :func:`patch_body`); an empty ``requests`` or
+``limits`` is omitted (``omitempty``), so CPVA never removes a value it stopped
+configuring. A configured container the template lacks is *added* by the merge with only a
+name, which the API server rejects (no image): the PATCH fails every poll.
+
+When: CPVA never reads the target. It compares the requirements it computed with the
+ones it last wrote successfully, kept in memory (``reflect.DeepEqual``,
+autoscaler_server.go:143), so it writes on its first poll after every start, whenever the
+result changes, and after a failed write; it does *not* notice a template edited by
+someone else. :func:`cpva_patch` is that decision. :func:`differences` compares a pod
+template (or a Pod) with the computed values, for what CPVA does not do: explaining,
+metrics, and in-place resize.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from cpa.vertical._gojson import JsonObject, JsonValue, go_marshal
+from cpa.vertical.formula import ContainerRequirements, Requirements
+from cpa.vertical.quantity import Quantity, QuantityError
+
+__all__ = [
+    "KINDS",
+    "Difference",
+    "PatchTarget",
+    "TargetError",
+    "cpva_patch",
+    "differences",
+    "parse_target",
+    "patch_body",
+    "should_write",
+]
+
+KINDS: Final = {"deployment": ("Deployment", "deployments"),
+                "daemonset": ("DaemonSet", "daemonsets"),
+                "replicaset": ("ReplicaSet", "replicasets")}
+"""``--target`` prefixes (lower case) -> (kind, plural), as CPVA's ``discoverAPI``."""
+
+
+@dataclass(frozen=True, slots=True)
+class PatchTarget:
+    """The object CPVA patches: its kind, the group/version discovery chose, its name."""
+
+    kind: str  # "Deployment", "DaemonSet" or "ReplicaSet"
+    name: str
+    api_version: str = "apps/v1"
+
+
+class TargetError(ValueError):
+    """A ``--target`` CPVA refuses (at flag validation, exit 1, or at start-up)."""
+
+
+def parse_target(text: str, api_version: str = "apps/v1") -> PatchTarget:
+    """``--target`` as CPVA reads it: lower-cased whole (the name too: options.go:84), a
+    ``deployment/``, ``daemonset/`` or ``replicaset/`` prefix (:108-123), then exactly one
+    ``/`` (k8sclient.go:100-103). An empty name passes, as in CPVA (its PATCH then fails
+    every poll); refusing it is the caller's choice."""
+    lowered = text.lower()
+    if not lowered:
+        raise TargetError("--target parameter cannot be empty")
+    kind, slash, name = lowered.partition("/")
+    if not slash or kind not in KINDS:
+        raise TargetError("Unknown target format: must be one of deployment/*, daemonset/*, "
+                          "or replicaset/* (not case sensitive).")
+    if "/" in name:
+        raise TargetError(f"target format error: {lowered}")
+    return PatchTarget(KINDS[kind][0], name, api_version)
+
+
+def should_write(last_written: Requirements | None, computed: Requirements) -> bool:
+    """CPVA's ``!reflect.DeepEqual(s.lastReqs, newReqs)``.
+
+    ``last_written`` is None until the first successful write; a nil map is never equal to
+    a computed one, even an empty one, so the first poll always writes.
+    """
+    return last_written is None or dict(last_written) != dict(computed)
+
+
+def _resources(requirements: ContainerRequirements) -> JsonObject:
+    members: list[tuple[str, JsonValue]] = []
+    for key, values in (("limits", requirements.limits), ("requests", requirements.requests)):
+        if values:  # omitempty
+            members.append((key, JsonObject(tuple((res, str(q)) for res, q in values.items()))))
+    return JsonObject(tuple(members))
+
+
+def patch_body(target: PatchTarget, computed: Requirements,
+               order: Sequence[str] = ()) -> str:
+    """The PATCH body, byte for byte as Go's ``json.Marshal`` writes it, except for the
+    order of the containers, which in CPVA is Go's random map order.
+
+    The order matters: the API server's strategic merge puts the patched containers in
+    the patch's order (``normalizeElementOrder``), so a patch naming two containers in the
+    opposite order of the template *reorders the template's containers* (and the first
+    container is ``kubectl``'s default one). ``order`` is the template's container order
+    when the caller knows it (from a GET, or the last PATCH response); containers it does
+    not name follow, sorted by name.
+    """
+    position = {name: i for i, name in enumerate(order)}
+    names = sorted(computed, key=lambda name: (position.get(name, len(position)), name))
+    containers = tuple(
+        JsonObject((("name", name), ("resources", _resources(computed[name]))))
+        for name in names
+    )
+    body = JsonObject((
+        ("apiVersion", target.api_version),
+        ("kind", target.kind),
+        ("metadata", JsonObject((("name", target.name),))),
+        ("spec", JsonObject((("template", JsonObject((
+            ("spec", JsonObject((("containers", containers),))),))),))),
+    ))
+    return go_marshal(body)
+
+
+def cpva_patch(target: PatchTarget, computed: Requirements,
+               last_written: Requirements | None) -> str | None:
+    """The PATCH body CPVA sends this poll, or None when it would not write."""
+    return patch_body(target, computed) if should_write(last_written, computed) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One computed value that a container (in a template or a Pod) does not have yet."""
+
+    container: str
+    kind: Literal["requests", "limits"]
+    resource: str
+    current: str | None  # as the object has it; None: absent (or the container is)
+    wanted: Quantity
+    container_missing: bool = False
+
+
+def _same_value(current: object, wanted: Quantity) -> bool:
+    if not isinstance(current, str):
+        return False
+    try:
+        return Quantity.parse(current).normalized() == wanted.normalized()
+    except QuantityError:
+        return False
+
+
+def differences(containers: Sequence[Mapping[str, Any]] | None,
+                computed: Requirements) -> list[Difference]:
+    """Where ``containers`` (``spec.containers`` of a pod template or a Pod, as decoded
+    JSON) differ in value from ``computed``: the values a PATCH would change.
+
+    Values compare as numbers (``1Ki`` equals ``1024``), as the API server stores the text
+    it was sent. Resources CPVA does not configure are not compared.
+    """
+    by_name: dict[str, Mapping[str, Any]] = {}
+    for container in containers or ():
+        name = container.get("name")
+        if isinstance(name, str):
+            by_name[name] = container
+    found: list[Difference] = []
+    for name in sorted(computed):
+        wanted = computed[name]
+        template = by_name.get(name)
+        found_resources = template.get("resources") if template is not None else None
+        resources: Mapping[str, Any] = (
+            found_resources if isinstance(found_resources, Mapping) else {})
+        kinds: Iterable[tuple[Literal["requests", "limits"], Mapping[str, Quantity]]] = (
+            ("requests", wanted.requests), ("limits", wanted.limits))
+        for kind, values in kinds:
+            have = resources.get(kind)
+            if not isinstance(have, Mapping):
+                have = {}
+            for res in sorted(values):
+                current = have.get(res)
+                if not _same_value(current, values[res]):
+                    found.append(Difference(name, kind, res,
+                                            current if isinstance(current, str) else None,
+                                            values[res], container_missing=template is None))
+    return found
