@@ -1,10 +1,11 @@
 """The one place this package imports the Go ``encoding/json`` reader and writer from.
 
-Why one place: issue 17 moves ``cpa.gojson`` to ``cpa.decide.gojson``; then only the import
-below changes, and nothing else in ``cpa.vertical`` names the module.
+Why one place: the vertical autoscaler's pure core borrows the CPA's Go-json reader; if
+that ever moves, only the import below changes, and nothing else in ``cpa.vertical`` names
+the module.
 """
 
-from cpa.gojson import (
+from cpa.decide.gojson import (
     GoJsonError,
     JsonObject,
     JsonValue,

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from fractions import Fraction
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from cpa.quantity import cpu_millicores
+from cpa.nodes.quantity import cpu_millicores
 from cpa.vertical.config import ContainerScaleConfig, ResourceScaleConfig, decode_config
 from cpa.vertical.formula import CoresError, calculate, cluster_cores, compute
 from cpa.vertical.patch import PatchTarget, patch_body
@@ -149,7 +150,7 @@ def test_values_agree_with_the_horizontal_autoscalers_cpu_parser(text: str) -> N
 
 RESOURCE_NAMES = st.sampled_from(["cpu", "memory", "storage", "ephemeral-storage",
                                   "example.com/gpu"])
-CASED = st.sampled_from([str, str.upper, str.lower])
+CASED: st.SearchStrategy[Callable[[str], str]] = st.sampled_from([str, str.upper, str.lower])
 JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
 
@@ -164,23 +165,25 @@ def configs(draw: st.DrawFn) -> tuple[str, dict[str, ContainerScaleConfig]]:
         for kind in draw(st.lists(st.sampled_from(["requests", "limits"]), unique=True)):
             resources, texts = {}, []
             for res in draw(st.lists(RESOURCE_NAMES, max_size=3, unique=True)):
-                fields, values = [], {}
+                fields: list[str] = []
+                quantities: dict[str, Quantity] = {}
+                per_step: dict[str, int] = {}
                 for field in draw(st.lists(st.sampled_from(
                         ["base", "max", "step", "coresPerStep", "nodesPerStep"]), unique=True)):
                     key = draw(CASED)(field)
                     if field.endswith("PerStep"):
                         number = draw(st.integers(min_value=-10, max_value=10**6))
-                        values[field] = number
+                        per_step[field] = number
                         fields.append(f'"{key}":{number}')
                     else:
                         text = draw(QUANTITY_TEXT)
-                        values[field] = Quantity.parse(text)
+                        quantities[field] = Quantity.parse(text)
                         as_number = JSON_NUMBER.fullmatch(text) and draw(st.booleans())
                         literal = text if as_number else json.dumps(text)
                         fields.append(f'"{key}":{literal}')
                 resources[res] = ResourceScaleConfig(
-                    values.get("base"), values.get("max"), values.get("step"),
-                    values.get("coresPerStep"), values.get("nodesPerStep"))  # type: ignore[arg-type]
+                    quantities.get("base"), quantities.get("max"), quantities.get("step"),
+                    per_step.get("coresPerStep"), per_step.get("nodesPerStep"))
                 texts.append(f'{json.dumps(res)}:{{{",".join(fields)}}}')
             maps[kind] = resources
             parts.append(f'"{draw(CASED)(kind)}":{{{",".join(texts)}}}')
@@ -202,7 +205,7 @@ def test_configs_decode_to_their_model(case: tuple[str, dict[str, ContainerScale
        st.lists(st.integers(min_value=0, max_value=64), max_size=5))
 def test_integer_capacities_sum_and_any_milli_spelling_fails(cores: list[int],
                                                              kilo: list[int]) -> None:
-    capacities: list[str | None] = [str(c) for c in cores] + [f"{k}k" for k in kilo]
+    capacities: list[str | None] = [*(str(c) for c in cores), *(f"{k}k" for k in kilo)]
     assert cluster_cores(capacities) == sum(cores) + 1000 * sum(kilo)
     for milli in (1, 500, 1000, 4000):
         try:
