@@ -21,40 +21,51 @@ from cpa.decide.behavior import BehaviorState, Outcome, apply
 from cpa.decide.decision import Decision, decide
 from cpa.decide.modes.mode import Params
 from cpa.nodes.counts import ClusterCounts
-from cpa.nodes.quantity import QuantityError, cores_rounded_up, cpu_millicores
 from cpa.tools.inputs import (
     InputError,
+    ToolParser,
     add_parameter_arguments,
     answer,
+    cluster_counts,
     defaults,
     explicit_params,
     parameters_from_flags,
+    parse_command_line,
     parse_params,
+    replica_count,
 )
 
 if TYPE_CHECKING:
+    from cpa.kube.client import KubeApi
     from cpa.nodes.store import NodeStore
 
+COUNT_FLAGS = ("--nodes", "--cores", "--schedulable-nodes", "--schedulable-cores")
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+
+def _parser() -> ToolParser:
+    p = ToolParser(
         prog="cpa explain", allow_abbrev=False,
         description="Compute the replicas the autoscaler would write, step by step. "
                     "Nothing is written to the cluster.")
     add_parameter_arguments(p)
-    cl = p.add_argument_group("cluster")
-    cl.add_argument("--nodes", type=int, help="total nodes")
-    cl.add_argument("--cores", help="total allocatable cores (a quantity: 1536, 3920m)")
-    cl.add_argument("--schedulable-nodes", type=int, help="default: --nodes")
-    cl.add_argument("--schedulable-cores", help="default: --cores")
+    cl = p.add_argument_group("cluster (--nodes and --cores, or --from-cluster)")
+    cl.add_argument("--nodes", metavar="N", help="total nodes")
+    cl.add_argument("--cores", metavar="CPU",
+                    help="total allocatable cores, a quantity (1536, 3920m); rounded up once, "
+                         "as the daemon rounds the sum of its Nodes'")
+    cl.add_argument("--schedulable-nodes", metavar="N", help="default: --nodes")
+    cl.add_argument("--schedulable-cores", metavar="CPU", help="default: --cores")
     cl.add_argument("--from-cluster", action="store_true",
                     help="read Nodes and the ConfigMap from the cluster (read-only)")
-    cl.add_argument("--configmap", default="", help="with --from-cluster")
     cl.add_argument("--namespace", default="", help="with --from-cluster")
     cl.add_argument("--nodelabels", default="", help="with --from-cluster")
-    cl.add_argument("--kubeconfig", default="", help="with --from-cluster (default $KUBECONFIG, "
-                                                      "else in-cluster)")
-    cl.add_argument("--current-replicas", type=int, metavar="N",
+    cl.add_argument("--kubeconfig", default="", metavar="PATH",
+                    help="with --from-cluster; found as kubectl finds it: this flag, else "
+                         "$KUBECONFIG, else ~/.kube/config, else in-cluster")
+    cl.add_argument("--context", default="", metavar="NAME",
+                    help="with --from-cluster: the kubeconfig context (default: its "
+                         "current-context)")
+    cl.add_argument("--current-replicas", metavar="N",
                     help="the target's replicas now: shows what a behavior in the parameters "
                          "would do this poll")
     cl.add_argument("--target", default="", metavar="KIND/NAME",
@@ -64,11 +75,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _cores(text: str, flag: str) -> int:
+def _connect(args: argparse.Namespace) -> KubeApi:
+    """The API client, with the kubeconfig found as kubectl finds it."""
+    from cpa.kube.client import KubeApi
+    from cpa.kube.config import ConfigError, load_like_kubectl
+
     try:
-        return cores_rounded_up(cpu_millicores(text))
-    except QuantityError as exc:
-        raise InputError(f"{flag}: {exc}") from exc
+        return KubeApi(load_like_kubectl(args.kubeconfig, args.context))
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _from_cluster(args: argparse.Namespace, read_configmap: bool
@@ -76,15 +91,14 @@ def _from_cluster(args: argparse.Namespace, read_configmap: bool
     """The Nodes from a one-off list and, when asked, the parameters from the ConfigMap
     (or the defaults the daemon would create it with). Reads only."""
     from cpa.kube import configmap
-    from cpa.kube.client import ApiError, KubeApi
-    from cpa.kube.config import ConfigError, load
+    from cpa.kube.api import ApiError
     from cpa.nodes.store import NodeStore
     from cpa.nodes.watch import NodeReflector
 
     if read_configmap and (not args.configmap or not args.namespace):
         raise InputError("--from-cluster needs --configmap and --namespace")
+    api = _connect(args)
     try:
-        api = KubeApi(load(args.kubeconfig))
         store = NodeStore()
         NodeReflector(api, store, args.nodelabels).list_once()
         if not read_configmap:
@@ -99,60 +113,44 @@ def _from_cluster(args: argparse.Namespace, read_configmap: bool
                     f"--default-params (ConfigMap {args.namespace}/{args.configmap} does not "
                     "exist; the daemon would create it with these)"))
             raise
-    except (ApiError, ConfigError) as exc:
-        raise InputError(str(exc)) from exc
+    except ApiError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _given_counts(args: argparse.Namespace) -> ClusterCounts:
     if args.nodes is None or args.cores is None:
         raise InputError("give --nodes and --cores (or --from-cluster)")
-    cores = _cores(args.cores, "--cores")
-    return ClusterCounts(
-        total_nodes=args.nodes, total_cores=cores,
-        schedulable_nodes=args.nodes if args.schedulable_nodes is None
-        else args.schedulable_nodes,
-        schedulable_cores=cores if args.schedulable_cores is None
-        else _cores(args.schedulable_cores, "--schedulable-cores"))
+    return cluster_counts(args.nodes, args.cores, args.schedulable_nodes,
+                          args.schedulable_cores, names=COUNT_FLAGS)
 
 
 def gather(args: argparse.Namespace) -> tuple[ClusterCounts, Params, str]:
     """Resolve the counts and the parameters from the arguments."""
     if not args.from_cluster:
-        counts = _given_counts(args)
-        _check_counts(counts)
-        return (counts, *parameters_from_flags(args))
-    if args.nodes is not None or args.cores is not None:
-        raise InputError("--from-cluster reads the counts; drop --nodes/--cores")
+        return (_given_counts(args), *parameters_from_flags(args))
+    if any(v is not None for v in (args.nodes, args.cores, args.schedulable_nodes,
+                                   args.schedulable_cores)):
+        raise InputError("--from-cluster reads the counts; drop --nodes/--cores and the "
+                         "--schedulable ones")
     source = explicit_params(args)
     store, from_cluster = _from_cluster(args, read_configmap=source is None)
     source = source or from_cluster
     assert source is not None
     params = parse_params(*source)
     store.set_policy(params.shared.counting.policy())  # count as the daemon would
-    counts = store.counts()
-    _check_counts(counts)
-    return counts, params, source[1]
-
-
-def _check_counts(counts: ClusterCounts) -> None:
-    if min(counts.total_nodes, counts.total_cores, counts.schedulable_nodes,
-           counts.schedulable_cores) < 0:
-        raise InputError("node and core counts cannot be negative")
+    return store.counts(), params, source[1]
 
 
 def current_replicas(args: argparse.Namespace) -> int | None:
     """``--current-replicas``, or with ``--from-cluster --target`` the target's scale."""
     if args.current_replicas is not None:
-        if args.current_replicas < 0:
-            raise InputError("--current-replicas cannot be negative")
-        return int(args.current_replicas)
+        return replica_count(args.current_replicas, "--current-replicas")
     if not args.target:
         return None
     if not args.from_cluster:
         raise InputError("--target reads the scale from the cluster: add --from-cluster, "
                            "or give --current-replicas instead")
-    from cpa.kube.client import ApiError, KubeApi
-    from cpa.kube.config import ConfigError, load
+    from cpa.kube.api import ApiError
     from cpa.kube.scale import parse_targets, read_replicas
 
     targets, problems = parse_targets(args.target)
@@ -161,9 +159,9 @@ def current_replicas(args: argparse.Namespace) -> int | None:
     if not args.namespace:
         raise InputError("--target needs --namespace")
     try:
-        return read_replicas(KubeApi(load(args.kubeconfig)), args.namespace, targets[0])
-    except (ApiError, ConfigError) as exc:
-        raise InputError(f"cannot read the scale of {targets[0]}: {exc}") from exc
+        return read_replicas(_connect(args), args.namespace, targets[0])
+    except ApiError as exc:
+        raise InputError(f"cannot read the scale of {targets[0]}: {exc}") from None
 
 
 def behave(params: Params, decision: Decision, current: int | None) -> Outcome | None:
@@ -244,8 +242,10 @@ def _render_json(counts: ClusterCounts, params: Params, decision: Decision,
 def explain_main(argv: Sequence[str]) -> int:
     """Exit 0 with the answer; 1 with one line saying what is wrong (also when the
     parameters give a count the API cannot hold: the answer then says why)."""
-    args = _parser().parse_args(list(argv))
-    return answer("cpa explain", args.output, "explain", lambda: _explain(args))
+    args = parse_command_line(_parser(), argv)
+    if isinstance(args, int):
+        return args
+    return answer("cpa explain", args.output, lambda: _explain(args))
 
 
 def _explain(args: argparse.Namespace) -> tuple[str, int]:
