@@ -278,8 +278,10 @@ _FLAGS: tuple[_Flag, ...] = (
 )
 
 _BY_NAME: dict[str, _Flag] = {f.name: f for f in _FLAGS}
-# pflag.PFlagFromGoFlag gives one-letter Go flags a shorthand: "-v=2" works.
+# pflag.PFlagFromGoFlag gives one-letter Go flags a shorthand: "-v=2" works; and pflag
+# answers -h with the usage, as --help.
 _SHORTHANDS: dict[str, _Flag] = {f.name: f for f in _FLAGS if len(f.name) == 1}
+_SHORTHANDS["h"] = _BY_NAME["help"]
 
 
 def _normalize(name: str) -> str:
@@ -310,14 +312,14 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
             has_value = bool(equals)
             flag = _BY_NAME.get(_normalize(name))
             if flag is None or name.startswith("-") or not name:
-                raise UsageError(f"unknown flag: --{name}")
+                raise UsageError(f"unknown flag: --{_cut(name)}".replace("\n", " "))
             shown = f"--{name}"
         else:
             body = arg[1:]
             letter, rest = body[:1], body[1:]
             flag = _SHORTHANDS.get(letter)
             if flag is None:
-                raise UsageError(f"unknown shorthand flag: {letter!r} in {arg}")
+                raise UsageError(f"unknown shorthand flag: {letter!r} in {_cut(arg)}")
             has_value = bool(rest)
             value = rest[1:] if rest.startswith("=") else rest
             shown = f"-{letter}"
@@ -335,9 +337,14 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
             detail = str(exc)
             reason = f": {detail}" if detail and detail != value else ""
             raise UsageError(
-                f"invalid argument {value!r} for {shown} flag{reason}"
-            ) from exc
+                f"invalid argument {_cut(value)!r} for {shown} flag{_cut(reason, 300)}"
+            ) from None
     return opts
+
+
+def _cut(text: str, limit: int = 100) -> str:
+    """A value quoted back in a message, shortened: a one-line error stays one line."""
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} characters)"
 
 
 def validate(opts: Options) -> list[str]:
