@@ -206,7 +206,7 @@ def _via_official_client(path: str, cluster: dict[str, Any]) -> Connection:
 def load(kubeconfig: str) -> Connection:
     """``--kubeconfig`` / ``KUBECONFIG`` if given, else the in-cluster service account."""
     if kubeconfig:
-        return from_kubeconfig(kubeconfig)
+        return checked(kubeconfig, lambda: from_kubeconfig(kubeconfig))
     return in_cluster()
 
 
@@ -331,17 +331,26 @@ def load_like_kubectl(kubeconfig: str = "", context: str = "",
                               "--kubeconfig PATH, or set KUBECONFIG")
         return in_cluster()
     shown = os.pathsep.join(map(str, paths))
-    try:
+
+    def connect() -> Connection:
         if kubeconfig:
             return from_kubeconfig(str(paths[0]), context)
         single, doc, name = _merged(paths, context)
         if single is not None:
             return from_kubeconfig(str(single), name)
         return _from_merged(doc, name, shown)
+    return checked(shown, connect)
+
+
+def checked(shown: str, connect: Callable[[], Connection]) -> Connection:
+    """``connect()``, with any failure of a kubeconfig whose fields have the wrong shapes
+    or contents (a list where a map belongs, bad base64, a certificate that is not one) as
+    one :class:`ConfigError` naming the file, never a raw exception."""
+    try:
+        return connect()
     except ConfigError:
         raise
     except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
-        # A kubeconfig whose fields have the wrong shapes or contents: one line, naming it.
         detail = " ".join(str(exc).split())[:300] or "a field has the wrong type"
         raise ConfigError(f"kubeconfig {shown} cannot be used: {detail}") from None
 

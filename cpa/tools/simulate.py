@@ -118,7 +118,16 @@ def _json_rows(text: str, name: str) -> list[Row]:
 
 
 def _csv_rows(text: str, name: str) -> list[Row]:
-    reader = csv.DictReader(io.StringIO(text))
+    try:
+        return _csv_table(text, name)
+    except csv.Error as exc:
+        raise InputError(f"{name}: not CSV ({exc}); write a header line t,nodes,cores and "
+                         "one row per poll") from None
+
+
+def _csv_table(text: str, name: str) -> list[Row]:
+    # newline="": the csv module's own line handling, so \r and \r\n files read too.
+    reader = csv.DictReader(io.StringIO(text, newline=""))
     header = [h.strip() for h in reader.fieldnames or []]
     missing = [c for c in REQUIRED if c not in header]
     if missing:
