@@ -10,7 +10,7 @@
 #     libraries it links, the standard library and a virtualenv; no shell, no package
 #     manager (kubectl exec has nothing to run: debug with an ephemeral container).
 #
-# Build (see README, "Container image"):
+# Build (see docs/container-image.md):
 #   docker build -t cluster-proportional-autoscaler-py:dev .
 #   podman build -t cluster-proportional-autoscaler-py:dev .
 #   make image          # docker when an engine answers, else buildah; works offline-ish

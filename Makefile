@@ -1,4 +1,4 @@
-# The README's two commands: `make demo` (runs the autoscaler against a local real control
+# The two commands of docs/development.md: `make demo` (runs the autoscaler against a local real control
 # plane) and `make test` (unit + integration tests). Everything else supports those.
 PYTHON ?= python3
 PYTEST_ARGS ?=
@@ -14,10 +14,10 @@ help:
 	@echo "make lint          ruff + mypy --strict"
 	@echo "make demo          walk the seed story against a local control plane, then clean up"
 	@echo "make bench         benchmarks at 1k/15k/65k nodes vs upstream (long); bench-quick: 1k/5k"
-	@echo "make image         build the container image (docker, else buildah; see README)"
+	@echo "make image         build the container image (docker, else buildah; docs/container-image.md)"
 	@echo "make image-test    run the built image as a kubelet would, against a local control plane"
 	@echo "make cluster-e2e   a real single-node cluster here (kubelet, containerd, kube-proxy, ...):"
-	@echo "                   the manifest and the chart as Pods scaling CoreDNS (root; see README)"
+	@echo "                   the manifest and the chart as Pods scaling CoreDNS (root; docs/development.md)"
 	@echo "make e2e           kind end-to-end (needs Docker + kind; skips otherwise)"
 	@echo "make monitoring-test  the alert rules with promtool (built from its Go module once)"
 

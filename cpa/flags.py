@@ -397,5 +397,5 @@ def usage(prog: str) -> str:
 
 
 def flag_names() -> list[str]:
-    """Every accepted flag name, for the README's table and its test."""
+    """Every accepted flag name (the README's flag table is checked against it)."""
     return [f.name for f in _FLAGS]
