@@ -42,7 +42,7 @@ from tests.cluster.host import run
 
 REPO = Path(__file__).resolve().parents[2]
 NS = "kube-system"
-MANIFEST_IMAGE = "ghcr.io/example/cluster-proportional-autoscaler-py"
+MANIFEST_IMAGE = "ghcr.io/cpa-py/cluster-proportional-autoscaler-py"
 HELM = REPO / ".cache" / "bin" / "helm"
 FAKE_TAINT = {"key": "cpa-e2e/api-only", "value": "true", "effect": "NoSchedule"}
 FAKE_NODES = 32          # + the real node = 33 nodes: ceil(33 / 16) = 3 replicas (linear)
@@ -188,16 +188,16 @@ def check_security_context(c: Cluster, container_id: str) -> None:
 
 
 def overlay(c: Cluster) -> Path:
-    """A kustomize overlay of manifests/ that swaps only the image, as a user would."""
+    """A kustomize overlay of manifests/ that swaps only the image (``kustomize edit set
+    image NAME=REF@DIGEST``, as a user would): the registry's name, the index digest."""
     root = REPO / ".cache" / "cluster" / "overlay"
     root.mkdir(parents=True, exist_ok=True)
-    ref = c.images["AUTOSCALER_IMAGE"]
-    name, tag = ref.rsplit(":", 1)
+    name, digest = c.images["AUTOSCALER_IMAGE"].split("@", 1)
     (root / "kustomization.yaml").write_text(yaml.safe_dump({
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
         "resources": [os.path.relpath(REPO / "manifests", root)],
-        "images": [{"name": MANIFEST_IMAGE, "newName": name, "newTag": tag}],
+        "images": [{"name": MANIFEST_IMAGE, "newName": name, "digest": digest}],
     }))
     return root
 
@@ -218,7 +218,7 @@ def coredns_deployment(image: str) -> dict[str, Any]:
                     "nodeSelector": {"kubernetes.io/os": "linux"},
                     "terminationGracePeriodSeconds": 5,
                     "containers": [{
-                        "name": "coredns", "image": image, "imagePullPolicy": "Never",
+                        "name": "coredns", "image": image, "imagePullPolicy": "IfNotPresent",
                         "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181},
                                            "periodSeconds": 2},
                         "livenessProbe": {"httpGet": {"path": "/health", "port": 8080},
@@ -411,9 +411,9 @@ def test_6_helm_chart_takes_over(cluster: Cluster) -> None:
     wait_for("the kubectl-applied autoscaler pod gone",
              lambda: not pods(cluster, "k8s-app=kube-dns-autoscaler"), 60)
     TIMES.add("step 6: kubectl delete -k (the applied manifest) done", time.monotonic() - began)
-    repo, tag = cluster.images["AUTOSCALER_IMAGE"].rsplit(":", 1)
+    repo, digest = cluster.images["AUTOSCALER_IMAGE"].split("@", 1)
     values = {
-        "image": {"repository": repo, "tag": tag, "pullPolicy": "IfNotPresent"},
+        "image": {"repository": repo, "digest": digest, "pullPolicy": "IfNotPresent"},
         "options": {"target": "deployment/coredns", "logLevel": 2},
         "config": {"linear": HELM_LINEAR},
         "priorityClassName": "system-cluster-critical",
