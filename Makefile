@@ -49,6 +49,7 @@ integration: $(STAMP)
 lint: $(STAMP)
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m mypy --strict cpa
+	MYPYPATH=image $(PYTHON) -m mypy --strict -p ocibuild
 
 demo: $(STAMP) controlplane
 	$(PYTHON) scripts/demo.py

@@ -65,7 +65,7 @@ class Layout:
     def tag(self, blob: Blob, ref_name: str) -> None:
         """index.json names the image index ``ref_name`` (replacing that name's entry)."""
         path = self.path / "index.json"
-        doc = json.loads(path.read_text()) if path.exists() else {
+        doc: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {
             "schemaVersion": 2, "mediaType": MT_INDEX, "manifests": []}
         key = "org.opencontainers.image.ref.name"
         doc["manifests"] = [m for m in doc["manifests"]
