@@ -24,9 +24,12 @@ def test_manifests_and_kustomization_default_to_it() -> None:
     kustomization = yaml.safe_load((REPO / "manifests" / "kustomization.yaml").read_text())
     assert kustomization["images"] == [{"name": NAME, "newTag": VERSION}]
     images = set()
-    for path in sorted((REPO / "manifests").rglob("*.yaml")):
+    for path in sorted([*(REPO / "manifests").rglob("*.yaml"),
+                        *(REPO / "migrations").rglob("*.yaml")]):
         images |= set(re.findall(r"^\s*image: (\S+)$", path.read_text(), re.M))
     assert images == {f"{NAME}:{VERSION}"}, images
+    helm = yaml.safe_load((REPO / "migrations" / "upstream-helm" / "values.yaml").read_text())
+    assert helm == {"image": {"repository": NAME, "tag": VERSION}}
 
 
 def test_chart_defaults_to_it() -> None:
