@@ -26,7 +26,7 @@ name="${IMAGE_NAME:-$(cat image/name.txt)}"
 platforms="${PLATFORMS:-$image_platforms}"
 out="${CPA_IMAGE_OUT:-$image_cache/out}"
 revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
-if [[ $revision != unknown && -n "$(git status --porcelain -- cpa pyproject.toml image Dockerfile LICENSE 2>/dev/null)" ]]; then
+if [[ $revision != unknown && -n "$(git status --porcelain -- cpa pyproject.toml README.md image Dockerfile LICENSE 2>/dev/null)" ]]; then
     revision="$revision-dirty"
 fi
 # The commit's time, not the clock: two builds of one commit are byte-identical.
