@@ -15,7 +15,8 @@
 # assembles the TARGET platform's root filesystem from Debian's packages for that
 # architecture and that platform's wheels (image/ocibuild; `make image` runs the same code
 # without a Docker engine and writes the index itself):
-#   docker buildx build --platform linux/amd64,linux/arm64 -t NAME:TAG .
+#   docker buildx build -t NAME:TAG \
+#     --platform linux/amd64,linux/arm64,linux/arm/v7,linux/ppc64le,linux/s390x .
 ARG BASE_IMAGE=debian:bookworm-slim
 
 # ---------------------------------------------------------------------------------------
@@ -26,9 +27,12 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 
+# The cross compilers build the C extensions that PyPI has no wheel of for arm/v7, ppc64le
+# and s390x (image/ocibuild/wheels.py); this step does not depend on the target, so one
+# layer serves every platform of a multi-platform build.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-pip mmdebstrap binutils \
-      ca-certificates \
+      ca-certificates gcc-arm-linux-gnueabihf gcc-powerpc64le-linux-gnu gcc-s390x-linux-gnu \
  && rm -rf /var/lib/apt/lists/*
 
 # .dockerignore is an allow-list: pyproject.toml, README.md, LICENSE, cpa/ and image/.

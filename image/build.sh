@@ -69,7 +69,7 @@ then
     exit 0
 fi
 
-image_ensure_build_tools
+image_ensure_build_tools "$platforms"
 image_log "building $platforms with image/ocibuild (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
 ref="$(PYTHONPATH="$here" python3 -m ocibuild build --repo "$image_repo" \
     --work "${CPA_IMAGE_WORK:-$image_cache/work}" --out "$out" --epoch "$SOURCE_DATE_EPOCH" \

@@ -39,23 +39,30 @@ image_ensure_tools() {
         podman buildah runc uidmap slirp4netns netavark qemu-user-static >&2
 }
 
-# What image/ocibuild needs: mmdebstrap (extracts Debian packages for any architecture),
-# readelf (binutils: reads any architecture's ELF files), dpkg-deb, pip.
+# What image/ocibuild needs for the platforms in $1 (default: the index's): mmdebstrap
+# (extracts Debian packages for any architecture), readelf (binutils: reads any
+# architecture's ELF files), dpkg-deb, pip, and Debian's cross compiler for each foreign
+# platform (wheels the package index lacks are cross-compiled: image/ocibuild/wheels.py).
 image_ensure_build_tools() {
-    local missing=() tool
+    local missing=() packages=() tool package
     for tool in mmdebstrap readelf dpkg-deb; do
         command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
     done
+    [[ ${#missing[@]} -gt 0 ]] && packages+=(mmdebstrap binutils dpkg)
+    while read -r tool package; do
+        command -v "$tool" >/dev/null 2>&1 || { missing+=("$tool"); packages+=("$package"); }
+    done < <(PYTHONPATH="$image_repo/image" python3 -m ocibuild cross-compilers \
+                 --platforms "${1:-$image_platforms}")
     [[ ${#missing[@]} -eq 0 ]] && return 0
     if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
         image_log "ERROR: ${missing[*]} missing; install them (Debian/Ubuntu: apt-get install"
-        image_log "mmdebstrap binutils dpkg) or build with a Docker engine (buildx)"
+        image_log "--no-install-recommends ${packages[*]}) or build with a Docker engine (buildx)"
         return 1
     fi
-    image_log "installing mmdebstrap binutils (Debian packages)"
+    image_log "installing ${packages[*]} (Debian packages)"
     DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-        mmdebstrap binutils dpkg >&2
+        "${packages[@]}" >&2
 }
 
 image_containers_conf() {

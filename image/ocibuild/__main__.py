@@ -1,4 +1,5 @@
-"""``python3 -m ocibuild build|rootfs``: see the package docstring and image/build.sh."""
+"""``python3 -m ocibuild build|rootfs|cross-compilers``: see the package docstring and
+image/build.sh."""
 
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ class Builder:
         self.trees: dict[str, Path] = {}
         self.packages: dict[str, dict[str, debian.DebPackage]] = {}
         self._project_wheel: Path | None = None
+        self._native: python.NativePython | None = None
+        self._cross: wheels.CrossBuilder | None = None
         self.timings: dict[str, float] = {}
 
     def tree(self, plat: Platform) -> Path:
@@ -55,6 +58,18 @@ class Builder:
             self.packages[plat.name] = debian.extract(plat, tree)
             self.trees[plat.name] = tree
         return self.trees[plat.name]
+
+    def native(self) -> python.NativePython:
+        """The build machine's Debian interpreter (bytecode, cross-built wheels)."""
+        if self._native is None:
+            host = native()
+            self._native = python.NativePython(self.tree(host), host.triplet)
+        return self._native
+
+    def cross(self) -> wheels.CrossBuilder:
+        if self._cross is None:
+            self._cross = wheels.CrossBuilder(self.repo, self.work, self.native())
+        return self._cross
 
     def project_wheel(self) -> Path:
         if self._project_wheel is None:
@@ -72,7 +87,8 @@ class Builder:
         for req in requirements(self.repo):
             wheel = python.pip_download(plat, req, wheel_dir)
             if wheel is None:
-                wheel = wheels.cross_build(plat, req, tree, self.work / plat.slug / "cross")
+                python_deb = self.packages[plat.name][f"{debian.PYTHON}-minimal"].version
+                wheel = self.cross().build(plat, req, tree, python_deb)
             python.install_wheel(wheel, dest)
         python.install_wheel(self.project_wheel(), dest)
         python.write_scripts(dest)
@@ -86,22 +102,12 @@ class Builder:
                         created=created)
         (dest / "LICENSES" / "sbom.spdx.json").write_text(json.dumps(doc, indent=1,
                                                                      sort_keys=True) + "\n")
-        host = native()
-        native_tree = self.tree(host)
-        interp = rootfs.Tree(native_tree).resolve(_interp(native_tree))
-        python.compile_bytecode(native_tree, dest, interp, host.triplet)
+        python.compile_bytecode(self.native(), dest)
         self.timings[plat.name] = time.monotonic() - began
 
     def python_version(self, plat: Platform) -> str:
         pkg = self.packages[plat.name][f"{debian.PYTHON}-minimal"]
         return pkg.version.split("-")[0]
-
-
-def _interp(tree: Path) -> str:
-    out = subprocess.run(["readelf", "--program-headers", "--wide",
-                          str(tree / "usr" / "bin" / debian.PYTHON)],
-                         capture_output=True, text=True, check=True).stdout
-    return out.split("Requesting program interpreter: ")[1].split("]")[0]
 
 
 def iso(epoch: int) -> str:
@@ -204,9 +210,19 @@ def cmd_rootfs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cross_compilers(args: argparse.Namespace) -> int:
+    """``<command> <Debian package>`` per foreign platform of --platforms: the cross
+    compilers a build may need (image/env.sh installs the missing ones)."""
+    for plat in parse(args.platforms):
+        if plat != native():
+            print(plat.cc, plat.cross_gcc)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m ocibuild")
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("cross-compilers").add_argument("--platforms", default="all")
     for name in ("build", "rootfs"):
         p = sub.add_parser(name)
         p.add_argument("--repo", default=".")
@@ -223,7 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.choices["rootfs"].add_argument("--platform", required=True)
     sub.choices["rootfs"].add_argument("--dest", required=True)
     args = parser.parse_args(argv)
-    return cmd_build(args) if args.command == "build" else cmd_rootfs(args)
+    commands = {"build": cmd_build, "rootfs": cmd_rootfs,
+                "cross-compilers": cmd_cross_compilers}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

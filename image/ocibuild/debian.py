@@ -26,6 +26,10 @@ PYTHON = "python3.11"
 # dlopen()s it for pthread_exit/pthread_cancel: without it a thread exit at shutdown aborts
 # with "libgcc_s.so.1 must be installed for pthread_exit to work").
 PACKAGES = (f"{PYTHON}-minimal", f"lib{PYTHON}-stdlib", "libgcc-s1")
+# The interpreter's C headers (Python.h, that architecture's pyconfig.h): what a C extension
+# is compiled against when the package index has no wheel for that platform (wheels.py).
+# Extracted into a tree of its own: never part of the image.
+HEADERS = f"lib{PYTHON}-dev"
 ARCHIVES = "var/cache/apt/archives"
 
 
@@ -44,22 +48,23 @@ class DebPackage:
         return f"/usr/share/doc/{self.name}/copyright"
 
 
-def extract(plat: Platform, tree: Path) -> dict[str, DebPackage]:
-    """Unpack PACKAGES and their dependencies for ``plat`` into ``tree``; returns the
+def extract(plat: Platform, tree: Path, packages: tuple[str, ...] = PACKAGES
+            ) -> dict[str, DebPackage]:
+    """Unpack ``packages`` and their dependencies for ``plat`` into ``tree``; returns the
     packages by name with the files each owns."""
     tree.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([
         "mmdebstrap", "--quiet", "--variant=extract", f"--arch={plat.deb_arch}",
         "--skip=cleanup/apt/cache", "--skip=cleanup/apt/lists",
-        f"--include={','.join(PACKAGES)}", SUITE, str(tree), *SOURCES,
+        f"--include={','.join(packages)}", SUITE, str(tree), *SOURCES,
     ], check=True, stdout=subprocess.DEVNULL)
-    packages = {}
+    found = {}
     for deb in sorted((tree / ARCHIVES).glob("*.deb")):
         pkg = read_deb(deb)
-        packages[pkg.name] = pkg
-    if not packages:
+        found[pkg.name] = pkg
+    if not found:
         raise SystemExit(f"ocibuild: mmdebstrap left no .deb in {tree / ARCHIVES}")
-    return packages
+    return found
 
 
 def read_deb(deb: Path) -> DebPackage:

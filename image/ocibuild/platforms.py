@@ -20,6 +20,7 @@ class Platform:
     wheel_machine: str     # the machine part of manylinux wheel tags
     qemu: str              # qemu-<qemu>-static runs it on another architecture
     cross_gcc: str         # Debian's cross compiler package builds C extensions for it
+    elf_machine: int       # e_machine of its ELF files (a cross-built extension must match)
 
     @property
     def name(self) -> str:
@@ -31,6 +32,12 @@ class Platform:
         """A file-name-safe name: ``linux-arm-v7``."""
         return self.name.replace("/", "-")
 
+    @property
+    def cc(self) -> str:
+        """The C compiler command for it: ``<triplet>-gcc`` (Debian's cross compiler, or the
+        native gcc's triplet-prefixed name on that architecture itself)."""
+        return f"{self.triplet}-gcc"
+
     def oci(self) -> dict[str, str]:
         """The ``platform`` object of an index entry and the image config's fields."""
         out = {"architecture": self.oci_arch, "os": "linux"}
@@ -41,15 +48,15 @@ class Platform:
 
 PLATFORMS: dict[str, Platform] = {p.name: p for p in (
     Platform("amd64", "", "amd64", "x86_64-linux-gnu", "x86_64", "x86_64",
-             "gcc-x86-64-linux-gnu"),
+             "gcc-x86-64-linux-gnu", 62),
     Platform("arm64", "", "arm64", "aarch64-linux-gnu", "aarch64", "aarch64",
-             "gcc-aarch64-linux-gnu"),
+             "gcc-aarch64-linux-gnu", 183),
     Platform("arm", "v7", "armhf", "arm-linux-gnueabihf", "armv7l", "arm",
-             "gcc-arm-linux-gnueabihf"),
+             "gcc-arm-linux-gnueabihf", 40),
     Platform("ppc64le", "", "ppc64el", "powerpc64le-linux-gnu", "ppc64le", "ppc64le",
-             "gcc-powerpc64le-linux-gnu"),
+             "gcc-powerpc64le-linux-gnu", 21),
     Platform("s390x", "", "s390x", "s390x-linux-gnu", "s390x", "s390x",
-             "gcc-s390x-linux-gnu"),
+             "gcc-s390x-linux-gnu", 22),
 )}
 
 _MACHINES = {"x86_64": "linux/amd64", "aarch64": "linux/arm64", "armv7l": "linux/arm/v7",

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ocibuild.debian import PYTHON
 from ocibuild.platforms import Platform
+from ocibuild.rootfs import Tree
 
 VENV = "/opt/venv"
 SITE = f"{VENV}/lib/{PYTHON}/site-packages"
@@ -134,20 +135,43 @@ def write_scripts(root: Path) -> list[str]:
     return names
 
 
-def compile_bytecode(native_root: Path, root: Path, interp: str, triplet: str) -> None:
-    """Compile the stdlib and the venv of ``root`` with the interpreter of ``native_root``
-    (the build machine's platform, run through its own dynamic loader and libraries,
-    without chroot), recording the in-image paths."""
-    libs = ":".join(str(native_root / d) for d in (f"lib/{triplet}", f"usr/lib/{triplet}"))
-    env = {"PYTHONHOME": str(native_root / "usr"), "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8",
-           "SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", "0")}
+class NativePython:
+    """The build machine's own Debian interpreter, from its extracted tree, run through that
+    tree's dynamic loader and libraries (no chroot, no host Python involved): it compiles
+    every platform's bytecode and runs the build backends of cross-built wheels, so both
+    depend on the Debian interpreter of the image, not on whichever Python the build machine
+    has (the same input gives the same output on any build machine)."""
+
+    def __init__(self, root: Path, triplet: str) -> None:
+        self.root = root
+        self.triplet = triplet
+        headers = subprocess.run(["readelf", "--program-headers", "--wide",
+                                  str(root / "usr" / "bin" / PYTHON)],
+                                 capture_output=True, text=True, check=True).stdout
+        loader = headers.split("Requesting program interpreter: ")[1].split("]")[0]
+        self.loader = root / Tree(root).resolve(loader).lstrip("/")
+
+    def argv(self, *args: str) -> list[str]:
+        libs = ":".join(str(self.root / d) for d in (f"lib/{self.triplet}",
+                                                     f"usr/lib/{self.triplet}"))
+        return [str(self.loader), "--library-path", libs,
+                str(self.root / "usr" / "bin" / PYTHON), *args]
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """A clean environment (nothing of the caller's: no CFLAGS, no PYTHONPATH)."""
+        return {"PYTHONHOME": str(self.root / "usr"), "PATH": "/usr/bin:/bin",
+                "LC_ALL": "C.UTF-8",
+                "SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", "0"), **extra}
+
+
+def compile_bytecode(native: NativePython, root: Path) -> None:
+    """Compile the stdlib and the venv of ``root`` with the build machine's interpreter
+    (``native``), recording the in-image paths."""
     targets = [str(root / STDLIB_REL), str(root / SITE.lstrip("/"))]
-    subprocess.run([
-        str(native_root / interp.lstrip("/")), "--library-path", libs,
-        str(native_root / "usr" / "bin" / PYTHON), "-S", "-m", "compileall", "-q", "-f",
-        "-j", "1", "--invalidation-mode", "unchecked-hash", "-s", str(root), "-p", "/",
-        *targets,
-    ], check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run(native.argv(
+        "-S", "-m", "compileall", "-q", "-f", "-j", "1",
+        "--invalidation-mode", "unchecked-hash", "-s", str(root), "-p", "/", *targets,
+    ), check=True, env=native.env(), stdout=subprocess.DEVNULL)
 
 
 STDLIB_REL = f"usr/lib/{PYTHON}"
