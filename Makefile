@@ -16,7 +16,7 @@ help:
 	@echo "make bench         benchmarks at 1k/15k/65k nodes vs upstream (long); bench-quick: 1k/5k"
 	@echo "make image         build the multi-platform OCI image index (docs/container-image.md)"
 	@echo "make push IMAGE=registry/name:tag   push the index to any OCI registry"
-	@echo "make deploy IMAGE=... KUBECONFIG=... apply manifests/ with that image"
+	@echo "make deploy IMAGE=... KUBECONFIG=... apply manifests/ with that image (WAIT=0: no rollout wait)"
 	@echo "make image-test    push to a local registry, pull and run amd64 + arm64 (+ quick checks of"
 	@echo "                   the others, under qemu) as a kubelet would (root; host lock)"
 	@echo "make image-reproducible  build twice (the second from nothing) and compare digests"
@@ -70,7 +70,9 @@ push:
 	@test -n "$(IMAGE)" || { echo "usage: make push IMAGE=registry/name:tag"; exit 2; }
 	bash image/push.sh "$(IMAGE)"
 
-# kubectl apply -k of manifests/ with the image swapped (kustomize `images:`).
+# kubectl apply -k of manifests/ with the image swapped (kustomize `images:`). KUBECONFIG,
+# KUBECTL and WAIT (seconds for the rollout, 0: none) reach scripts/deploy.sh from the
+# command line (make exports command-line variables to the recipe).
 deploy:
 	@test -n "$(IMAGE)" || { echo "usage: make deploy IMAGE=registry/name:tag|@sha256:... [KUBECONFIG=...]"; exit 2; }
 	bash scripts/deploy.sh "$(IMAGE)"

@@ -2,7 +2,11 @@
 # `make deploy IMAGE=REGISTRY/NAME:TAG|REGISTRY/NAME@sha256:... [KUBECONFIG=...]`:
 # kubectl apply -k of manifests/ with only the image swapped, through a kustomize overlay
 # in a temp dir (the same as `kustomize edit set image` in an overlay of your own).
-# Then waits for the rollout and prints the autoscaler's first log lines.
+# Then waits for the rollout (WAIT seconds, default 120) and prints the autoscaler's first log
+# lines; WAIT=0 applies and returns without waiting (a cluster that cannot pull yet, or
+# tests against an API server without nodes).
+#
+# Environment: KUBECONFIG (which cluster), KUBECTL (default kubectl), WAIT.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 image="${1:?usage: deploy.sh REGISTRY/NAME:TAG or REGISTRY/NAME@sha256:DIGEST}"
@@ -30,6 +34,13 @@ resources: [base]
 images:
 $entry
 YAML
+wait="${WAIT:-120}"
+if [[ ! $wait =~ ^[0-9]+$ ]]; then
+    echo "[deploy] WAIT=$wait: give seconds (0: do not wait for the rollout)" >&2
+    exit 2
+fi
 "$kubectl" apply -k "$overlay"
-"$kubectl" -n kube-system rollout status deployment/kube-dns-autoscaler --timeout=120s
-"$kubectl" -n kube-system logs deployment/kube-dns-autoscaler --tail=20 || true
+if [[ $wait -gt 0 ]]; then
+    "$kubectl" -n kube-system rollout status deployment/kube-dns-autoscaler --timeout="${wait}s"
+    "$kubectl" -n kube-system logs deployment/kube-dns-autoscaler --tail=20 || true
+fi
