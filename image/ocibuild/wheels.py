@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -167,6 +168,7 @@ class CrossBuilder:
             raise SystemExit(f"ocibuild: {plat.cc} missing to build {requirement} for "
                              f"{plat.name}: apt-get install --no-install-recommends "
                              f"{plat.cross_gcc} (image/env.sh installs it when root)")
+        began = time.monotonic()
         cross = self.work / plat.slug / "cross"
         src = unpack(self.sdist(requirement), cross / "src")
         sysroot = self.sysroot(plat, python_deb_version)
@@ -182,8 +184,7 @@ class CrossBuilder:
             _PYTHON_HOST_PLATFORM=f"linux-{plat.wheel_machine}",
             _PYTHON_SYSCONFIGDATA_NAME=module,
             **PURE.get(name, {}))
-        _log(f"{plat.name}: cross-building {requirement} from its sdist with {plat.cc}"
-             + (" (pure Python: see wheels.PURE)" if pure else ""))
+        inputs = time.monotonic() - began
         with log.open("w") as out:
             proc = subprocess.run(
                 self.native.argv("-S", "-c", BACKEND, str(dist), ",".join(sorted(tools)),
@@ -194,7 +195,12 @@ class CrossBuilder:
             raise SystemExit(f"ocibuild: cross-building {requirement} for {plat.name} failed "
                              f"(full log {log}):\n{text[-4000:]}")
         wheel = dist / text.rsplit("WHEEL ", 1)[1].strip()
-        check_wheel(wheel, plat, tree, pure=pure)
+        extensions = check_wheel(wheel, plat, tree, pure=pure)
+        built = time.monotonic() - began - inputs
+        _log(f"{plat.name}: cross-built {wheel.name} with {plat.cc} "
+             f"(sdist, sysroot, tools {inputs:.0f}s; build {built:.0f}s)"
+             + (f": {', '.join(extensions)}" if extensions else
+                ": pure Python, see wheels.PURE"))
         return wheel
 
 
@@ -280,7 +286,8 @@ def elf_machine(data: bytes) -> int | None:
     return int.from_bytes(data[18:20], "little" if data[5] == 1 else "big")
 
 
-def check_wheel(wheel: Path, plat: Platform, tree: Path, *, pure: bool) -> None:
+def check_wheel(wheel: Path, plat: Platform, tree: Path, *, pure: bool) -> list[str]:
+    """The wheel's extensions (``name sha256-prefix``), each checked to be ``plat``'s."""
     suffix = runpy.run_path(str(
         tree / "usr" / "lib" / PYTHON / f"_sysconfigdata__linux_{plat.triplet}.py"
     ))["build_time_vars"]["EXT_SUFFIX"]
@@ -302,5 +309,4 @@ def check_wheel(wheel: Path, plat: Platform, tree: Path, *, pure: bool) -> None:
     if pure and extensions:
         raise SystemExit(f"ocibuild: {wheel.name} has extensions {extensions} although "
                          "wheels.PURE builds it without")
-    _log(f"{plat.name}: {wheel.name}" + (f": {', '.join(extensions)}" if extensions
-                                          else " (pure Python)"))
+    return extensions
