@@ -16,7 +16,7 @@
 image_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 image_cache="$image_repo/.cache/image"
 # The platforms of the index (docs/container-image.md says why these).
-image_platforms="linux/amd64,linux/arm64"
+image_platforms="linux/amd64,linux/arm64,linux/arm/v7,linux/ppc64le,linux/s390x"
 
 image_log() { printf '[image] %s\n' "$*" >&2; }
 

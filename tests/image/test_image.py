@@ -167,6 +167,71 @@ def test_version_libgcc_and_no_shell(name: str, pulled: dict[str, str]) -> None:
     report(platform=name, version_run_s=round(took, 2), machine=machine)
 
 
+# Imports every extension module of the image (the interpreter's lib-dynload and the venv's
+# C extensions: cross-compiled ones on arm/v7, ppc64le and s390x) and exercises the ones
+# the daemon relies on, on the image's own CPU (qemu-user for foreign ones).
+EXTENSIONS_PROBE = """
+import importlib, json, pathlib, platform, sys, sysconfig
+suffix = sysconfig.get_config_var("EXT_SUFFIX")
+found = {}
+dynload = pathlib.Path(sys.base_prefix, "lib", "python%d.%d" % sys.version_info[:2],
+                       "lib-dynload")
+for so in sorted(dynload.glob("*.so")):
+    found[so.name.split(".")[0]] = str(so)
+site = pathlib.Path(sys.prefix, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+for so in sorted(site.rglob("*.so")):
+    rel = so.relative_to(site)
+    found[".".join(rel.parts[:-1] + (rel.name.split(".")[0],))] = str(so)
+imported, failed, wrong_suffix = [], {}, []
+for name, path in sorted(found.items()):
+    if not path.endswith(suffix):
+        wrong_suffix.append(path)
+    try:
+        importlib.import_module(name)
+        imported.append(name)
+    except Exception as exc:
+        failed[name] = repr(exc)
+import msgspec, ssl, yaml
+class Node(msgspec.Struct):
+    name: str
+    cores: int
+    labels: dict[str, str] = {}
+doc = b'{"name":"n1","cores":4,"labels":{"a":"b"}}'
+node = msgspec.json.decode(doc, type=Node)
+assert msgspec.json.encode(node) == doc, msgspec.json.encode(node)
+assert msgspec.msgpack.decode(msgspec.msgpack.encode(node), type=Node) == node
+assert yaml.safe_load("clusters: [{name: a, cluster: {server: 'https://x'}}]") == {
+    "clusters": [{"name": "a", "cluster": {"server": "https://x"}}]}
+ctx = ssl.create_default_context()
+print(json.dumps({"imported": imported, "failed": failed, "wrong_suffix": wrong_suffix,
+                  "machine": platform.machine(), "msgspec_core": msgspec._core.__file__,
+                  "libyaml": yaml.__with_libyaml__, "openssl": ssl.OPENSSL_VERSION,
+                  "suffix": suffix}))
+"""
+
+
+@pytest.mark.parametrize("name", PLATFORM_NAMES)
+def test_every_extension_imports(name: str, pulled: dict[str, str]) -> None:
+    """Every C extension of the image loads on that CPU: the interpreter's own (_ssl,
+    _hashlib, _ctypes, ...: their shared libraries are all in the image) and the venv's,
+    msgspec's real C extension first (cross-compiled where PyPI has no wheel)."""
+    began = time.monotonic()
+    held = json.loads(run(pulled[name], "-c", EXTENSIONS_PROBE,
+                          entrypoint="/opt/venv/bin/python").stdout)
+    took = time.monotonic() - began
+    assert held["failed"] == {}, held["failed"]
+    assert held["wrong_suffix"] == [], held["wrong_suffix"]
+    assert held["machine"] == PLATFORMS[name].wheel_machine
+    assert held["suffix"] == f".cpython-311-{PLATFORMS[name].triplet}.so"
+    # (zlib, _socket, select, pyexpat, ... are built into Debian's interpreter binary.)
+    for module in ("msgspec._core", "_ssl", "_hashlib", "_ctypes", "_json", "_decimal",
+                   "_asyncio", "_bz2", "_lzma", "_uuid"):
+        assert module in held["imported"], (module, held["imported"])
+    assert held["msgspec_core"].endswith(held["suffix"])
+    report(platform=name, extensions=len(held["imported"]), libyaml=held["libyaml"],
+           openssl=held["openssl"].replace(" ", "_"), probe_s=round(took, 2))
+
+
 SBOM_PROBE = """
 import importlib.metadata as m, json, sys, os
 print(json.dumps({"python": "%d.%d.%d" % sys.version_info[:3],
@@ -267,10 +332,15 @@ def test_runs_as_the_manifest_says(name: str, pulled: dict[str, str], network: P
                                         '"preventSinglePointFailure":true}'}
         wait_until("/last-poll 200", lambda: get("/last-poll") == (200, ""), 60)
         figures: dict[str, object] = {}
+        # The daemon writes its held-back logs and fills /metrics right AFTER the first
+        # poll's writes (cpa/cli.py: _ReleaseLogs, _LateMetrics): a moment after the replicas
+        # changed, seconds later under emulation.
+        wait_until("the first poll's logs", lambda: "scale.changed" in container.logs(), 60)
         if full:
+            wanted = 'cpa_target_replicas{target="deployment/coredns"} 2.0'
+            wait_until("/metrics after the first poll", lambda: wanted in get("/metrics")[1], 60)
             status, metrics = get("/metrics")
             assert status == 200 and 'cpa_polls_total{result="success"}' in metrics
-            assert 'cpa_target_replicas{target="deployment/coredns"} 2.0' in metrics
             # 40 nodes: ceil(40/16) = 3 replicas.
             changed = time.monotonic()
             create_nodes(admin, "img", 38, cpu="4", start=2)
