@@ -210,3 +210,14 @@ def test_build_tools_are_pinned() -> None:
     assert pins and all("==" in pin for pin in pins), pins
     names = {wheels.normalize(pin.split("==")[0]) for pin in pins}
     assert {"setuptools", "setuptools-scm", "packaging"} <= names
+
+
+def test_cross_compilers_of_the_foreign_platforms(capsys: pytest.CaptureFixture[str]) -> None:
+    from ocibuild.__main__ import main
+    from ocibuild.platforms import native
+
+    assert main(["cross-compilers", "--platforms", "all"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    foreign = [p for p in PLATFORMS.values() if p != native()]
+    assert lines == [f"{p.triplet}-gcc {p.cross_gcc}" for p in foreign]
+    assert "s390x-linux-gnu-gcc gcc-s390x-linux-gnu" in lines or native().oci_arch == "s390x"
