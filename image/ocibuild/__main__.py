@@ -129,7 +129,8 @@ def image_config(labels: dict[str, str]) -> dict[str, object]:
 
 def cmd_build(args: argparse.Namespace) -> int:
     repo = Path(args.repo).resolve()
-    work, out = Path(args.work), Path(args.out)
+    # Absolute: the cross builds run tools from the work dir with another working directory.
+    work, out = Path(args.work).resolve(), Path(args.out).resolve()
     shutil.rmtree(work, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     work.mkdir(parents=True)
@@ -202,7 +203,7 @@ def _pname(p: dict[str, str]) -> str:
 
 def cmd_rootfs(args: argparse.Namespace) -> int:
     """The Dockerfile's builder stage: one platform's root filesystem into --dest."""
-    work = Path(args.work)
+    work = Path(args.work).resolve()
     os.environ["SOURCE_DATE_EPOCH"] = str(args.epoch)
     builder = Builder(Path(args.repo).resolve(), work, args.epoch)
     plat = parse(args.platform)[0]

@@ -143,7 +143,7 @@ class NativePython:
     has (the same input gives the same output on any build machine)."""
 
     def __init__(self, root: Path, triplet: str) -> None:
-        self.root = root
+        self.root = root.resolve()
         self.triplet = triplet
         headers = subprocess.run(["readelf", "--program-headers", "--wide",
                                   str(root / "usr" / "bin" / PYTHON)],
