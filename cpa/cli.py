@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from cpa import __version__, flags, logs
+from cpa import VERSION_TEXT, __version__, flags, logs
 
 if TYPE_CHECKING:  # imported for real only on the daemon's path, below
     from cpa.daemon.leaderelection import LeaderElector
@@ -49,7 +49,7 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
         print(flags.usage(prog))
         return 0
     if opts.version:
-        print(__version__)
+        print(VERSION_TEXT)
         return 0
     logs.configure(opts.v, opts.log_format)
     log = logs.get_logger("main")
@@ -241,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_CPA_USAGE)
         return 0 if args else flags.EXIT_USAGE
     if args[0] == "--version":
-        print(__version__)
+        print(VERSION_TEXT)
         return 0
     command, rest = args[0], args[1:]
     if command == "run":
