@@ -85,3 +85,6 @@ printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexi
     > "$root/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' > "$root/etc/group"
 ln -s "$venv/bin/cluster-proportional-autoscaler" "$root/cluster-proportional-autoscaler"
+# The vertical autoscaler at CPVA's path (its manifests run `command: [/cpvpa, ...]`);
+# the ENTRYPOINT stays the autoscaler's.
+ln -s "$venv/bin/cpvpa" "$root/cpvpa"

@@ -23,7 +23,13 @@ from typing import Any
 
 from cpa.tools.inputs import InputError, answer
 from cpa.vertical import options
-from cpa.vertical.config import ConfigError, ScaleConfig, config_string, decode_config
+from cpa.vertical.config import (
+    ConfigError,
+    ResourceScaleConfig,
+    ScaleConfig,
+    config_string,
+    decode_config,
+)
 from cpa.vertical.formula import (
     CoresError,
     MilliRangeError,
@@ -143,13 +149,17 @@ def _whole(text: str) -> bool:
     return q.as_int64()[1] or q.is_zero()
 
 
-def _step_lines(s: Steps, resource: str) -> list[str]:
+def _step_lines(s: Steps, rc: ResourceScaleConfig, resource: str) -> list[str]:
     def q(milli: int) -> str:
         return _fmt(milli, resource)
 
-    cap = f", max {q(s.max)}" if s.max > 0 else ", no max"
-    lines = [f"base {q(s.base)}, step {q(s.step)}, coresPerStep {s.cores_per_step}, "
-             f"nodesPerStep {s.nodes_per_step}{cap}"]
+    def written(value: Quantity | None) -> str:
+        return "unset (0)" if value is None else str(value)
+
+    cap = f", max {rc.max}" if s.max > 0 else (
+        ", no max" if rc.max is None else f", max {rc.max} (not positive: no cap)")
+    lines = [f"base {written(rc.base)}, step {written(rc.step)}, coresPerStep "
+             f"{s.cores_per_step}, nodesPerStep {s.nodes_per_step}{cap}"]
     for side, per, inc, value, capped in (
             ("cores", s.cores_per_step, s.cores_increments, s.by_cores, s.capped_by_cores),
             ("nodes", s.nodes_per_step, s.nodes_increments, s.by_nodes, s.capped_by_nodes)):
@@ -159,8 +169,8 @@ def _step_lines(s: Steps, resource: str) -> list[str]:
                      f"{q(value if not capped else s.base + s.step * inc)}"
                      + (f", capped at max {q(s.max)}" if capped else ""))
     fmt = guess_format(resource)
-    why = ("memory and storage are DecimalSI (bytes)" if fmt is Format.DECIMAL_SI
-           else "everything but memory and storage is BinarySI")
+    why = ("memory and storage print in plain units, bytes" if fmt is Format.DECIMAL_SI
+           else "every resource but memory and storage; Ki, Mi... only for multiples of 1024")
     lines.append(f"the larger: {q(s.want)} ({fmt.value}: {why})")
     return lines
 
@@ -184,14 +194,16 @@ def _report(opts: options.VerticalOptions, config: ScaleConfig | None, origin: s
                 value = computed[name].requests[res] if kind == "requests" else (
                     computed[name].limits[res])
                 text.append(f"{name} {kind}[{res}] = {value}")
-                text.extend(f"    {line}" for line in _step_lines(s, res))
+                text.extend(f"    {line}" for line in _step_lines(s, rc, res))
                 doc["values"].append({"container": name, "kind": kind, "resource": res,
                                       "value": str(value), "format": guess_format(res).value,
                                       "steps": {f: getattr(s, f) for f in s.__slots__}})
-    target = opts.patch_target or PatchTarget("Deployment", "<target>")
+    target = opts.patch_target or PatchTarget("Deployment", "name")
     body = patch_body(target, computed)
     doc["patch"] = json.loads(body)
-    text += ["PATCH (application/strategic-merge-patch+json), as CPVA sends it:", f"    {body}"]
+    text += ["PATCH (application/strategic-merge-patch+json), as CPVA sends it"
+             + ("" if opts.patch_target else " (no --target: shown for deployment/name)")
+             + ":", f"    {body}"]
     if api is not None and opts.patch_target is not None and opts.namespace:
         text += _compare(api, opts, computed, doc)
     return "\n".join(text), doc
@@ -260,6 +272,8 @@ def _explain(args: argparse.Namespace, rest: list[str]) -> tuple[str, int]:
         problems = [p for p in options.validate(opts) if "target" in p]
         if problems:
             raise InputError("; ".join(problems))
+    if not args.from_cluster and (args.nodes is None or args.cores is None):
+        raise InputError("give --nodes and --cores (or --from-cluster)")
     config, origin = _config(opts)
     if args.from_cluster:
         if args.nodes is not None or args.cores is not None:
@@ -267,8 +281,6 @@ def _explain(args: argparse.Namespace, rest: list[str]) -> tuple[str, int]:
         nodes, cores, _odd, api = _from_cluster(opts)
         source = "from the cluster: every Node, capacity cpu summed as CPVA sums it"
     else:
-        if args.nodes is None or args.cores is None:
-            raise InputError("give --nodes and --cores (or --from-cluster)")
         if args.nodes < 0 or args.cores < 0:
             raise InputError("node and core counts cannot be negative")
         nodes, cores, api = args.nodes, args.cores, None

@@ -188,6 +188,15 @@ def test_launcher_links_the_console_script() -> None:
     assert f'ln -s "$venv/bin/{SCRIPT}" "$root{LAUNCHER}"' in rootfs
 
 
+def test_cpvpa_links_the_vertical_console_script() -> None:
+    """CPVA's manifests run ``command: [/cpvpa, ...]``: the same image serves them."""
+    rootfs = (REPO / "image" / "rootfs.sh").read_text()
+    assert 'ln -s "$venv/bin/cpvpa" "$root/cpvpa"' in rootfs
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["cpvpa"] == "cpa.cli:vertical_main"
+    assert "/opt/venv/bin/cpvpa --version" in DOCKERFILE.read_text()
+
+
 def test_environment_prevents_writes(final: Stage) -> None:
     env: dict[str, str] = {}
     for args in final.all("ENV"):
