@@ -558,3 +558,91 @@ def test_explain_vertical_from_the_cluster(
         ("cpu", "5m", "34m"), ("memory", None, "70254592"), ("memory", None, "140509184")}
     assert template_resources(admin, namespace, "deployment", "addon") == {
         "requests": {"cpu": "5m"}}
+
+
+# --- the shipped manifests ---------------------------------------------------------------
+
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests" / "vertical"
+
+
+def run_manifest(controlplane: ControlPlane, namespace: str, cpvpa: Any, tmp_path: Path,
+                 name: str) -> tuple[AdminClient, AutoscalerProcess, dict[str, Any]]:
+    """The manifest's RBAC applied (moved into ``namespace``), its Deployment's command run
+    as its ServiceAccount, its ConfigMap's key as the config file."""
+    import yaml
+
+    from tests.integration.test_manifests_apply import relocate, strict_apply
+
+    admin = controlplane.admin()
+    docs = relocate([d for d in yaml.safe_load_all((MANIFESTS / name).read_text()) if d],
+                    namespace)
+    for doc in docs:
+        if doc["kind"] != "Deployment":
+            strict_apply(admin, doc)
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    command = list(pod["containers"][0]["command"])
+    configmap = next(d for d in docs if d["kind"] == "ConfigMap")
+    [(key, text)] = configmap["data"].items()
+    path = tmp_path / key
+    path.write_text(text)
+    args = [a for a in command[1:] if not a.startswith(("--config-file=", "--health-port=",
+                                                        "--namespace=", "--v="))]
+    kubeconfig = controlplane.kubeconfig_for(
+        f"system:serviceaccount:{namespace}:{pod['serviceAccountName']}",
+        ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"])
+    proc = cpvpa(*args, f"--namespace={namespace}", f"--config-file={path}",
+                 kubeconfig=kubeconfig)
+    config = json.loads(text)
+    return admin, proc, config
+
+
+def test_the_template_mode_manifest_runs_with_its_own_rbac(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any,
+        tmp_path: Path) -> None:
+    admin = controlplane.admin()
+    three_nodes(admin, "v-manifest")
+    create_target(admin, namespace, "deployment", "metrics-server", containers=[
+        {"name": "metrics-server", "image": "registry.k8s.io/pause:3.10"}])
+    admin, proc, _ = run_manifest(controlplane, namespace, cpvpa, tmp_path, "cpvpa.yaml")
+    # 100m + 3 x 1m; 200Mi + 3 x 2Mi in bytes.
+    wait_until("the manifest's values", lambda: template_resources(
+        admin, namespace, "deployment", "metrics-server", "metrics-server") == {
+            "requests": {"cpu": "103m", "memory": "216006656"}}, 30)
+    proc.wait_poll_ok()
+    assert proc.metrics()['cpvpa_node_counts_source{source="watch"}'] == 1
+
+
+def test_the_in_place_manifest_runs_with_its_own_rbac(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any,
+        tmp_path: Path) -> None:
+    admin = controlplane.admin()
+    three_nodes(admin, "v-inplace")
+    ds = create_target(admin, namespace, "daemonset", "node-agent", containers=[
+        {"name": "node-agent", "image": "registry.k8s.io/pause:3.10",
+         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
+                       "limits": {"memory": "64Mi"}}}])
+    meta = ds["metadata"]
+    admin.post(f"/api/v1/namespaces/{namespace}/pods", {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "node-agent-x", "labels": {"app": "node-agent"},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                          "name": meta["name"], "uid": meta["uid"],
+                                          "controller": True}]},
+        "spec": {"nodeName": "v-inplace-0000", "containers": [
+            {"name": "node-agent", "image": "registry.k8s.io/pause:3.10",
+             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
+                           "limits": {"memory": "64Mi"}}}]}})
+    admin.patch(f"/api/v1/namespaces/{namespace}/pods/node-agent-x/status",
+                {"status": {"phase": "Running"}},
+                content_type="application/strategic-merge-patch+json")
+    admin, proc, _ = run_manifest(controlplane, namespace, cpvpa, tmp_path,
+                                  "cpvpa-in-place.yaml")
+    # cpu 20m + ceil(3/10) x 5m; memory 50Mi + ceil(3/4) x 1Mi; limit 100Mi + 2Mi.
+    want = {"requests": {"cpu": "25m", "memory": "53477376"},
+            "limits": {"memory": "106954752"}}
+    wait_until("the Pod resized in place", lambda: pod_resources(
+        admin, namespace, "node-agent-x") == want, 30)
+    proc.wait_poll_ok()
+    assert template_resources(admin, namespace, "daemonset", "node-agent",
+                              "node-agent")["requests"]["cpu"] == "10m"  # RollingUpdate
