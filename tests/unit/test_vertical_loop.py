@@ -276,3 +276,23 @@ def test_metrics_show_computed_and_written_values_and_drop_removed_ones() -> Non
     text = metrics.exposition().decode()
     assert 'resource="memory"' not in text.split("cpvpa_computed")[1].split("# HELP")[0]
     assert 'cpvpa_computed{container="c",kind="limits",resource="cpu"} 1.0' in text
+
+
+def test_a_follower_does_not_poll_but_warms_its_node_counts() -> None:
+    import threading
+
+    cluster = Cluster()
+    warmed: list[int] = []
+    stop = threading.Event()
+
+    def may_write() -> bool:
+        if cluster.template_patches:
+            stop.set()
+        return len(warmed) >= 2  # leader from the third period on
+
+    loop = VerticalAutoscaler(
+        VerticalLoopConfig(poll_period_seconds=0.01), lambda: (3, 24), ConfigFile(""),
+        VerticalState(CONFIG), TemplateWriter(cluster, "ns", PatchTarget("DaemonSet", "agent")),
+        may_write=may_write, warm=lambda: warmed.append(1))
+    assert loop.run(stop) == 0
+    assert len(warmed) == 2 and len(cluster.template_patches) == 1

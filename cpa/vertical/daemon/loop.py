@@ -80,8 +80,12 @@ class VerticalAutoscaler:
                  resizer: InPlaceResizer | None = None, observers: Sequence[Observer] = (),
                  stale: Callable[[], str | None] | None = None,
                  may_write: Callable[[], bool] | None = None,
+                 warm: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        """``may_write`` (leader election) is asked before every poll: a follower does not
+        poll, it calls ``warm`` instead (the Node counts get ready for a takeover)."""
         self._config = config
+        self._warm = warm
         self._counts = counts
         self._file = config_file
         self.state = state
@@ -232,6 +236,12 @@ class VerticalAutoscaler:
         while not stop.is_set():
             if self._may_write is None or self._may_write():
                 self.poll_once()
+            elif self._warm is not None:
+                try:
+                    self._warm()
+                except Exception as exc:  # the leader's polls report such errors
+                    if logs.v(4):
+                        self._log.info("follower.warm_failed", error=str(exc))
             now = self._clock()
             next_at += period
             if next_at <= now:

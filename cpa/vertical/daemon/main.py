@@ -141,7 +141,7 @@ def _run(argv: list[str], prog: str) -> int:
         VerticalState(opts.default_scale_config, opts.policy),
         TemplateWriter(api, opts.namespace, target, dry_run=opts.dry_run),
         resizer=resizer, observers=observers, stale=stale,
-        may_write=elector.is_leader if elector is not None else None)
+        may_write=elector.is_leader if elector is not None else None, warm=nodes.warm)
 
     if elector is not None:
         def on_change(leading: bool) -> None:

@@ -53,6 +53,11 @@ class NodeCounts:
             self._probe()
         return self.store.counts()
 
+    def warm(self) -> None:
+        """A follower's: decide watch or list now, so a takeover's first poll is quick."""
+        if not self.mode:
+            self._probe()
+
     def _probe(self) -> None:
         self.reflector.list_once()
         query = {"watch": "1", "resourceVersion": self.reflector.resource_version,
