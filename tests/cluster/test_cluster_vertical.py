@@ -170,7 +170,7 @@ def daemonset(image: str) -> dict[str, Any]:
                          "terminationGracePeriodSeconds": 2,
                          "containers": [{
                              "name": "node-agent", "image": image,
-                             "imagePullPolicy": "Never",
+                             "imagePullPolicy": "IfNotPresent",
                              "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
                                            "limits": {"cpu": "50m", "memory": "32Mi"}}}]}}}}
 
