@@ -3,6 +3,8 @@
 #   - /cluster-proportional-autoscaler is the daemon (same path as upstream) and the
 #     ENTRYPOINT, so both `command: [/cluster-proportional-autoscaler, ...]` and
 #     `args: [...]` manifests work unchanged;
+#   - /cpvpa is the vertical autoscaler, at the path of the
+#     cluster-proportional-vertical-autoscaler image (`command: [/cpvpa, ...]`);
 #   - runs as 65534:65534 (nobody) and writes nothing: every module is compiled at build
 #     time, PYTHONDONTWRITEBYTECODE=1, HOME=/tmp; works with readOnlyRootFilesystem;
 #   - health server on :8080 (/healthz, /last-poll, /metrics);

@@ -26,7 +26,7 @@ VENV = "/opt/venv"
 SITE = f"{VENV}/lib/{PYTHON}/site-packages"
 # The image's root-level commands, each a symlink to its console script. Upstream's path
 # first; a second program in the same image is one more name here.
-ENTRYPOINTS = ("cluster-proportional-autoscaler",)
+ENTRYPOINTS = ("cluster-proportional-autoscaler", "cpvpa")
 SCRIPT = """\
 #!{venv}/bin/python3
 # Written by image/ocibuild for the image's interpreter.

@@ -156,6 +156,9 @@ def test_version_libgcc_and_no_shell(name: str, pulled: dict[str, str]) -> None:
     out = run(pulled[name], "--version").stdout.strip()
     took = time.monotonic() - began
     assert out.split()[0] == VERSION and UPSTREAM in out, out
+    # The vertical autoscaler at the path of CPVA's image (`command: [/cpvpa, ...]`).
+    vertical = run(pulled[name], "--version", entrypoint="/cpvpa").stdout.strip()
+    assert vertical.split()[0] == VERSION, vertical
     # glibc dlopen()s libgcc_s for pthread_exit/pthread_cancel: present and loadable.
     probe = ("import ctypes, platform; ctypes.CDLL('libgcc_s.so.1'); "
              "print(platform.machine())")

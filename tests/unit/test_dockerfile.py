@@ -191,6 +191,16 @@ def test_launcher_links_the_console_script() -> None:
     assert python.ENTRYPOINTS[0] == SCRIPT == LAUNCHER.lstrip("/")
 
 
+def test_cpvpa_links_the_vertical_console_script() -> None:
+    """CPVA's manifests run ``command: [/cpvpa, ...]``: the same image serves them."""
+    from ocibuild import python
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["cpvpa"] == "cpa.cli:vertical_main"
+    assert "cpvpa" in python.ENTRYPOINTS
+    assert python.ENTRYPOINTS[0] == SCRIPT  # the image's entrypoint stays the CPA
+
+
 def test_environment_prevents_writes(final: Stage) -> None:
     env: dict[str, str] = {}
     for args in final.all("ENV"):
