@@ -16,7 +16,9 @@ from cpa.nodes.records import Event, ListPage, NodeInfo
 __all__ = [
     "decode_bookmark",
     "decode_event",
+    "decode_event_capacity",
     "decode_list_page",
+    "decode_list_page_capacity",
     "decode_node",
     "decode_status",
 ]
@@ -35,6 +37,12 @@ class _Allocatable(msgspec.Struct):
 class _NodeStatus(msgspec.Struct):
     allocatable: _Allocatable | None = None
     conditions: list[_Condition] | None = None
+
+
+class _NodeStatusCapacity(_NodeStatus):
+    """The vertical autoscaler's: status.capacity too (CPVA sums capacity cpu)."""
+
+    capacity: _Allocatable | None = None
 
 
 class _Taint(msgspec.Struct):
@@ -57,6 +65,10 @@ class _Node(msgspec.Struct):
     status: _NodeStatus | None = None
 
 
+class _NodeCapacity(_Node):
+    status: _NodeStatusCapacity | None = None
+
+
 class _ListMeta(msgspec.Struct):
     resourceVersion: str = ""
     continue_: str = msgspec.field(default="", name="continue")
@@ -65,6 +77,10 @@ class _ListMeta(msgspec.Struct):
 class _NodeList(msgspec.Struct):
     metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
     items: list[_Node] | None = None
+
+
+class _NodeListCapacity(_NodeList):
+    items: list[_NodeCapacity] | None = None  # type: ignore[assignment]
 
 
 class _BookmarkMeta(msgspec.Struct):
@@ -90,6 +106,8 @@ class _Event(msgspec.Struct):
 _event = msgspec.json.Decoder(_Event).decode
 _node = msgspec.json.Decoder(_Node).decode
 _list = msgspec.json.Decoder(_NodeList).decode
+_node_capacity = msgspec.json.Decoder(_NodeCapacity).decode
+_list_capacity = msgspec.json.Decoder(_NodeListCapacity).decode
 _bookmark = msgspec.json.Decoder(_Bookmark).decode
 _status = msgspec.json.Decoder(_Status).decode
 
@@ -101,6 +119,14 @@ def decode_status(raw: bytes | msgspec.Raw) -> Status:
 
 
 def _info(node: _Node) -> NodeInfo:
+    info = _plain_info(node)
+    status = node.status
+    if isinstance(status, _NodeStatusCapacity) and status.capacity is not None:
+        return info._replace(capacity_cpu=status.capacity.cpu)
+    return info
+
+
+def _plain_info(node: _Node) -> NodeInfo:
     status = node.status
     cpu = status.allocatable.cpu if status is not None and status.allocatable else None
     ready = status is not None and any(
@@ -112,12 +138,13 @@ def _info(node: _Node) -> NodeInfo:
                     cpu, taints)
 
 
-def decode_event(line: bytes | bytearray) -> Event:
-    """One JSON watch event (a line of the stream)."""
+def decode_event(line: bytes | bytearray, capacity: bool = False) -> Event:
+    """One JSON watch event (a line of the stream); ``capacity``: with the Node's capacity
+    cpu (the vertical autoscaler)."""
     event = _event(line)
     kind = event.type
     if kind in ("ADDED", "MODIFIED", "DELETED"):
-        node = _info(_node(event.object))
+        node = _info((_node_capacity if capacity else _node)(event.object))
         return Event(kind, node, node.resource_version)
     if kind == "BOOKMARK":
         rv, initial_end = decode_bookmark(event.object)
@@ -138,7 +165,15 @@ def decode_bookmark(raw: bytes | msgspec.Raw) -> tuple[str, bool]:
     return mark.metadata.resourceVersion, annotations.get(INITIAL_EVENTS_END) == "true"
 
 
-def decode_list_page(body: bytes | bytearray) -> ListPage:
-    page = _list(body)
+def decode_event_capacity(line: bytes | bytearray) -> Event:
+    return decode_event(line, capacity=True)
+
+
+def decode_list_page(body: bytes | bytearray, capacity: bool = False) -> ListPage:
+    page = (_list_capacity if capacity else _list)(body)
     items = [_info(node) for node in page.items or ()]
     return ListPage(items, page.metadata.resourceVersion, page.metadata.continue_)
+
+
+def decode_list_page_capacity(body: bytes | bytearray) -> ListPage:
+    return decode_list_page(body, capacity=True)

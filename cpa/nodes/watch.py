@@ -42,7 +42,7 @@ from cpa.kube.api import ApiError, StreamingApi, StreamResponse
 from cpa.kube.wire import ACCEPT_PROTOBUF, JSON, Status, frames, is_protobuf, lines
 from cpa.nodes import proto as nodeproto
 from cpa.nodes.records import Event, ListPage
-from cpa.nodes.store import NodeStore
+from cpa.nodes.store import NodeSink
 
 __all__ = ["NodeReflector", "WatchStatus"]
 
@@ -81,14 +81,21 @@ class WatchStatus:
 class NodeReflector:
     """Lists and watches the Nodes matching ``selector`` into ``store``, in a thread."""
 
-    def __init__(self, api: StreamingApi, store: NodeStore, selector: str = "", *,
+    def __init__(self, api: StreamingApi, store: NodeSink, selector: str = "", *,
                  page_size: int = PAGE_SIZE, use_streaming_list: bool = True,
                  protobuf: bool = True, clock: Callable[[], float] = time.monotonic,
                  rng: random.Random | None = None,
-                 wait: Callable[[threading.Event, float], bool] | None = None) -> None:
+                 wait: Callable[[threading.Event, float], bool] | None = None,
+                 capacity: bool = False) -> None:
         """``clock``, ``rng`` and ``wait`` (a backoff pause: wait on the stop event up to
         N seconds, True when stopped) are injected so tests run the real loop on a fake
-        clock."""
+        clock. ``capacity``: decode each Node's capacity cpu too (the vertical autoscaler);
+        the decoders are chosen here, once."""
+        self._capacity = capacity
+        self._decode_page = (nodeproto.decode_list_page_capacity if capacity
+                             else nodeproto.decode_list_page)
+        self._decode_event = (nodeproto.decode_event_capacity if capacity
+                              else nodeproto.decode_event)
         self._api = api
         self._wait = wait or (lambda stop, seconds: stop.wait(seconds))
         self._accept = ACCEPT_PROTOBUF if protobuf else JSON
@@ -243,20 +250,21 @@ class NodeReflector:
     def _page(self, content_type: str, body: bytes | bytearray) -> ListPage:
         if is_protobuf(content_type):
             self.encoding = "protobuf"
-            return nodeproto.decode_list_page(body)
+            return self._decode_page(body)
         self.encoding = "json"
         # The fallback: its library (msgspec) is loaded only when a JSON answer comes.
         from cpa.nodes import json as nodejson
-        return nodejson.decode_list_page(body)
+        return nodejson.decode_list_page(body, self._capacity)
 
     def _events(self, resp: StreamResponse) -> Iterator[Event]:
         """The stream's events, decoded as its Content-Type says."""
         if is_protobuf(resp.headers.get("Content-Type")):
             self.encoding = "protobuf"
-            return map(nodeproto.decode_event, frames(resp))
+            return map(self._decode_event, frames(resp))
         self.encoding = "json"
         from cpa.nodes import json as nodejson
-        return map(nodejson.decode_event, lines(resp))
+        decode = nodejson.decode_event_capacity if self._capacity else nodejson.decode_event
+        return map(decode, lines(resp))
 
     def _stream_initial(self) -> bool:
         """Streaming list; False when the server refuses it.
@@ -289,11 +297,8 @@ class NodeReflector:
             self.sync_method = method
             self.sync_seconds = self._clock() - self._started
             self._synced.set()
-            c = self._store.counts()
             self._log.info("nodes.synced", method=method, seconds=round(self.sync_seconds, 3),
-                           nodes=c.total_nodes, cores=c.total_cores,
-                           schedulable_nodes=c.schedulable_nodes,
-                           schedulable_cores=c.schedulable_cores)
+                           **self._store.synced_fields())
         elif logs.v(1):
             self._log.info("nodes.relisted", method=method, nodes=len(self._store))
 

@@ -35,7 +35,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from cpa import flags, logs
-from cpa.cli import daemon_main, main
+from cpa.cli import daemon_main, main, vertical_main
+from cpa.vertical import options as vertical_options
 
 EXITS = (0, 1, 2)
 # Runs per command; CPA_PROPERTY_EXAMPLES=5000 for a longer hunt.
@@ -134,6 +135,12 @@ EXPLAIN_BASES = [["--data", '{"linear":"{\\"nodesPerReplica\\":2}"}', "--nodes",
                  ["--from-cluster", "--namespace=a", "--configmap=b", "--kubeconfig", "{file}"]]
 SIMULATE_BASES = [["--timeline", "{file}", "--data", '{"linear":"{\\"nodesPerReplica\\":2}"}'],
                   ["--timeline", "{file}", "--configmap-file", "{last}"], ["--timeline", "{file}"]]
+VERTICAL = [f"--{f.name}" for f in vertical_options.TABLE.flags
+            if f.name not in ("health-port", "help")] + ["--nodes", "--cores", "--from-cluster"]
+VERTICAL_CONFIG = '{"coredns":{"requests":{"cpu":{"base":"10m","step":"1m","nodesPerStep":1}}}}'
+VERTICAL_BASES = [["--target=deployment/coredns", "--namespace=a",
+                   f"--default-config={VERTICAL_CONFIG}"],
+                  ["--target=deployment/coredns", "--config-file", "{file}"]]
 DAEMON_BASES = [["--namespace=a", "--configmap=b", "--target=deployment/c"],
                 ["--namespace=a", "--configmap=b", "--target=deployment/c", "--kubeconfig",
                  "{file}"]]
@@ -296,6 +303,27 @@ def test_the_daemon_binary(contents: list[str | bytes], data: st.DataObject) -> 
         argv = data.draw(_argv(DAEMON, _files(tmp, contents), tmp, DAEMON_BASES))
         port = f"--health-port={_free_port()}"
         _check(*_run(lambda: _daemon([port, *argv]), daemon=True))
+
+
+@settings(max_examples=max(1, EXAMPLES * 3 // 5), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(_FILES, st.data())
+def test_cpvpa_and_explain_vertical(contents: list[str | bytes], data: st.DataObject) -> None:
+    """/cpvpa (the vertical autoscaler, its health port off by default) and
+    `cpa explain --vertical`, which takes the same flags."""
+    with tempfile.TemporaryDirectory() as tmp, _hermetic(tmp):
+        argv = data.draw(_argv(VERTICAL, _files(tmp, contents), tmp, VERTICAL_BASES))
+
+        def cpvpa() -> int:
+            with mock.patch("sys.argv", ["cpvpa", *argv]):
+                try:
+                    vertical_main()
+                except SystemExit as exc:
+                    return exc.code if isinstance(exc.code, int) else 1
+            raise AssertionError("vertical_main returned without exiting")
+
+        _check(*_run(cpvpa, daemon=True))
+        _check(*_run(lambda: main(["explain", "--vertical", *argv]), daemon=False))
 
 
 @_SETTINGS
