@@ -25,6 +25,10 @@ if TYPE_CHECKING:  # imported for real only on the daemon's path, below
     from cpa.nodes.watch import WatchStatus
 
 DAEMON_NAME = "cluster-proportional-autoscaler"
+LABEL_LIST_WAIT = 30.0
+"""Seconds a poll waits for the Node list that a new zones topologyKey needs (the records
+keep only the label they were listed with); a longer list fails that poll, and the next
+poll decides once it is done."""
 
 
 def _usage_exit(prog: str, message: str) -> int:
@@ -118,7 +122,7 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
                             observers=[_ReleaseLogs(), health.observe, metrics.observe],
                             watch_status=watch.status,
                             may_write=elector.is_leader if elector is not None else None,
-                            count_by=store.set_policy)
+                            count_by=lambda policy: store.set_policy(policy, LABEL_LIST_WAIT))
     if opts.events:
         from cpa.daemon.events import EventRecorder
 

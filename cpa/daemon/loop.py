@@ -185,10 +185,10 @@ class Autoscaler:
         if behavior is None:
             return None
         assert result.decision is not None
-        desired, now = result.decision.replicas, result.started
+        desired, now, floor = result.decision.replicas, result.started, result.decision.floor
 
         def shape(current: int) -> int:
-            outcome = self.behavior.shape(target, behavior, desired, current, now)
+            outcome = self.behavior.shape(target, behavior, desired, current, now, floor)
             result.behavior[target] = outcome
             return outcome.replicas
         return shape
@@ -222,7 +222,7 @@ class Autoscaler:
                                schedulable_cores=counts.schedulable_cores)
             params = result.params = self._load_params()
             result.params_version = self._params_rv
-            if self._count_by is not None and self._count_by(params.shared.counting.policy()):
+            if self._count_by is not None and self._count_by(params.shared.policy()):
                 counts = result.counts = self._counts()  # counted as these params say
             decision = decide(params, counts)
             result.decision = decision
@@ -250,7 +250,8 @@ class Autoscaler:
                                    total_nodes=counts.total_nodes,
                                    total_cores=counts.total_cores,
                                    schedulable_nodes=counts.schedulable_nodes,
-                                   schedulable_cores=counts.schedulable_cores, **shaped)
+                                   schedulable_cores=counts.schedulable_cores,
+                                   **_zones_field(decision), **shaped)
             if failures:
                 raise PollError("; ".join(failures))
         except _InvalidParams as exc:
@@ -301,3 +302,8 @@ class Autoscaler:
                 break
             next_at = min(next_at, self._clock())  # woken early: this is the new boundary
         return 0
+
+
+def _zones_field(decision: Decision) -> dict[str, object]:
+    """``zones`` for ``scale.changed`` when the parameters count them (ours, opt-in)."""
+    return {} if decision.zones is None else {"zones": decision.zones}

@@ -88,6 +88,9 @@ class Metrics:
         self.cluster_cores = Gauge(
             "cpa_cluster_cores", "Allocatable cores counted, rounded up (scope as nodes).",
             ["scope"], registry=reg)
+        self.cluster_zones = Gauge(
+            "cpa_cluster_zones", "Zones the counted Nodes are in (scope as nodes); only "
+            "with a zones key in the parameters.", ["scope"], registry=reg)
         self.polls = Counter("cpa_polls", "Polls by result.", ["result"], registry=reg)
         self.poll_duration = Histogram(
             "cpa_poll_duration_seconds", "How long a poll took.", buckets=_POLL_BUCKETS,
@@ -131,6 +134,11 @@ class Metrics:
             self.cluster_nodes.labels("schedulable").set(counts.schedulable_nodes)
             self.cluster_cores.labels("all").set(counts.total_cores)
             self.cluster_cores.labels("schedulable").set(counts.schedulable_cores)
+            if counts.total_zones is not None and counts.schedulable_zones is not None:
+                self.cluster_zones.labels("all").set(counts.total_zones)
+                self.cluster_zones.labels("schedulable").set(counts.schedulable_zones)
+            else:
+                self.cluster_zones.clear()  # no zones key: no series, rather than a 0
         if result.params is not None:
             current = result.params.name
             for mode in MODES:

@@ -57,6 +57,21 @@ class _Node(msgspec.Struct):
     status: _NodeStatus | None = None
 
 
+class _LabelledMeta(msgspec.Struct):
+    """The metadata when a label is asked for (the zones' topologyKey, opt-in): the labels
+    are decoded only then."""
+
+    name: str = ""
+    resourceVersion: str = ""
+    labels: dict[str, str] | None = None
+
+
+class _LabelledNode(msgspec.Struct):
+    metadata: _LabelledMeta = msgspec.field(default_factory=_LabelledMeta)
+    spec: _NodeSpec | None = None
+    status: _NodeStatus | None = None
+
+
 class _ListMeta(msgspec.Struct):
     resourceVersion: str = ""
     continue_: str = msgspec.field(default="", name="continue")
@@ -65,6 +80,11 @@ class _ListMeta(msgspec.Struct):
 class _NodeList(msgspec.Struct):
     metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
     items: list[_Node] | None = None
+
+
+class _LabelledNodeList(msgspec.Struct):
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+    items: list[_LabelledNode] | None = None
 
 
 class _BookmarkMeta(msgspec.Struct):
@@ -90,6 +110,8 @@ class _Event(msgspec.Struct):
 _event = msgspec.json.Decoder(_Event).decode
 _node = msgspec.json.Decoder(_Node).decode
 _list = msgspec.json.Decoder(_NodeList).decode
+_labelled_node = msgspec.json.Decoder(_LabelledNode).decode
+_labelled_list = msgspec.json.Decoder(_LabelledNodeList).decode
 _bookmark = msgspec.json.Decoder(_Bookmark).decode
 _status = msgspec.json.Decoder(_Status).decode
 
@@ -100,7 +122,7 @@ def decode_status(raw: bytes | msgspec.Raw) -> Status:
     return Status(s.code, s.reason, s.message)
 
 
-def _info(node: _Node) -> NodeInfo:
+def _info(node: _Node | _LabelledNode, label: str = "") -> NodeInfo:
     status = node.status
     cpu = status.allocatable.cpu if status is not None and status.allocatable else None
     ready = status is not None and any(
@@ -108,16 +130,19 @@ def _info(node: _Node) -> NodeInfo:
     spec = node.spec
     unschedulable = bool(spec.unschedulable) if spec is not None else False
     taints = tuple(t.key for t in spec.taints) if spec is not None and spec.taints else ()
+    value = ""
+    if label and isinstance(node, _LabelledNode) and node.metadata.labels:
+        value = node.metadata.labels.get(label, "")
     return NodeInfo(node.metadata.name, node.metadata.resourceVersion, unschedulable, ready,
-                    cpu, taints)
+                    cpu, taints, value)
 
 
-def decode_event(line: bytes | bytearray) -> Event:
-    """One JSON watch event (a line of the stream)."""
+def decode_event(line: bytes | bytearray, label: str = "") -> Event:
+    """One JSON watch event (a line of the stream); ``label``: the one label to read."""
     event = _event(line)
     kind = event.type
     if kind in ("ADDED", "MODIFIED", "DELETED"):
-        node = _info(_node(event.object))
+        node = decode_node(event.object, label)
         return Event(kind, node, node.resource_version)
     if kind == "BOOKMARK":
         rv, initial_end = decode_bookmark(event.object)
@@ -127,7 +152,9 @@ def decode_event(line: bytes | bytearray) -> Event:
     return Event(kind)
 
 
-def decode_node(raw: bytes | msgspec.Raw) -> NodeInfo:
+def decode_node(raw: bytes | msgspec.Raw, label: str = "") -> NodeInfo:
+    if label:
+        return _info(_labelled_node(raw), label)
     return _info(_node(raw))
 
 
@@ -138,7 +165,11 @@ def decode_bookmark(raw: bytes | msgspec.Raw) -> tuple[str, bool]:
     return mark.metadata.resourceVersion, annotations.get(INITIAL_EVENTS_END) == "true"
 
 
-def decode_list_page(body: bytes | bytearray) -> ListPage:
+def decode_list_page(body: bytes | bytearray, label: str = "") -> ListPage:
+    if label:
+        labelled = _labelled_list(body)
+        return ListPage([_info(node, label) for node in labelled.items or ()],
+                        labelled.metadata.resourceVersion, labelled.metadata.continue_)
     page = _list(body)
     items = [_info(node) for node in page.items or ()]
     return ListPage(items, page.metadata.resourceVersion, page.metadata.continue_)

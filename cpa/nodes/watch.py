@@ -19,6 +19,12 @@ etcd read, no relist). During an outage the backoff is capped at ``BACKOFF_MAX``
 and connecting gives up after ``CONNECT_SECONDS`` (5 s), so the counts are current within a
 few seconds of the API server answering again.
 
+Labels. A Node's labels are read only for the one label the store asks for (the zones'
+topologyKey, opt-in; :attr:`~cpa.nodes.store.NodeStore.label_key`): each list reads that
+key when it starts, and the watches after it decode the same one. When the store needs
+another label it asks for a new list (:meth:`NodeReflector.relist`), which replaces the
+records the way a ``410 Gone`` does.
+
 Whether the counts are current is public (:meth:`NodeReflector.status`): the poll loop
 reports stale counts instead of hiding them.
 
@@ -31,6 +37,7 @@ far less CPU to encode than JSON (see :mod:`cpa.nodes.proto` and ``bench/README.
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 import threading
 import time
@@ -113,6 +120,9 @@ class NodeReflector:
         self.sync_seconds = 0.0
         self.encoding = ""  # of the last list or watch response: "protobuf" or "json"
         self.lists = 0  # complete lists of the Nodes: the initial sync, then each relist
+        self._label = ""  # the label decoded into the records (the store's, at the list)
+        self._relist = threading.Event()
+        store.on_label_change = self.relist
 
     # --- public --------------------------------------------------------------------
     @property
@@ -147,7 +157,18 @@ class NodeReflector:
 
     def list_once(self) -> None:
         """List all matching Nodes once (``cpa explain --from-cluster``); no watch."""
+        self._label = self._store.label_key
         self._list_pages()
+        self._store.labels_listed(self._label)
+
+    def relist(self) -> None:
+        """List the Nodes again as soon as possible (the store needs another label): the
+        open watch is closed, and the loop lists before it watches again."""
+        self._relist.set()
+        resp = self._resp
+        if resp is not None:
+            with contextlib.suppress(Exception):
+                resp.shutdown()
 
     # --- the loop ------------------------------------------------------------------
     def run(self) -> None:
@@ -157,7 +178,8 @@ class NodeReflector:
         while not self._stop.is_set():
             began = self._clock()
             try:
-                if need_list:
+                if need_list or self._relist.is_set():
+                    self._relist.clear()
                     self._sync()
                     need_list = False
                 got = self._watch()
@@ -172,6 +194,8 @@ class NodeReflector:
             except Exception as exc:
                 if self._stop.is_set():
                     break
+                if self._relist.is_set():  # relist() closed the stream under our feet
+                    continue
                 self._down(_reason(exc))
                 self._log.warning("watch.failed", error=self._error, retry_in=round(delay, 2))
             if self._wait(self._stop, delay * self._rng.uniform(0.8, 1.2)):
@@ -200,6 +224,7 @@ class NodeReflector:
 
     def _sync(self) -> None:
         """(Re)build the store: streaming list if possible, else pages; then synced."""
+        self._label = self._store.label_key
         if self._streaming:
             if self._stream_initial():
                 return
@@ -243,20 +268,22 @@ class NodeReflector:
     def _page(self, content_type: str, body: bytes | bytearray) -> ListPage:
         if is_protobuf(content_type):
             self.encoding = "protobuf"
-            return nodeproto.decode_list_page(body)
+            return nodeproto.decode_list_page(body, self._label)
         self.encoding = "json"
         # The fallback: its library (msgspec) is loaded only when a JSON answer comes.
         from cpa.nodes import json as nodejson
-        return nodejson.decode_list_page(body)
+        return nodejson.decode_list_page(body, self._label)
 
     def _events(self, resp: StreamResponse) -> Iterator[Event]:
         """The stream's events, decoded as its Content-Type says."""
         if is_protobuf(resp.headers.get("Content-Type")):
             self.encoding = "protobuf"
-            return map(nodeproto.decode_event, frames(resp))
+            decode = (functools.partial(nodeproto.decode_event, label=self._label)
+                      if self._label else nodeproto.decode_event)
+            return map(decode, frames(resp))
         self.encoding = "json"
         from cpa.nodes import json as nodejson
-        return map(nodejson.decode_event, lines(resp))
+        return map(functools.partial(nodejson.decode_event, label=self._label), lines(resp))
 
     def _stream_initial(self) -> bool:
         """Streaming list; False when the server refuses it.
@@ -285,6 +312,7 @@ class NodeReflector:
 
     def _mark_synced(self, method: str) -> None:
         self.lists += 1
+        self._store.labels_listed(self._label)
         if not self._synced.is_set():
             self.sync_method = method
             self.sync_seconds = self._clock() - self._started

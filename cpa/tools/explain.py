@@ -47,6 +47,10 @@ def _parser() -> argparse.ArgumentParser:
     cl.add_argument("--cores", help="total allocatable cores (a quantity: 1536, 3920m)")
     cl.add_argument("--schedulable-nodes", type=int, help="default: --nodes")
     cl.add_argument("--schedulable-cores", help="default: --cores")
+    cl.add_argument("--zones", type=int, metavar="N",
+                    help="zones the Nodes are in (for parameters with a zones key)")
+    cl.add_argument("--schedulable-zones", type=int, metavar="N",
+                    help="zones the schedulable Nodes are in (default: --zones)")
     cl.add_argument("--from-cluster", action="store_true",
                     help="read Nodes and the ConfigMap from the cluster (read-only)")
     cl.add_argument("--configmap", default="", help="with --from-cluster")
@@ -71,34 +75,37 @@ def _cores(text: str, flag: str) -> int:
         raise InputError(f"{flag}: {exc}") from exc
 
 
-def _from_cluster(args: argparse.Namespace, read_configmap: bool
-                  ) -> tuple[NodeStore, tuple[dict[str, str] | None, str] | None]:
-    """The Nodes from a one-off list and, when asked, the parameters from the ConfigMap
-    (or the defaults the daemon would create it with). Reads only."""
+def _from_cluster(args: argparse.Namespace, source: tuple[dict[str, str] | None, str] | None
+                  ) -> tuple[NodeStore, Params, str]:
+    """The parameters (``source``, else the ConfigMap, else the defaults the daemon would
+    create it with), then the Nodes from a one-off list, counted as those parameters say
+    (the list reads the zones' label when there is one). Reads only."""
     from cpa.kube import configmap
     from cpa.kube.client import ApiError, KubeApi
     from cpa.kube.config import ConfigError, load
     from cpa.nodes.store import NodeStore
     from cpa.nodes.watch import NodeReflector
 
-    if read_configmap and (not args.configmap or not args.namespace):
+    if source is None and (not args.configmap or not args.namespace):
         raise InputError("--from-cluster needs --configmap and --namespace")
     try:
         api = KubeApi(load(args.kubeconfig))
-        store = NodeStore()
-        NodeReflector(api, store, args.nodelabels).list_once()
-        if not read_configmap:
-            return store, None
-        try:
-            cm = configmap.fetch(api, args.namespace, args.configmap)
-            return store, (cm.data, f"ConfigMap {args.namespace}/{args.configmap} "
-                                    f"(resourceVersion {cm.resource_version})")
-        except ApiError as exc:
-            if exc.not_found and args.default_params:
-                return store, (defaults(args.default_params), (
+        if source is None:
+            try:
+                cm = configmap.fetch(api, args.namespace, args.configmap)
+                source = (cm.data, f"ConfigMap {args.namespace}/{args.configmap} "
+                                   f"(resourceVersion {cm.resource_version})")
+            except ApiError as exc:
+                if not (exc.not_found and args.default_params):
+                    raise
+                source = (defaults(args.default_params), (
                     f"--default-params (ConfigMap {args.namespace}/{args.configmap} does not "
                     "exist; the daemon would create it with these)"))
-            raise
+        params = parse_params(*source)
+        store = NodeStore()
+        store.set_policy(params.shared.policy())  # count as the daemon would
+        NodeReflector(api, store, args.nodelabels).list_once()
+        return store, params, source[1]
     except (ApiError, ConfigError) as exc:
         raise InputError(str(exc)) from exc
 
@@ -107,12 +114,15 @@ def _given_counts(args: argparse.Namespace) -> ClusterCounts:
     if args.nodes is None or args.cores is None:
         raise InputError("give --nodes and --cores (or --from-cluster)")
     cores = _cores(args.cores, "--cores")
+    zones = args.zones
     return ClusterCounts(
         total_nodes=args.nodes, total_cores=cores,
         schedulable_nodes=args.nodes if args.schedulable_nodes is None
         else args.schedulable_nodes,
         schedulable_cores=cores if args.schedulable_cores is None
-        else _cores(args.schedulable_cores, "--schedulable-cores"))
+        else _cores(args.schedulable_cores, "--schedulable-cores"),
+        total_zones=zones,
+        schedulable_zones=zones if args.schedulable_zones is None else args.schedulable_zones)
 
 
 def gather(args: argparse.Namespace) -> tuple[ClusterCounts, Params, str]:
@@ -120,24 +130,24 @@ def gather(args: argparse.Namespace) -> tuple[ClusterCounts, Params, str]:
     if not args.from_cluster:
         counts = _given_counts(args)
         _check_counts(counts)
-        return (counts, *parameters_from_flags(args))
-    if args.nodes is not None or args.cores is not None:
-        raise InputError("--from-cluster reads the counts; drop --nodes/--cores")
-    source = explicit_params(args)
-    store, from_cluster = _from_cluster(args, read_configmap=source is None)
-    source = source or from_cluster
-    assert source is not None
-    params = parse_params(*source)
-    store.set_policy(params.shared.counting.policy())  # count as the daemon would
+        params, origin = parameters_from_flags(args)
+        if params.shared.zones is not None and counts.total_zones is None:
+            raise InputError("the parameters have a zones key: give --zones N (the zones the "
+                             "Nodes are in), or use --from-cluster")
+        return counts, params, origin
+    if any(v is not None for v in (args.nodes, args.cores, args.zones)):
+        raise InputError("--from-cluster reads the counts; drop --nodes/--cores/--zones")
+    store, params, origin = _from_cluster(args, explicit_params(args))
     counts = store.counts()
     _check_counts(counts)
-    return counts, params, source[1]
+    return counts, params, origin
 
 
 def _check_counts(counts: ClusterCounts) -> None:
-    if min(counts.total_nodes, counts.total_cores, counts.schedulable_nodes,
-           counts.schedulable_cores) < 0:
-        raise InputError("node and core counts cannot be negative")
+    numbers = [counts.total_nodes, counts.total_cores, counts.schedulable_nodes,
+               counts.schedulable_cores, counts.total_zones or 0, counts.schedulable_zones or 0]
+    if min(numbers) < 0:
+        raise InputError("node, core and zone counts cannot be negative")
 
 
 def current_replicas(args: argparse.Namespace) -> int | None:
@@ -170,7 +180,8 @@ def behave(params: Params, decision: Decision, current: int | None) -> Outcome |
     """The daemon's behavior stage for one poll with no history, if it applies."""
     if params.shared.behavior is None or current is None or decision.error is not None:
         return None
-    return apply(params.shared.behavior, BehaviorState(), decision.replicas, current, 0.0)
+    return apply(params.shared.behavior, BehaviorState(), decision.replicas, current, 0.0,
+                 decision.floor)
 
 
 _NO_HISTORY = ("for one poll with no history: explain knows no earlier recommendations or "
@@ -179,9 +190,13 @@ _NO_HISTORY = ("for one poll with no history: explain knows no earlier recommend
 
 def render_text(counts: ClusterCounts, decision: Decision, origin: str,
                 params: Params | None = None, current: int | None = None) -> str:
+    zones = ("" if counts.total_zones is None else
+             f" The Nodes are in {counts.total_zones} zones, the schedulable ones in "
+             f"{counts.schedulable_zones}.")
     lines = [
         f"Cluster: {counts.total_nodes} nodes with {counts.total_cores} cores in total; "
-        f"{counts.schedulable_nodes} schedulable nodes with {counts.schedulable_cores} cores.",
+        f"{counts.schedulable_nodes} schedulable nodes with {counts.schedulable_cores} cores."
+        + zones,
         f"Parameters: {decision.mode} mode, from {origin}.",
     ]
     lines += [f"{i}. {step.text}" for i, step in enumerate(decision.steps, 1)]
@@ -224,7 +239,7 @@ def render_json(counts: ClusterCounts, params: Params, decision: Decision,
 
 def _render_json(counts: ClusterCounts, params: Params, decision: Decision,
                  origin: str) -> dict[str, Any]:
-    return {
+    doc: dict[str, Any] = {
         "mode": decision.mode,
         "replicas": decision.replicas,
         "nodes": decision.nodes,
@@ -239,6 +254,11 @@ def _render_json(counts: ClusterCounts, params: Params, decision: Decision,
         "steps": [{"key": s.key, "text": s.text} for s in decision.steps],
         **({"error": decision.error} if decision.error is not None else {}),
     }
+    if counts.total_zones is not None:  # ours, with a zones key
+        doc["counts"]["total_zones"] = counts.total_zones
+        doc["counts"]["schedulable_zones"] = counts.schedulable_zones
+        doc["zone_floor"] = decision.floor
+    return doc
 
 
 def explain_main(argv: Sequence[str]) -> int:
