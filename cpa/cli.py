@@ -104,6 +104,12 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
     from cpa.daemon.health import HealthState, serve
     from cpa.daemon.loop import Autoscaler
 
+    if any(target.custom for target in opts.targets):
+        unresolved = _resolve_targets(opts, api, stop)
+        if unresolved is not None:
+            print(f"{prog}: {unresolved}", file=sys.stderr)
+            watch.stop()
+            return flags.EXIT_INVALID
     while not watch.wait_synced(1.0):
         if stop.is_set():
             watch.stop()
@@ -147,6 +153,32 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
     server.shutdown()
     log.info("stopped", exit_code=code, signal=received[0] if received else None)
     return code
+
+
+def _resolve_targets(opts: flags.Options, api: Api, stop: threading.Event) -> str | None:
+    """``RESOURCE.GROUP`` targets through API discovery, into ``opts.targets``: None when
+    done (or stopped), else the problem (no such resource, no scale subresource). An API
+    server that does not answer is retried, as the Node list is."""
+    from cpa.kube.api import ApiError
+    from cpa.kube.discovery import ResolveError, resolve_all
+
+    log = logs.get_logger("main")
+    while not stop.is_set():
+        try:
+            opts.targets = resolve_all(api, opts.targets)
+        except ResolveError as exc:
+            return str(exc)
+        except ApiError as exc:
+            if exc.forbidden or exc.status == 401:
+                return f"--target: API discovery was refused: {exc}"
+            log.warning("targets.discovery_failed", error=str(exc)[:300], retry_in=2)
+            stop.wait(2.0)
+            continue
+        log.info("targets.resolved", targets={
+            str(t): f"{t.api.api_version} {t.api.name} ({t.api.plural}/scale)"
+            for t in opts.targets if t.custom})
+        return None
+    return None
 
 
 def loop_config(opts: flags.Options) -> LoopConfig:

@@ -74,7 +74,8 @@ class FakeApi:
             raise ApiError(404, "NotFound", f"{path} not found")
         return copy.deepcopy(self.objects[path])
 
-    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
+    def send_json(self, method: str, path: str, body: Any,
+                  content_type: str = JSON) -> dict[str, Any]:
         self.calls.append((method, path))
         if self.down:
             raise ApiError(0, "ConnectionError", "connection refused")
@@ -86,7 +87,7 @@ class FakeApi:
                 raise ApiError(409, "AlreadyExists", f"{full} already exists")
             self.created.append((path, copy.deepcopy(body)))
             return self.put(full, body)
-        assert method == "PUT", f"{method} is not a request the daemon makes"
+        assert method in ("PUT", "PATCH"), f"{method} is not a request the daemon makes"
         current = self.objects.get(path)
         if current is None:
             raise ApiError(404, "NotFound", f"{path} not found")
@@ -94,10 +95,28 @@ class FakeApi:
             self.conflicts[path] -= 1
             self.put(path, current)  # another writer's change, in between
             raise ApiError(409, "Conflict", "the object has been modified")
-        if body["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"]:
+        rv = (body.get("metadata") or {}).get("resourceVersion")
+        if (method == "PUT" or rv is not None) and \
+                rv != current["metadata"]["resourceVersion"]:
             raise ApiError(409, "Conflict", "the object has been modified; stale "
                                             "resourceVersion")
+        if method == "PATCH":
+            assert content_type == "application/merge-patch+json", content_type
+            return self.put(path, _merge(current, body))
         return self.put(path, body)
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, as the API server applies ``application/merge-patch+json``."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge(out.get(key), value)
+    return out
 
 
 class FakeResponse:
@@ -187,7 +206,8 @@ class ScriptedApi:
     def get_json(self, path: str, query: Mapping[str, str] | None = None) -> dict[str, Any]:
         raise AssertionError("the node watch makes no single JSON requests")
 
-    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
+    def send_json(self, method: str, path: str, body: Any,
+                  content_type: str = JSON) -> dict[str, Any]:
         raise AssertionError("the node watch writes nothing")
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from cpa import logs
-from cpa.daemon.watchdogs import OtherWriters, Overwrite, StaleCounts
+from cpa.daemon.watchdogs import FloorClamps, OtherWriters, Overwrite, StaleCounts
 from cpa.decide.behavior import Behavior, BehaviorStage, Outcome
 from cpa.decide.decision import Decision, decide
 from cpa.decide.modes.mode import Params
@@ -112,6 +112,7 @@ class Autoscaler:
         self._stale = (StaleCounts(watch_status, clock, config.poll_period_seconds)
                        if watch_status is not None else None)
         self._writers = OtherWriters()
+        self._clamps = FloorClamps()
         self.behavior = BehaviorStage()
         """Ours: the windows' and policies' history, per target."""
         self.consecutive_failures = 0
@@ -237,6 +238,7 @@ class Autoscaler:
                                       decision.replicas,
                                       self._shaper(target, behavior, result))
                 result.scales.append(res)
+                self._clamps.check(res)
                 overwrite = self._writers.check(res)
                 if overwrite is not None:
                     result.overwritten.append(overwrite)

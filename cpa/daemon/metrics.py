@@ -108,6 +108,10 @@ class Metrics:
         self.params_info = Gauge(
             "cpa_params_info", "1 for the mode of the parameters in force, 0 for the others.",
             ["mode"], registry=reg)
+        self.floor_clamped = Gauge(
+            "cpa_hpa_floor_clamped", "1 while an HPA floor target's bounds (maxReplicas, or "
+            "the minimum of 1) keep its minReplicas from the parameters' count.", ["target"],
+            registry=reg)
         self.leader = Gauge(
             "cpa_leader", "1 while this process may write (the leader, or no leader "
             "election), 0 while it is a follower.", registry=reg)
@@ -115,6 +119,8 @@ class Metrics:
         for target in targets:  # present from the start, so absence is never ambiguous
             self.scale_writes.labels(str(target))
             self.overwritten.labels(str(target))
+            if target.kind == "horizontalpodautoscaler":
+                self.floor_clamped.labels(str(target)).set(0)
         for result in ("success", "error"):
             self.polls.labels(result)
         for mode in MODES:
@@ -147,6 +153,8 @@ class Metrics:
             self.desired_replicas.set(result.decision.replicas)
         for scale in result.scales:
             target = str(scale.target)
+            if scale.target.kind == "horizontalpodautoscaler" and scale.error is None:
+                self.floor_clamped.labels(target).set(scale.clamped_from is not None)
             if scale.changed:
                 self.scale_writes.labels(target).inc()
                 self.target_replicas.labels(target).set(scale.replicas)

@@ -45,8 +45,10 @@ class Api(Protocol):
         """GET a JSON object; raise :class:`ApiError` on failure."""
         ...
 
-    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
-        """POST/PUT/PATCH a JSON body; return the answer's object."""
+    def send_json(self, method: str, path: str, body: Any,
+                  content_type: str = "application/json") -> dict[str, Any]:
+        """POST/PUT/PATCH a JSON body; return the answer's object. A PATCH names its kind
+        in ``content_type`` (e.g. ``application/merge-patch+json``)."""
         ...
 
 

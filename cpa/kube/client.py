@@ -58,7 +58,8 @@ class KubeApi:
         return headers
 
     def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
-                body: Any = None, timeout: float | None = None) -> bytes:
+                body: Any = None, timeout: float | None = None,
+                content_type: str = JSON) -> bytes:
         """Send one request; return the body of a 2xx answer, raise :class:`ApiError`."""
         data = json.dumps(body).encode() if body is not None else None
         # A GET on a kept-alive connection that the server (or a middlebox) closed while it
@@ -70,7 +71,7 @@ class KubeApi:
             try:
                 resp = self._pool.request(
                     method, _target(path, query), body=data,
-                    headers=self._headers(JSON if data is not None else None),
+                    headers=self._headers(content_type if data is not None else None),
                     connect_timeout=min(CONNECT_TIMEOUT, limit), read_timeout=limit)
                 try:
                     answer = resp.read()
@@ -97,8 +98,9 @@ class KubeApi:
             raise ApiError(0, "BadResponse", f"GET {path}: expected a JSON object")
         return doc
 
-    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
-        doc = json.loads(self.request(method, path, body=body))
+    def send_json(self, method: str, path: str, body: Any,
+                  content_type: str = JSON) -> dict[str, Any]:
+        doc = json.loads(self.request(method, path, body=body, content_type=content_type))
         return doc if isinstance(doc, dict) else {}
 
     def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
