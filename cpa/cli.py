@@ -101,6 +101,8 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
              targets=[str(t) for t in opts.targets], nodelabels=opts.nodelabels or None,
              poll_period_seconds=opts.poll_period_seconds, events=opts.events,
              leader_elect=opts.leader_elect)
+    if opts.dry_run:
+        _dry_run(opts)
     from cpa.daemon.health import HealthState, serve
     from cpa.daemon.loop import Autoscaler
 
@@ -115,7 +117,7 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
             watch.stop()
             return 0
     health = HealthState()
-    metrics = _LateMetrics(opts.targets, watch.status)
+    metrics = _LateMetrics(opts.targets, watch.status, opts.dry_run)
     try:
         server = serve(health, opts.health_port, metrics=metrics.exposition)
     except OSError as exc:
@@ -181,6 +183,19 @@ def _resolve_targets(opts: flags.Options, api: Api, stop: threading.Event) -> st
     return None
 
 
+def _dry_run(opts: flags.Options) -> None:
+    """``--dry-run`` writes nothing at all: the flags that would write (Events, a Lease)
+    are switched off here, and said so once."""
+    suppressed = [flag for flag, on in (("--events", opts.events),
+                                        ("--leader-elect", opts.leader_elect)) if on]
+    opts.events = opts.leader_elect = False
+    logs.get_logger("main").info(
+        "dry_run", suppressed=suppressed or None,
+        note="computing everything and writing nothing: no scale or HPA write, no "
+             "ConfigMap creation, no Event, no Lease; see dry_run.would_scale and "
+             "cpa_dry_run_replicas")
+
+
 def loop_config(opts: flags.Options) -> LoopConfig:
     """What the poll loop needs of the validated flags (``flags.validate`` filled
     ``opts.targets``)."""
@@ -189,7 +204,7 @@ def loop_config(opts: flags.Options) -> LoopConfig:
     return LoopConfig(namespace=opts.namespace, configmap=opts.configmap, targets=opts.targets,
                       poll_period_seconds=opts.poll_period_seconds,
                       default_params=opts.default_params,
-                      max_sync_failures=opts.max_sync_failures)
+                      max_sync_failures=opts.max_sync_failures, dry_run=opts.dry_run)
 
 
 class _ReleaseLogs:
@@ -210,10 +225,11 @@ class _LateMetrics:
     to import, of a ~0.3 s start to the first write at 1,000 nodes; the first poll does
     not need it."""
 
-    def __init__(self, targets: Sequence[Target], watch_status: Callable[[], WatchStatus]
-                 ) -> None:
+    def __init__(self, targets: Sequence[Target], watch_status: Callable[[], WatchStatus],
+                 dry_run: bool = False) -> None:
         self._targets = targets
         self._watch_status = watch_status
+        self._dry_run = dry_run
         self._lock = threading.Lock()
         self._real: Metrics | None = None
         self._leading = True
@@ -223,7 +239,8 @@ class _LateMetrics:
             if self._real is None:
                 from cpa.daemon.metrics import Metrics
 
-                self._real = Metrics(self._targets, self._watch_status)
+                self._real = Metrics(self._targets, self._watch_status,
+                                     dry_run=self._dry_run)
                 self._real.set_leader(self._leading)
             return self._real
 

@@ -44,6 +44,9 @@ class LoopConfig(NamedTuple):
     """The ConfigMap's data to create it with when it is missing (``--default-params``)."""
     max_sync_failures: int = 0
     """Consecutive failed polls that end the loop with exit code 1; 0: never."""
+    dry_run: bool = False
+    """Ours (``--dry-run``): compute everything, write nothing (no scale or HPA write, no
+    ConfigMap creation); log what would have been written."""
 
 
 class PollError(Exception):
@@ -113,6 +116,8 @@ class Autoscaler:
                        if watch_status is not None else None)
         self._writers = OtherWriters()
         self._clamps = FloorClamps()
+        self._would: dict[Target, tuple[int | None, int]] = {}  # dry run: logged once each
+        self._would_create_logged = False
         self.behavior = BehaviorStage()
         """Ours: the windows' and policies' history, per target."""
         self.consecutive_failures = 0
@@ -140,7 +145,14 @@ class Autoscaler:
     # --- one poll ------------------------------------------------------------------
     def _load_params(self) -> Params:
         cm = configmap.get_or_create(self._api, self._config.namespace, self._config.configmap,
-                                     self._config.default_params)
+                                     self._config.default_params,
+                                     create=not self._config.dry_run)
+        if cm.would_create != self._would_create_logged:
+            self._would_create_logged = cm.would_create
+            if cm.would_create:
+                self._log.info("configmap.would_create", namespace=self._config.namespace,
+                               name=self._config.configmap, data=cm.data,
+                               hint="dry run: deciding on --default-params, creating nothing")
         if cm.resource_version == self._params_rv:
             if self._params_error is not None:
                 raise _InvalidParams(self._params_error)
@@ -209,6 +221,19 @@ class Autoscaler:
             return {}
         return {"desired": outcome.desired, "behavior": outcome.reason}
 
+    def _would_write(self, res: ScaleResult, decision: Decision) -> None:
+        """Dry run: log what would have been written, once per target and pair of counts."""
+        pair = (res.previous, res.replicas)
+        if res.previous == res.replicas:
+            self._would.pop(res.target, None)
+            return
+        if self._would.get(res.target) == pair:
+            return
+        self._would[res.target] = pair
+        self._log.info("dry_run.would_scale", target=str(res.target), old=res.previous,
+                       new=res.replicas, mode=decision.mode, nodes=decision.nodes,
+                       cores=decision.cores, **_zones_field(decision))
+
     def poll_once(self) -> PollResult:
         """Run one poll; never raises: the outcome (and /last-poll) carries the error."""
         self.polls += 1
@@ -236,12 +261,16 @@ class Autoscaler:
             for target in self._config.targets:  # ours: every target is attempted
                 res = ensure_replicas(self._api, self._config.namespace, target,
                                       decision.replicas,
-                                      self._shaper(target, behavior, result))
+                                      self._shaper(target, behavior, result),
+                                      dry_run=self._config.dry_run)
                 result.scales.append(res)
                 self._clamps.check(res)
-                overwrite = self._writers.check(res)
-                if overwrite is not None:
-                    result.overwritten.append(overwrite)
+                if res.dry_run:
+                    self._would_write(res, decision)
+                else:  # a dry run writes nothing, so there is no fight to report
+                    overwrite = self._writers.check(res)
+                    if overwrite is not None:
+                        result.overwritten.append(overwrite)
                 shaped = self._behavior_fields(res, result)
                 if res.error:
                     failures.append(res.error)

@@ -69,7 +69,7 @@ class Metrics:
     def __init__(self, targets: Sequence[Target],
                  watch_status: Callable[[], WatchStatus] | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time, dry_run: bool = False) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         reg = self.registry
         self._wall = wall
@@ -116,6 +116,14 @@ class Metrics:
             "cpa_leader", "1 while this process may write (the leader, or no leader "
             "election), 0 while it is a follower.", registry=reg)
         self.leader.set(1)
+        self.dry_run = Gauge(
+            "cpa_dry_run", "1 when the daemon runs with --dry-run and writes nothing.",
+            registry=reg)
+        self.dry_run.set(1 if dry_run else 0)
+        self.would_write = Gauge(
+            "cpa_dry_run_replicas", "With --dry-run: the replicas (an HPA's minReplicas) the "
+            "daemon would have written to each target at the last poll.", ["target"],
+            registry=reg)
         for target in targets:  # present from the start, so absence is never ambiguous
             self.scale_writes.labels(str(target))
             self.overwritten.labels(str(target))
@@ -155,6 +163,8 @@ class Metrics:
             target = str(scale.target)
             if scale.target.kind == "horizontalpodautoscaler" and scale.error is None:
                 self.floor_clamped.labels(target).set(scale.clamped_from is not None)
+            if scale.dry_run:
+                self.would_write.labels(target).set(scale.replicas)
             if scale.changed:
                 self.scale_writes.labels(target).inc()
                 self.target_replicas.labels(target).set(scale.replicas)

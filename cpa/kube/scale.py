@@ -147,6 +147,8 @@ class ScaleResult:
     into ``replicas``; else None."""
     max_replicas: int | None = None
     """An HPA floor: the HPA's ``spec.maxReplicas`` as read."""
+    dry_run: bool = False
+    """Nothing was written: ``replicas`` is what would have been (``changed`` is False)."""
 
 
 def _replicas(scale: dict[str, Any]) -> int:
@@ -197,17 +199,19 @@ def read_replicas(api: Api, namespace: str, target: Target) -> int:
 
 
 def ensure_replicas(api: Api, namespace: str, target: Target, replicas: int,
-                    shape: Callable[[int], int] | None = None) -> ScaleResult:
+                    shape: Callable[[int], int] | None = None,
+                    dry_run: bool = False) -> ScaleResult:
     """GET the scale; PUT it back with ``replicas`` if it differs (an HPA: PATCH its
     ``minReplicas``, see :func:`ensure_floor`).
 
     The PUT carries the GET's resourceVersion, so it fails with 409 when someone changed the
     target in between; we then GET again and retry once within the same poll (ours: upstream
     fails the poll and waits a whole period). ``shape`` (ours, for ``behavior``) turns the
-    replicas the GET found into the count to write instead of ``replicas``.
+    replicas the GET found into the count to write instead of ``replicas``. ``dry_run``
+    (ours): the GET only; the result says what would have been written.
     """
     if target.api.floor:
-        return ensure_floor(api, namespace, target, replicas, shape)
+        return ensure_floor(api, namespace, target, replicas, shape, dry_run)
     path = scale_path(namespace, target)
     previous: int | None = None
     try:
@@ -216,8 +220,8 @@ def ensure_replicas(api: Api, namespace: str, target: Target, replicas: int,
             previous = _replicas(scale)
             if shape is not None:
                 replicas = shape(previous)
-            if previous == replicas:
-                return ScaleResult(target, previous, replicas, False)
+            if previous == replicas or dry_run:
+                return ScaleResult(target, previous, replicas, False, dry_run=dry_run)
             scale.setdefault("spec", {})["replicas"] = replicas
             scale.pop("status", None)
             try:
@@ -233,7 +237,8 @@ def ensure_replicas(api: Api, namespace: str, target: Target, replicas: int,
 
 
 def ensure_floor(api: Api, namespace: str, target: Target, replicas: int,
-                 shape: Callable[[int], int] | None = None) -> ScaleResult:
+                 shape: Callable[[int], int] | None = None,
+                 dry_run: bool = False) -> ScaleResult:
     """GET the HPA; PATCH its ``spec.minReplicas`` to ``replicas`` (within 1..maxReplicas)
     if it differs.
 
@@ -253,9 +258,9 @@ def ensure_floor(api: Api, namespace: str, target: Target, replicas: int,
                 wanted = shape(previous)
             floor = hpa_floor(wanted, maximum)
             clamped = wanted if floor != wanted else None
-            if previous == floor:
+            if previous == floor or dry_run:
                 return ScaleResult(target, previous, floor, False, clamped_from=clamped,
-                                   max_replicas=maximum)
+                                   max_replicas=maximum, dry_run=dry_run)
             meta = hpa.get("metadata") or {}
             patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
                      "spec": {"minReplicas": floor}}
