@@ -114,6 +114,9 @@ def _row(cells: Mapping[str, object], where: str) -> Row:
         if zones is None:
             raise InputError(f"{where}: schedulable_zones without zones")
         sched_zones = int(_number(cells["schedulable_zones"], "schedulable_zones", where, True))
+        if sched_zones > zones:
+            raise InputError(f"{where}: schedulable_zones {sched_zones} is more than zones "
+                             f"{zones}")
     return Row(t, ClusterCounts(nodes, cores, sched_nodes, sched_cores,
                                 total_zones=zones, schedulable_zones=sched_zones))
 
@@ -279,7 +282,8 @@ def _parser() -> argparse.ArgumentParser:
                     "the formula and the parameters' behavior. Nothing touches a cluster.")
     p.add_argument("--timeline", required=True, metavar="FILE",
                    help="CSV with a header, or a JSON list of objects: t (seconds, "
-                        "increasing), nodes, cores[, schedulable_nodes, schedulable_cores]")
+                        "increasing), nodes, cores[, schedulable_nodes, schedulable_cores, "
+                        "zones, schedulable_zones]")
     add_parameter_arguments(p)
     p.add_argument("--start-replicas", type=int, metavar="N",
                    help="the target's replicas before the first row (default: the first "

@@ -196,6 +196,10 @@ def test_simulate_takes_a_zones_column(tmp_path: Path,
     bare.write_text("t,nodes,cores\n0,20,80\n")
     assert simulate_main(["--timeline", str(bare), "--data", ZONED]) == 1
     assert "give the timeline a zones column" in capsys.readouterr().err
+    odd = tmp_path / "odd.csv"
+    odd.write_text("t,nodes,cores,zones,schedulable_zones\n0,20,80,2,3\n")
+    assert simulate_main(["--timeline", str(odd), "--data", ZONED]) == 1
+    assert "schedulable_zones 3 is more than zones 2" in capsys.readouterr().err
     plain = json.dumps({"linear": '{"nodesPerReplica":16}'})
     assert simulate_main(["--timeline", str(bare), "--data", plain, "-o", "json"]) == 0
     assert "zones" not in json.loads(capsys.readouterr().out)["steps"][0]
