@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from cpa import __version__, flags, logs
+from cpa import VERSION_TEXT, __version__, flags, logs
 
 if TYPE_CHECKING:  # imported for real only on the daemon's path, below
     from cpa.daemon.leaderelection import LeaderElector
@@ -53,7 +53,7 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
         print(flags.usage(prog))
         return 0
     if opts.version:
-        print(__version__)
+        print(VERSION_TEXT)
         return 0
     logs.configure(opts.v, opts.log_format)
     log = logs.get_logger("main")
@@ -273,8 +273,36 @@ def _leader_elector(opts: flags.Options, api: Api) -> LeaderElector:
 
 
 def daemon_main() -> None:
-    """Console script ``cluster-proportional-autoscaler``: upstream's binary name."""
-    sys.exit(run_daemon(sys.argv[1:], os.path.basename(sys.argv[0]) or DAEMON_NAME))
+    """Console script ``cluster-proportional-autoscaler``: upstream's binary name.
+
+    A CPVA command line (``--default-config`` or ``--config-file``, no ``--configmap``)
+    is handed to ``/cpvpa``: a CPVA manifest that gives only ``args:`` and relied on
+    CPVA's image entrypoint starts this one. The autoscaler has neither flag (it would exit
+    2), so no autoscaler command line changes meaning."""
+    args = sys.argv[1:]
+    if _is_cpva_command_line(args):
+        print(f"{DAEMON_NAME}: a cluster-proportional-vertical-autoscaler command line; "
+              "running /cpvpa", file=sys.stderr)
+        vertical_main()
+    sys.exit(run_daemon(args, os.path.basename(sys.argv[0]) or DAEMON_NAME))
+
+
+def _is_cpva_command_line(args: Sequence[str]) -> bool:
+    names = set()
+    for arg in args:
+        if arg == "--":
+            break
+        if arg.startswith("--"):
+            names.add(arg[2:].partition("=")[0].replace("_", "-"))
+    return bool(names & {"default-config", "config-file"}) and "configmap" not in names
+
+
+def vertical_main() -> None:
+    """Console script ``cpvpa`` (the image's ``/cpvpa``): the vertical autoscaler,
+    CPVA v0.8.9's drop-in (:mod:`cpa.vertical`)."""
+    from cpa.vertical.daemon.main import run_vertical
+
+    sys.exit(run_vertical(sys.argv[1:], os.path.basename(sys.argv[0]) or "cpvpa"))
 
 
 _CPA_USAGE = """usage: cpa [--version] <command> [flags]
@@ -282,6 +310,7 @@ _CPA_USAGE = """usage: cpa [--version] <command> [flags]
 commands:
   run       run the autoscaler daemon (same flags as cluster-proportional-autoscaler)
   explain   show what the autoscaler would do, and why, without writing anything
+            (--vertical: what /cpvpa, the vertical autoscaler, would write)
   simulate  replay a timeline of node/core counts through the formula and its behavior
 
 `cpa <command> --help` describes a command's flags."""
@@ -294,11 +323,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_CPA_USAGE)
         return 0 if args else flags.EXIT_USAGE
     if args[0] == "--version":
-        print(__version__)
+        print(VERSION_TEXT)
         return 0
     command, rest = args[0], args[1:]
     if command == "run":
         return run_daemon(rest, "cpa run")
+    if command == "explain" and "--vertical" in rest:
+        from cpa.tools.vertical import explain_vertical_main
+
+        return explain_vertical_main([a for a in rest if a != "--vertical"])
     if command == "explain":
         from cpa.tools.explain import explain_main
 

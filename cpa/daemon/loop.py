@@ -25,7 +25,7 @@ from cpa.decide.modes.mode import Params
 from cpa.decide.modes.registry import parse_configmap_data
 from cpa.decide.params import ParamsError
 from cpa.kube import configmap
-from cpa.kube.api import Api, ApiError
+from cpa.kube.api import ApiError, RawApi
 from cpa.kube.scale import ScaleResult, Target, ensure_replicas
 from cpa.nodes.counts import ClusterCounts, CountingPolicy
 from cpa.nodes.watch import WatchStatus
@@ -91,7 +91,7 @@ Observer = Callable[[PollResult], None]
 class Autoscaler:
     """Joins the node store, the ConfigMap and the targets, once per poll."""
 
-    def __init__(self, config: LoopConfig, api: Api, counts: Callable[[], ClusterCounts], *,
+    def __init__(self, config: LoopConfig, api: RawApi, counts: Callable[[], ClusterCounts], *,
                  observers: Sequence[Observer] = (),
                  watch_status: Callable[[], WatchStatus] | None = None,
                  may_write: Callable[[], bool] | None = None,

@@ -45,10 +45,8 @@ class Api(Protocol):
         """GET a JSON object; raise :class:`ApiError` on failure."""
         ...
 
-    def send_json(self, method: str, path: str, body: Any,
-                  content_type: str = "application/json") -> dict[str, Any]:
-        """POST/PUT/PATCH a JSON body; return the answer's object. A PATCH names its kind
-        in ``content_type`` (e.g. ``application/merge-patch+json``)."""
+    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
+        """POST/PUT/PATCH a JSON body; return the answer's object."""
         ...
 
 
@@ -85,4 +83,14 @@ class StreamingApi(Api, Protocol):
     def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
                accept: str = ...) -> StreamResponse:
         """Open a long-running GET and return the unread response."""
+        ...
+
+
+class RawApi(Api, Protocol):
+    """Requests whose body the caller encoded: the vertical autoscaler's strategic-merge
+    patches (``application/strategic-merge-patch+json``), whose bytes are Go's."""
+
+    def send_raw(self, method: str, path: str, data: bytes, content_type: str
+                 ) -> dict[str, Any]:
+        """Send ``data`` as ``content_type``; return the answer's object."""
         ...

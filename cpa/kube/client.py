@@ -58,10 +58,14 @@ class KubeApi:
         return headers
 
     def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
-                body: Any = None, timeout: float | None = None,
+                body: Any = None, timeout: float | None = None, raw: bytes | None = None,
                 content_type: str = JSON) -> bytes:
-        """Send one request; return the body of a 2xx answer, raise :class:`ApiError`."""
-        data = json.dumps(body).encode() if body is not None else None
+        """Send one request; return the body of a 2xx answer, raise :class:`ApiError`.
+
+        ``body`` is encoded as JSON; ``raw`` is sent as it is, as ``content_type`` (a
+        strategic-merge patch, whose bytes the caller wrote)."""
+        data = raw if raw is not None else (
+            json.dumps(body).encode() if body is not None else None)
         # A GET on a kept-alive connection that the server (or a middlebox) closed while it
         # sat in the pool fails before any answer; like Go's transport, try it once more on
         # a new connection. Never after a timeout, and never a write.
@@ -98,9 +102,15 @@ class KubeApi:
             raise ApiError(0, "BadResponse", f"GET {path}: expected a JSON object")
         return doc
 
-    def send_json(self, method: str, path: str, body: Any,
-                  content_type: str = JSON) -> dict[str, Any]:
-        doc = json.loads(self.request(method, path, body=body, content_type=content_type))
+    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
+        doc = json.loads(self.request(method, path, body=body))
+        return doc if isinstance(doc, dict) else {}
+
+    def send_raw(self, method: str, path: str, data: bytes, content_type: str
+                 ) -> dict[str, Any]:
+        """Send bytes the caller encoded (a strategic-merge patch) as ``content_type``;
+        return the answer's object."""
+        doc = json.loads(self.request(method, path, raw=data, content_type=content_type))
         return doc if isinstance(doc, dict) else {}
 
     def stream(self, path: str, query: Mapping[str, str], read_timeout: float,

@@ -17,12 +17,13 @@ path and the parsing of ``kind/name`` (the daemon's ``--target`` and ``cpa expla
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
-from cpa.kube.api import Api, ApiError
+from cpa.kube.api import Api, ApiError, RawApi
 
 MERGE_PATCH: Final = "application/merge-patch+json"
 
@@ -198,7 +199,7 @@ def read_replicas(api: Api, namespace: str, target: Target) -> int:
     return read_current(api, namespace, target).replicas
 
 
-def ensure_replicas(api: Api, namespace: str, target: Target, replicas: int,
+def ensure_replicas(api: RawApi, namespace: str, target: Target, replicas: int,
                     shape: Callable[[int], int] | None = None,
                     dry_run: bool = False) -> ScaleResult:
     """GET the scale; PUT it back with ``replicas`` if it differs (an HPA: PATCH its
@@ -236,7 +237,7 @@ def ensure_replicas(api: Api, namespace: str, target: Target, replicas: int,
                            f"{target}: cannot scale to {replicas}: {exc}")
 
 
-def ensure_floor(api: Api, namespace: str, target: Target, replicas: int,
+def ensure_floor(api: RawApi, namespace: str, target: Target, replicas: int,
                  shape: Callable[[int], int] | None = None,
                  dry_run: bool = False) -> ScaleResult:
     """GET the HPA; PATCH its ``spec.minReplicas`` to ``replicas`` (within 1..maxReplicas)
@@ -265,7 +266,7 @@ def ensure_floor(api: Api, namespace: str, target: Target, replicas: int,
             patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
                      "spec": {"minReplicas": floor}}
             try:
-                api.send_json("PATCH", path, patch, MERGE_PATCH)
+                api.send_raw("PATCH", path, json.dumps(patch).encode(), MERGE_PATCH)
                 return ScaleResult(target, previous, floor, True, clamped_from=clamped,
                                    max_replicas=maximum)
             except ApiError as exc:

@@ -33,7 +33,8 @@ The envelope around every body, the watch framing and the Status are
   Node {1 metadata: ObjectMeta {1 name, 6 resourceVersion, 11 labels and 12 annotations
   (map entries {1 key, 2 value})}, 2 spec: NodeSpec {4 unschedulable, 5 taints: Taint {1 key}},
   3 status: NodeStatus {2 allocatable (map entries {1 key, 2 value: Quantity {1 string}}),
-  4 conditions: NodeCondition {1 type, 2 status}}}.
+  4 conditions: NodeCondition {1 type, 2 status}, and for the vertical autoscaler only
+  1 capacity (as allocatable)}}.
 
 Everything else is skipped by its wire type and length, never decoded. The labels are read
 only when the caller asks for one label (the zones' topologyKey, opt-in), and then only
@@ -70,7 +71,8 @@ from cpa.kube.wire import utf8 as _str
 from cpa.kube.wire import varint as _varint
 from cpa.nodes.records import Event, ListPage, NodeInfo
 
-__all__ = ["decode_event", "decode_list_page", "decode_node"]
+__all__ = ["decode_event", "decode_event_capacity", "decode_list_page",
+           "decode_list_page_capacity", "decode_node"]
 
 
 # --- Node ----------------------------------------------------------------------------
@@ -273,15 +275,47 @@ def _status(buf: Buffer, pos: int, end: int) -> tuple[str | None, bool]:
     return cpu, ready
 
 
+def _status_capacity(buf: Buffer, pos: int, end: int) -> tuple[str | None, bool, str | None]:
+    """NodeStatus for the vertical autoscaler: (allocatable cpu, Ready, capacity cpu).
+
+    A function of its own so that the autoscaler's :func:`_status`, read for every Node of
+    a large cluster, gains no test per field; this one reads the same fields plainly, plus
+    field 1."""
+    cpu = capacity = None
+    ready = False
+    while pos < end:
+        key, pos = _key(buf, pos)
+        if key in (0x0A, 0x12, 0x22):  # 1 capacity, 2 allocatable, 4 conditions
+            s, pos = _len(buf, pos, end)
+            if key == 0x22:
+                ready = bool(_condition(buf, s, pos)) or ready
+                continue
+            value = _cpu_entry(buf, s, pos)
+            if value is None:
+                continue
+            if key == 0x12:
+                cpu = value
+            else:
+                capacity = value
+        else:
+            pos = _skip(buf, key & 7, pos, end)
+    if pos > end:
+        raise ProtoError("field runs past the end of its message")
+    return cpu, ready, capacity
+
+
 _READY = b"\x0a\x05Ready"  # field 1 (type), length 5, "Ready"
 _CPU = b"\x0a\x03cpu"  # field 1 (key), length 3, "cpu"
 
 
-def _node(buf: Buffer, pos: int, end: int, label: str = "") -> NodeInfo:
+def _node(buf: Buffer, pos: int, end: int, capacity: bool = False, label: str = ""
+          ) -> NodeInfo:
+    """A Node; ``capacity``: also read status.capacity.cpu (the vertical autoscaler);
+    ``label``: the value of that one label (the zones' topologyKey)."""
     name = rv = None
     unschedulable = False
     taints: tuple[str, ...] = ()
-    cpu = None
+    cpu = cap = None
     ready = False
     value = ""
     while pos < end:
@@ -299,10 +333,13 @@ def _node(buf: Buffer, pos: int, end: int, label: str = "") -> NodeInfo:
             unschedulable, taints = _spec(buf, s, pos)
         elif key == 0x1A:  # 3 status
             s, pos = _len(buf, pos, end)
-            cpu, ready = _status(buf, s, pos)
+            if capacity:
+                cpu, ready, cap = _status_capacity(buf, s, pos)
+            else:
+                cpu, ready = _status(buf, s, pos)
         else:
             pos = _skip(buf, key & 7, pos, end)
-    return NodeInfo(name or "", rv or "", unschedulable, ready, cpu, taints, value)
+    return NodeInfo(name or "", rv or "", unschedulable, ready, cpu, taints, cap, value)
 
 
 # --- what the reflector calls ----------------------------------------------------------
@@ -311,10 +348,10 @@ def _decode_node(buf: Buffer, label: str = "") -> NodeInfo:
     kind, s, e = unwrap(buf)
     if kind not in ("Node", ""):
         raise ProtoError(f"expected a Node, got a {kind}")
-    return _node(buf, s, e, label)
+    return _node(buf, s, e, label=label)
 
 
-def _decode_list_page(buf: Buffer, label: str = "") -> ListPage:
+def _decode_list_page(buf: Buffer, capacity: bool = False, label: str = "") -> ListPage:
     """A NodeList body: its Nodes, resourceVersion and continue token."""
     kind, pos, end = unwrap(buf)
     if kind == "Status":
@@ -326,7 +363,7 @@ def _decode_list_page(buf: Buffer, label: str = "") -> ListPage:
         key, pos = _key(buf, pos)
         if key == 0x12:  # 2 items
             s, pos = _len(buf, pos, end)
-            items.append(_node(buf, s, pos, label))
+            items.append(_node(buf, s, pos, capacity, label))
         elif key == 0x0A:  # 1 metadata: ListMeta
             s, pos = _len(buf, pos, end)
             while s < pos:
@@ -344,7 +381,7 @@ def _decode_list_page(buf: Buffer, label: str = "") -> ListPage:
     return ListPage(items, rv, cont)
 
 
-def _decode_event(frame: Buffer, label: str = "") -> Event:
+def _decode_event(frame: Buffer, capacity: bool = False, label: str = "") -> Event:
     """One watch frame (without its 4-byte length): a bare metav1.WatchEvent."""
     end = len(frame)
     pos = 0
@@ -384,11 +421,23 @@ def _decode_event(frame: Buffer, label: str = "") -> Event:
                 s = _skip(frame, key & 7, s, e)
         return Event(etype, resource_version=rv or "", initial_end=bool(initial_end))
     if etype in ("ADDED", "MODIFIED", "DELETED"):
-        node = _node(frame, s, e, label)
+        node = _node(frame, s, e, capacity, label)
         return Event(etype, node, node.resource_version)
     return Event(etype)
+
+
+def _decode_list_page_capacity(buf: Buffer) -> ListPage:
+    """A NodeList body, its Nodes with their capacity cpu (the vertical autoscaler)."""
+    return _decode_list_page(buf, capacity=True)
+
+
+def _decode_event_capacity(frame: Buffer) -> Event:
+    """One watch frame, its Node with its capacity cpu (the vertical autoscaler)."""
+    return _decode_event(frame, capacity=True)
 
 
 decode_node = checked(_decode_node)
 decode_list_page = checked(_decode_list_page)
 decode_event = checked(_decode_event)
+decode_list_page_capacity = checked(_decode_list_page_capacity)
+decode_event_capacity = checked(_decode_event_capacity)

@@ -25,14 +25,34 @@ import threading
 from collections.abc import Callable, Iterable
 from fractions import Fraction
 from functools import lru_cache
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from cpa import logs
 from cpa.nodes.counts import DEFAULT_POLICY, ClusterCounts, CountingPolicy
 from cpa.nodes.quantity import QuantityError, cores_rounded_up, cpu_millicores
 from cpa.nodes.records import NodeInfo
 
-__all__ = ["NodeRecord", "NodeStore"]
+__all__ = ["NodeRecord", "NodeSink", "NodeStore"]
+
+
+class NodeSink(Protocol):
+    """What the reflector (:mod:`cpa.nodes.watch`) keeps current, as client-go's Reflector
+    feeds a Store: :class:`NodeStore` for the autoscaler, the vertical autoscaler's
+    capacity store for ``/cpvpa``."""
+
+    def upsert(self, node: NodeInfo) -> None: ...
+
+    def delete(self, name: str) -> None: ...
+
+    def retain(self, names: Iterable[str]) -> None:
+        """After a list: forget every Node it no longer has."""
+        ...
+
+    def __len__(self) -> int: ...
+
+    def synced_fields(self) -> dict[str, int]:
+        """The totals the ``nodes.synced`` log line shows."""
+        ...
 
 
 class NodeRecord(NamedTuple):
@@ -117,6 +137,12 @@ class NodeStore:
         with self._lock:
             self._listed_label = key
             self._labels_listed.notify_all()
+
+    def synced_fields(self) -> dict[str, int]:
+        c = self.counts()
+        return {"nodes": c.total_nodes, "cores": c.total_cores,
+                "schedulable_nodes": c.schedulable_nodes,
+                "schedulable_cores": c.schedulable_cores}
 
     @property
     def policy(self) -> CountingPolicy:

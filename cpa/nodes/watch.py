@@ -49,7 +49,7 @@ from cpa.kube.api import ApiError, StreamingApi, StreamResponse
 from cpa.kube.wire import ACCEPT_PROTOBUF, JSON, Status, frames, is_protobuf, lines
 from cpa.nodes import proto as nodeproto
 from cpa.nodes.records import Event, ListPage
-from cpa.nodes.store import NodeStore
+from cpa.nodes.store import NodeSink, NodeStore
 
 __all__ = ["NodeReflector", "WatchStatus"]
 
@@ -88,14 +88,21 @@ class WatchStatus:
 class NodeReflector:
     """Lists and watches the Nodes matching ``selector`` into ``store``, in a thread."""
 
-    def __init__(self, api: StreamingApi, store: NodeStore, selector: str = "", *,
+    def __init__(self, api: StreamingApi, store: NodeSink, selector: str = "", *,
                  page_size: int = PAGE_SIZE, use_streaming_list: bool = True,
                  protobuf: bool = True, clock: Callable[[], float] = time.monotonic,
                  rng: random.Random | None = None,
-                 wait: Callable[[threading.Event, float], bool] | None = None) -> None:
+                 wait: Callable[[threading.Event, float], bool] | None = None,
+                 capacity: bool = False) -> None:
         """``clock``, ``rng`` and ``wait`` (a backoff pause: wait on the stop event up to
         N seconds, True when stopped) are injected so tests run the real loop on a fake
-        clock."""
+        clock. ``capacity``: decode each Node's capacity cpu too (the vertical autoscaler);
+        the decoders are chosen here, once."""
+        self._capacity = capacity
+        self._decode_page = (nodeproto.decode_list_page_capacity if capacity
+                             else nodeproto.decode_list_page)
+        self._decode_event = (nodeproto.decode_event_capacity if capacity
+                              else nodeproto.decode_event)
         self._api = api
         self._wait = wait or (lambda stop, seconds: stop.wait(seconds))
         self._accept = ACCEPT_PROTOBUF if protobuf else JSON
@@ -122,7 +129,10 @@ class NodeReflector:
         self.lists = 0  # complete lists of the Nodes: the initial sync, then each relist
         self._label = ""  # the label decoded into the records (the store's, at the list)
         self._relist = threading.Event()
-        store.on_label_change = self.relist
+        # The autoscaler's store may ask for a label (zones); the vertical one never does.
+        self._labelled = store if isinstance(store, NodeStore) else None
+        if self._labelled is not None:
+            self._labelled.on_label_change = self.relist
 
     # --- public --------------------------------------------------------------------
     @property
@@ -157,9 +167,10 @@ class NodeReflector:
 
     def list_once(self) -> None:
         """List all matching Nodes once (``cpa explain --from-cluster``); no watch."""
-        self._label = self._store.label_key
+        self._label = self._labelled.label_key if self._labelled is not None else ""
         self._list_pages()
-        self._store.labels_listed(self._label)
+        if self._labelled is not None:
+            self._labelled.labels_listed(self._label)
 
     def relist(self) -> None:
         """List the Nodes again as soon as possible (the store needs another label): the
@@ -224,7 +235,7 @@ class NodeReflector:
 
     def _sync(self) -> None:
         """(Re)build the store: streaming list if possible, else pages; then synced."""
-        self._label = self._store.label_key
+        self._label = self._labelled.label_key if self._labelled is not None else ""
         if self._streaming:
             if self._stream_initial():
                 return
@@ -268,22 +279,31 @@ class NodeReflector:
     def _page(self, content_type: str, body: bytes | bytearray) -> ListPage:
         if is_protobuf(content_type):
             self.encoding = "protobuf"
-            return nodeproto.decode_list_page(body, self._label)
+            if self._label:
+                return nodeproto.decode_list_page(body, label=self._label)
+            return self._decode_page(body)
         self.encoding = "json"
         # The fallback: its library (msgspec) is loaded only when a JSON answer comes.
         from cpa.nodes import json as nodejson
-        return nodejson.decode_list_page(body, self._label)
+        if self._label:
+            return nodejson.decode_list_page(body, label=self._label)
+        return nodejson.decode_list_page(body, self._capacity)
 
     def _events(self, resp: StreamResponse) -> Iterator[Event]:
         """The stream's events, decoded as its Content-Type says."""
         if is_protobuf(resp.headers.get("Content-Type")):
             self.encoding = "protobuf"
-            decode = (functools.partial(nodeproto.decode_event, label=self._label)
-                      if self._label else nodeproto.decode_event)
-            return map(decode, frames(resp))
+            if self._label:
+                return map(functools.partial(nodeproto.decode_event, label=self._label),
+                           frames(resp))
+            return map(self._decode_event, frames(resp))
         self.encoding = "json"
         from cpa.nodes import json as nodejson
-        return map(functools.partial(nodejson.decode_event, label=self._label), lines(resp))
+        if self._label:
+            return map(functools.partial(nodejson.decode_event, label=self._label),
+                       lines(resp))
+        decode = nodejson.decode_event_capacity if self._capacity else nodejson.decode_event
+        return map(decode, lines(resp))
 
     def _stream_initial(self) -> bool:
         """Streaming list; False when the server refuses it.
@@ -312,16 +332,14 @@ class NodeReflector:
 
     def _mark_synced(self, method: str) -> None:
         self.lists += 1
-        self._store.labels_listed(self._label)
+        if self._labelled is not None:
+            self._labelled.labels_listed(self._label)
         if not self._synced.is_set():
             self.sync_method = method
             self.sync_seconds = self._clock() - self._started
             self._synced.set()
-            c = self._store.counts()
             self._log.info("nodes.synced", method=method, seconds=round(self.sync_seconds, 3),
-                           nodes=c.total_nodes, cores=c.total_cores,
-                           schedulable_nodes=c.schedulable_nodes,
-                           schedulable_cores=c.schedulable_cores)
+                           **self._store.synced_fields())
         elif logs.v(1):
             self._log.info("nodes.relisted", method=method, nodes=len(self._store))
 
