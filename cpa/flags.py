@@ -65,6 +65,7 @@ class Options:
     leader_elect_lease_duration: float = 15.0  # client-go's defaults
     leader_elect_renew_deadline: float = 10.0
     leader_elect_retry_period: float = 2.0
+    dry_run: bool = False
     targets: tuple[Target, ...] = field(default_factory=tuple)
 
 
@@ -215,7 +216,9 @@ Flag = _Flag
 _FLAGS: tuple[_Flag, ...] = (
     _Flag("target", "target", _parse_str,
           "Comma-separated targets to scale, kind/name, e.g. deployment/coredns. Kinds: "
-          "deployment, replicaset, replicationcontroller, statefulset.", metavar="string"),
+          "deployment, replicaset, replicationcontroller, statefulset; "
+          "horizontalpodautoscaler (hpa: writes its minReplicas); RESOURCE.GROUP of any "
+          "resource with a scale subresource.", metavar="string"),
     _Flag("configmap", "configmap", _parse_str,
           "ConfigMap holding the scaling parameters (created from --default-params if "
           "missing).", metavar="string"),
@@ -279,6 +282,10 @@ _FLAGS: tuple[_Flag, ...] = (
     _Flag("leader-elect-retry-period", "leader_elect_retry_period", _parse_duration,
           "How often to try to acquire or renew the Lease (default 2s).",
           metavar="duration"),
+    _Flag("dry-run", "dry_run", _parse_bool,
+          "Compute everything, write nothing: no scale or HPA write, no ConfigMap creation, "
+          "no Event, no Lease. Logs dry_run.would_scale and exports cpa_dry_run 1.",
+          is_bool=True),
 )
 
 # The value parsers another daemon's table uses: pflag's int, bool, string and duration,

@@ -326,14 +326,16 @@ def _millicores(value: object, what: str) -> int | Fraction:
 
 
 def cluster_counts(nodes: object, cores: object, schedulable_nodes: object = None,
-                   schedulable_cores: object = None, *,
+                   schedulable_cores: object = None, zones: object = None,
+                   schedulable_zones: object = None, *,
                    names: Sequence[str] = ("nodes", "cores", "schedulable_nodes",
-                                           "schedulable_cores"),
+                                           "schedulable_cores", "zones", "schedulable_zones"),
                    where: str = "") -> ClusterCounts:
     """The counts the daemon would have counted, from values an operator typed: nodes
     whole, cores a quantity summed exactly and rounded up once (as the daemon rounds the
-    sum of the Nodes' allocatable CPU), the schedulable ones (default: all) no more than
-    the totals. ``names`` are the flags or columns, ``where`` prefixes every message."""
+    sum of the Nodes' allocatable CPU), zones whole and only when given, the schedulable
+    ones (default: all) no more than the totals. ``names`` are the flags or columns,
+    ``where`` prefixes every message."""
     prefix = f"{where}: " if where else ""
     total_nodes = _whole(nodes, prefix + names[0], COUNT_MAX)
     total_millis = _millicores(cores, prefix + names[1])
@@ -349,8 +351,20 @@ def cluster_counts(nodes: object, cores: object, schedulable_nodes: object = Non
         raise InputError(f"{prefix}more schedulable than total: {names[3]} is "
                          f"{_shown(schedulable_cores)}, {names[1]} {_shown(cores)} (the "
                          "schedulable ones are counted in the total)")
+    total_zones = None if zones in (None, "") else _whole(zones, prefix + names[4], COUNT_MAX)
+    sched_zones = total_zones
+    if schedulable_zones not in (None, ""):
+        if total_zones is None:
+            raise InputError(f"{prefix}{names[5]} without {names[4]}: give {names[4]} too "
+                             "(the zones all the Nodes are in)")
+        sched_zones = _whole(schedulable_zones, prefix + names[5], COUNT_MAX)
+        if sched_zones > total_zones:
+            raise InputError(f"{prefix}more schedulable than total: {names[5]} "
+                             f"{sched_zones} is more than {names[4]} {total_zones} (the "
+                             "schedulable ones are counted in the total)")
     return ClusterCounts(total_nodes, cores_rounded_up(total_millis), sched_nodes,
-                         cores_rounded_up(sched_millis))
+                         cores_rounded_up(sched_millis), total_zones=total_zones,
+                         schedulable_zones=sched_zones)
 
 
 def replica_count(value: str, flag: str) -> int:

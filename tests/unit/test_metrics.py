@@ -94,3 +94,17 @@ def test_the_bounds_of_the_parameters_in_force() -> None:
     m.observe(r)
     text = m.exposition().decode()
     assert value(text, "cpa_params_min_replicas") == value(text, "cpa_params_max_replicas") == 0
+
+
+def test_zones_are_a_gauge_only_while_counted() -> None:
+    m = Metrics([COREDNS])
+    m.observe(result())
+    assert "cpa_cluster_zones{" not in m.exposition().decode()
+    zoned = result()
+    zoned.counts = ClusterCounts(40, 160, 38, 152, total_zones=3, schedulable_zones=2)
+    m.observe(zoned)
+    text = m.exposition().decode()
+    assert value(text, 'cpa_cluster_zones{scope="all"}') == 3
+    assert value(text, 'cpa_cluster_zones{scope="schedulable"}') == 2
+    m.observe(result())  # the zones key was removed from the ConfigMap
+    assert "cpa_cluster_zones{" not in m.exposition().decode()
