@@ -98,6 +98,7 @@ def _setup() -> None:
             _stamp,
             structlog.processors.StackInfoRenderer(),
             structlog.processors.format_exc_info,
+            _ordered,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
@@ -109,6 +110,16 @@ def _setup() -> None:
 
 _FIRST = ("timestamp", "level", "event", "component")
 _BARE = frozenset(range(0x21, 0x7F)) - {ord('"'), ord("="), ord("\\")}
+
+
+def _ordered(_logger: Any, _name: str, event: MutableMapping[str, Any]
+             ) -> MutableMapping[str, Any]:
+    """The documented key order for both formats (docs/observability.md): ``timestamp
+    level event component``, then the event's fields as logged. structlog adds the first
+    three last, so without this a JSON line would start with ``component`` and end with
+    ``timestamp``; parsers do not care, people reading ``kubectl logs`` do."""
+    return {k: event[k] for k in (*[k for k in _FIRST if k in event],
+                                  *[k for k in event if k not in _FIRST])}
 
 
 def logfmt(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> str:

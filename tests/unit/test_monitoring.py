@@ -132,7 +132,8 @@ def test_rules_and_dashboard_name_only_our_metrics_and_the_process_ones() -> Non
     used = names_used()
     assert {"cpa_polls_total", "cpa_last_successful_poll_timestamp_seconds", "cpa_leader",
             "cpa_node_counts_stale_seconds", "cpa_scale_overwritten_total",
-            "cpa_desired_replicas", "cpa_params_max_replicas"} <= set(used)
+            "cpa_desired_replicas", "cpa_params_max_replicas", "cpa_cluster_zones",
+            "cpa_hpa_floor_clamped", "cpa_dry_run", "cpa_dry_run_replicas"} <= set(used)
     assert all(n.startswith(("cpa_", "process_")) for n in used), sorted(used)
 
 
