@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import struct
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -358,3 +360,176 @@ def test_connections_disable_nagle(serve: Callable[[Handler], Server]) -> None:
     assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
     resp.read()
     resp.release_conn()
+
+
+# --- deadlines ----------------------------------------------------------------------------
+def drip(body: bytes, interval: float) -> Handler:
+    """Answer with the head at once, then the body one byte per ``interval`` (no read
+    ever waits long: a per-read timeout never fires)."""
+    def handler(conn: socket.socket, _index: int) -> None:
+        read_request(conn)
+        conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {len(body)}\r\n\r\n".encode())
+        for i in range(len(body)):
+            conn.sendall(body[i:i + 1])
+            time.sleep(interval)
+    return handler
+
+
+def test_a_drip_fed_answer_fails_at_the_requests_deadline(
+        serve: Callable[[Handler], Server]) -> None:
+    server = serve(drip(b'{"data":"' + b"x" * 100 + b'"}', 0.1))
+    began = time.monotonic()
+    with pytest.raises(ApiError, match=r"within the request's 1s deadline \(connect to last"):
+        KubeApi(Connection(server.url, None, lambda: None, "test"), timeout=1.0
+                ).get_json("/api/v1/x")
+    assert time.monotonic() - began < 3
+
+
+def test_a_caller_deadline_sooner_than_the_timeout_wins(
+        serve: Callable[[Handler], Server]) -> None:
+    server = serve(drip(b'{"a":"' + b"x" * 100 + b'"}', 0.1))
+    began = time.monotonic()
+    with pytest.raises(ApiError, match="deadline"):
+        api(server.url).get_json("/api/v1/x", deadline=time.monotonic() + 0.5)
+    assert time.monotonic() - began < 2.5
+
+
+def test_a_request_whose_deadline_has_passed_is_not_sent(
+        serve: Callable[[Handler], Server]) -> None:
+    server = serve(keep_alive([b"{}"]))
+    with pytest.raises(ApiError, match="deadline"):
+        api(server.url).send_json("PUT", "/apis/x", {"spec": {}},
+                                  deadline=time.monotonic() - 0.1)
+    assert server.accepted == 0
+
+
+def test_a_request_cut_at_its_deadline_does_not_leave_its_connection_in_the_pool(
+        serve: Callable[[Handler], Server]) -> None:
+    def handler(conn: socket.socket, index: int) -> None:
+        read_request(conn)
+        if index == 0:
+            time.sleep(2)  # the first answer never comes in time
+            return
+        answer(conn, b'{"ok":true}')
+
+    server = serve(handler)
+    client = api(server.url)
+    with pytest.raises(ApiError, match="deadline"):
+        client.get_json("/slow", deadline=time.monotonic() + 0.3)
+    assert client.get_json("/fast") == {"ok": True}
+    assert server.accepted == 2
+
+
+def test_abort_cuts_requests_in_flight_and_bounds_later_ones(
+        serve: Callable[[Handler], Server]) -> None:
+    def handler(conn: socket.socket, _index: int) -> None:
+        read_request(conn)
+        time.sleep(5)
+
+    server = serve(handler)
+    client = api(server.url)
+    threading.Timer(0.3, client.abort, kwargs={"grace": 0.5}).start()
+    began = time.monotonic()
+    with pytest.raises(ApiError):
+        client.get_json("/hung")
+    assert time.monotonic() - began < 2
+    began = time.monotonic()
+    with pytest.raises(ApiError, match="deadline"):
+        client.get_json("/also-hung")
+    assert time.monotonic() - began < 2, "a request after abort() has the grace only"
+
+
+# --- Retry-After ----------------------------------------------------------------------------
+def throttled(times: int, header: str | None, status: str = "429 Too Many Requests"
+              ) -> Handler:
+    def handler(conn: socket.socket, _index: int) -> None:
+        for _ in range(times):
+            read_request(conn)
+            extra = f"Retry-After: {header}\r\n" if header is not None else ""
+            body = b'{"kind":"Status","reason":"TooManyRequests","message":"slow down"}'
+            conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{extra}"
+                         f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        while read_request(conn):
+            answer(conn, b'{"ok":true}')
+    return handler
+
+
+@pytest.mark.parametrize("status", ["429 Too Many Requests", "503 Service Unavailable"])
+def test_retry_after_is_waited_and_the_request_sent_again(
+        serve: Callable[[Handler], Server], status: str) -> None:
+    server = serve(throttled(2, "0", status))
+    assert api(server.url).get_json("/x") == {"ok": True}
+
+
+def test_without_retry_after_a_429_is_the_answer(serve: Callable[[Handler], Server]) -> None:
+    server = serve(throttled(1, None))
+    with pytest.raises(ApiError) as caught:
+        api(server.url).get_json("/x")
+    assert caught.value.status == 429
+
+
+def test_retry_after_is_capped(serve: Callable[[Handler], Server],
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from cpa.kube import client as kubeclient
+
+    monkeypatch.setattr(kubeclient, "RETRY_AFTER_CAP", 0.3)
+    server = serve(throttled(1, "3600"))
+    began = time.monotonic()
+    assert api(server.url).get_json("/x") == {"ok": True}
+    assert time.monotonic() - began < 2
+
+
+def test_a_retry_after_past_the_deadline_is_not_waited(
+        serve: Callable[[Handler], Server]) -> None:
+    server = serve(throttled(1, "5"))
+    began = time.monotonic()
+    with pytest.raises(ApiError) as caught:
+        KubeApi(Connection(server.url, None, lambda: None, "test"), timeout=1.0
+                ).get_json("/x")
+    assert caught.value.status == 429 and time.monotonic() - began < 1
+
+
+def test_a_watch_that_is_throttled_carries_the_retry_after(
+        serve: Callable[[Handler], Server]) -> None:
+    server = serve(throttled(1, "7"))
+    with pytest.raises(ApiError) as caught:
+        api(server.url).stream("/api/v1/nodes", {"watch": "1"}, read_timeout=1)
+    assert caught.value.retry_after == 7
+
+
+# --- tls-server-name ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def named_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed certificate for the name ``kubernetes`` only (not 127.0.0.1)."""
+    d = tmp_path_factory.mktemp("tls")
+    key, crt = d / "tls.key", d / "tls.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=kubernetes", "-addext", "subjectAltName=DNS:kubernetes",
+                    "-keyout", str(key), "-out", str(crt)], check=True, capture_output=True)
+    return str(crt), str(key)
+
+
+def tls_answer(cert: tuple[str, str], sni: list[str | None]) -> Handler:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(*cert)
+    ctx.sni_callback = lambda sock, name, _ctx: sni.append(name)
+
+    def handler(conn: socket.socket, _index: int) -> None:
+        with ctx.wrap_socket(conn, server_side=True) as tls:
+            read_request(tls)
+            answer(tls, b'{"ok":true}')
+    return handler
+
+
+def test_tls_server_name_is_the_name_verified_and_sent(
+        serve: Callable[[Handler], Server], named_cert: tuple[str, str]) -> None:
+    sni: list[str | None] = []
+    server = serve(tls_answer(named_cert, sni))
+    url = f"https://127.0.0.1:{server.port}"
+    ctx = ssl.create_default_context(cafile=named_cert[0])
+    with pytest.raises(ApiError, match="certificate verify failed"):
+        KubeApi(Connection(url, ctx, lambda: None, "test")).get_json("/x")
+    named = KubeApi(Connection(url, ctx, lambda: None, "test", server_name="kubernetes"))
+    assert named.get_json("/x") == {"ok": True}
+    assert "kubernetes" in sni
