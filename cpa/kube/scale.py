@@ -94,12 +94,20 @@ class ScaleResult:
     replicas: int
     changed: bool
     error: str | None = None
+    uid: str | None = None  # the target object's (a deleted and recreated one has another)
 
 
 def _replicas(scale: dict[str, Any]) -> int:
     spec = scale.get("spec") or {}
     value = spec.get("replicas", 0) if isinstance(spec, dict) else 0
     return int(value or 0)
+
+
+def _uid(scale: dict[str, Any]) -> str | None:
+    """The target's UID: the API server fills a Scale's metadata from its object's."""
+    meta = scale.get("metadata")
+    uid = meta.get("uid") if isinstance(meta, dict) else None
+    return str(uid) if uid else None
 
 
 def read_replicas(api: Api, namespace: str, target: Target) -> int:
@@ -118,23 +126,24 @@ def ensure_replicas(api: Api, namespace: str, target: Target, replicas: int,
     """
     path = scale_path(namespace, target)
     previous: int | None = None
+    uid: str | None = None
     try:
         for attempt in range(2):
             scale = api.get_json(path)
-            previous = _replicas(scale)
+            previous, uid = _replicas(scale), _uid(scale)
             if shape is not None:
                 replicas = shape(previous)
             if previous == replicas:
-                return ScaleResult(target, previous, replicas, False)
+                return ScaleResult(target, previous, replicas, False, uid=uid)
             scale.setdefault("spec", {})["replicas"] = replicas
             scale.pop("status", None)
             try:
                 api.send_json("PUT", path, scale)
-                return ScaleResult(target, previous, replicas, True)
+                return ScaleResult(target, previous, replicas, True, uid=uid)
             except ApiError as exc:
                 if not exc.conflict or attempt == 1:
                     raise
         raise AssertionError("unreachable")
     except ApiError as exc:
         return ScaleResult(target, previous, replicas, False,
-                           f"{target}: cannot scale to {replicas}: {exc}")
+                           f"{target}: cannot scale to {replicas}: {exc}", uid)
