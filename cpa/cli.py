@@ -15,19 +15,23 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from cpa import __version__, flags, logs
+from cpa import VERSION_TEXT, __version__, flags, logs
 
 if TYPE_CHECKING:  # imported for real only on the daemon's path, below
     from cpa.daemon.health import HealthState
     from cpa.daemon.leaderelection import LeaderElector
     from cpa.daemon.loop import LoopConfig, PollResult
     from cpa.daemon.metrics import Metrics
-    from cpa.kube.api import Api
+    from cpa.kube.api import Api, RawApi
     from cpa.kube.client import KubeApi
     from cpa.kube.scale import Target
     from cpa.nodes.watch import NodeReflector, WatchStatus
 
 DAEMON_NAME = "cluster-proportional-autoscaler"
+LABEL_LIST_WAIT = 30.0
+"""Seconds a poll waits for the Node list that a new zones topologyKey needs (the records
+keep only the label they were listed with); a longer list fails that poll, and the next
+poll decides once it is done."""
 
 
 def _usage_exit(prog: str, message: str) -> int:
@@ -52,7 +56,7 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
         print(flags.usage(prog))
         return 0
     if opts.version:
-        print(__version__)
+        print(VERSION_TEXT)
         return 0
     logs.configure(opts.v, opts.log_format)
     log = logs.get_logger("main")
@@ -98,7 +102,7 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
     from cpa.daemon.health import HealthState, serve
 
     health = HealthState(WAITING)
-    metrics = _LateMetrics(opts.targets, watch.status)
+    metrics = _LateMetrics(opts.targets, watch.status, opts.dry_run)
     try:
         server = serve(health, opts.health_port, metrics=metrics.exposition)
     except OSError as exc:
@@ -117,14 +121,23 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
              targets=[str(t) for t in opts.targets], nodelabels=opts.nodelabels or None,
              poll_period_seconds=opts.poll_period_seconds, events=opts.events,
              leader_elect=opts.leader_elect)
+    if opts.dry_run:
+        _dry_run(opts)
     from cpa.daemon.loop import Autoscaler
 
+    if any(target.custom for target in opts.targets):
+        unresolved = _resolve_targets(opts, api, stop)
+        if unresolved is not None:
+            print(f"{prog}: {unresolved}", file=sys.stderr)
+            watch.stop()
+            server.shutdown()
+            return flags.EXIT_INVALID
     if not _wait_for_the_first_list(watch, stop, health, metrics, opts.poll_period_seconds):
         watch.stop()
         server.shutdown()
         return 0
     elector = _leader_elector(opts, api) if opts.leader_elect else None
-    writer: Api = api
+    writer: RawApi = api
     if elector is not None:
         from cpa.daemon.leaderelection import GuardedApi
 
@@ -134,7 +147,7 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
                             observers=[_ReleaseLogs(), health.observe, metrics.observe],
                             watch_status=watch.status,
                             may_write=elector.is_leader if elector is not None else None,
-                            count_by=store.set_policy)
+                            count_by=lambda policy: store.set_policy(policy, LABEL_LIST_WAIT))
     if opts.events:
         from cpa.daemon.events import EventRecorder
 
@@ -203,6 +216,45 @@ def _wait_for_the_first_list(watch: NodeReflector, stop: threading.Event,
     return True
 
 
+def _resolve_targets(opts: flags.Options, api: Api, stop: threading.Event) -> str | None:
+    """``RESOURCE.GROUP`` targets through API discovery, into ``opts.targets``: None when
+    done (or stopped), else the problem (no such resource, no scale subresource). An API
+    server that does not answer is retried, as the Node list is."""
+    from cpa.kube.api import ApiError
+    from cpa.kube.discovery import ResolveError, resolve_all
+
+    log = logs.get_logger("main")
+    while not stop.is_set():
+        try:
+            opts.targets = resolve_all(api, opts.targets)
+        except ResolveError as exc:
+            return str(exc)
+        except ApiError as exc:
+            if exc.forbidden or exc.status == 401:
+                return f"--target: API discovery was refused: {exc}"
+            log.warning("targets.discovery_failed", error=str(exc)[:300], retry_in=2)
+            stop.wait(2.0)
+            continue
+        log.info("targets.resolved", targets={
+            str(t): f"{t.api.api_version} {t.api.name} ({t.api.plural}/scale)"
+            for t in opts.targets if t.custom})
+        return None
+    return None
+
+
+def _dry_run(opts: flags.Options) -> None:
+    """``--dry-run`` writes nothing at all: the flags that would write (Events, a Lease)
+    are switched off here, and said so once."""
+    suppressed = [flag for flag, on in (("--events", opts.events),
+                                        ("--leader-elect", opts.leader_elect)) if on]
+    opts.events = opts.leader_elect = False
+    logs.get_logger("main").info(
+        "dry_run", suppressed=suppressed or None,
+        note="computing everything and writing nothing: no scale or HPA write, no "
+             "ConfigMap creation, no Event, no Lease; see dry_run.would_scale and "
+             "cpa_dry_run_replicas")
+
+
 def loop_config(opts: flags.Options) -> LoopConfig:
     """What the poll loop needs of the validated flags (``flags.validate`` filled
     ``opts.targets``)."""
@@ -211,7 +263,7 @@ def loop_config(opts: flags.Options) -> LoopConfig:
     return LoopConfig(namespace=opts.namespace, configmap=opts.configmap, targets=opts.targets,
                       poll_period_seconds=opts.poll_period_seconds,
                       default_params=opts.default_params,
-                      max_sync_failures=opts.max_sync_failures)
+                      max_sync_failures=opts.max_sync_failures, dry_run=opts.dry_run)
 
 
 class _ReleaseLogs:
@@ -232,10 +284,11 @@ class _LateMetrics:
     to import, of a ~0.3 s start to the first write at 1,000 nodes; the first poll does
     not need it."""
 
-    def __init__(self, targets: Sequence[Target], watch_status: Callable[[], WatchStatus]
-                 ) -> None:
+    def __init__(self, targets: Sequence[Target], watch_status: Callable[[], WatchStatus],
+                 dry_run: bool = False) -> None:
         self._targets = targets
         self._watch_status = watch_status
+        self._dry_run = dry_run
         self._lock = threading.Lock()
         self._real: Metrics | None = None
         self._leading = True
@@ -245,7 +298,8 @@ class _LateMetrics:
             if self._real is None:
                 from cpa.daemon.metrics import Metrics
 
-                self._real = Metrics(self._targets, self._watch_status)
+                self._real = Metrics(self._targets, self._watch_status,
+                                     dry_run=self._dry_run)
                 self._real.set_leader(self._leading)
             return self._real
 
@@ -281,8 +335,36 @@ def _leader_elector(opts: flags.Options, api: Api) -> LeaderElector:
 
 
 def daemon_main() -> None:
-    """Console script ``cluster-proportional-autoscaler``: upstream's binary name."""
-    sys.exit(run_daemon(sys.argv[1:], os.path.basename(sys.argv[0]) or DAEMON_NAME))
+    """Console script ``cluster-proportional-autoscaler``: upstream's binary name.
+
+    A CPVA command line (``--default-config`` or ``--config-file``, no ``--configmap``)
+    is handed to ``/cpvpa``: a CPVA manifest that gives only ``args:`` and relied on
+    CPVA's image entrypoint starts this one. The autoscaler has neither flag (it would exit
+    2), so no autoscaler command line changes meaning."""
+    args = sys.argv[1:]
+    if _is_cpva_command_line(args):
+        print(f"{DAEMON_NAME}: a cluster-proportional-vertical-autoscaler command line; "
+              "running /cpvpa", file=sys.stderr)
+        vertical_main()
+    sys.exit(run_daemon(args, os.path.basename(sys.argv[0]) or DAEMON_NAME))
+
+
+def _is_cpva_command_line(args: Sequence[str]) -> bool:
+    names = set()
+    for arg in args:
+        if arg == "--":
+            break
+        if arg.startswith("--"):
+            names.add(arg[2:].partition("=")[0].replace("_", "-"))
+    return bool(names & {"default-config", "config-file"}) and "configmap" not in names
+
+
+def vertical_main() -> None:
+    """Console script ``cpvpa`` (the image's ``/cpvpa``): the vertical autoscaler,
+    CPVA v0.8.9's drop-in (:mod:`cpa.vertical`)."""
+    from cpa.vertical.daemon.main import run_vertical
+
+    sys.exit(run_vertical(sys.argv[1:], os.path.basename(sys.argv[0]) or "cpvpa"))
 
 
 _CPA_USAGE = """usage: cpa [--version] <command> [flags]
@@ -290,6 +372,7 @@ _CPA_USAGE = """usage: cpa [--version] <command> [flags]
 commands:
   run       run the autoscaler daemon (same flags as cluster-proportional-autoscaler)
   explain   show what the autoscaler would do, and why, without writing anything
+            (--vertical: what /cpvpa, the vertical autoscaler, would write)
   simulate  replay a timeline of node/core counts through the formula and its behavior
 
 `cpa <command> --help` describes a command's flags."""
@@ -302,11 +385,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_CPA_USAGE)
         return 0 if args else flags.EXIT_USAGE
     if args[0] == "--version":
-        print(__version__)
+        print(VERSION_TEXT)
         return 0
     command, rest = args[0], args[1:]
     if command == "run":
         return run_daemon(rest, "cpa run")
+    if command == "explain" and "--vertical" in rest:
+        from cpa.tools.vertical import explain_vertical_main
+
+        return explain_vertical_main([a for a in rest if a != "--vertical"])
     if command == "explain":
         from cpa.tools.explain import explain_main
 

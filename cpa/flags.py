@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from cpa.kube.scale import Target, parse_targets
 from cpa.kube.selector import SelectorError, parse_selector
@@ -65,6 +65,7 @@ class Options:
     leader_elect_lease_duration: float = 15.0  # client-go's defaults
     leader_elect_renew_deadline: float = 10.0
     leader_elect_retry_period: float = 2.0
+    dry_run: bool = False
     targets: tuple[Target, ...] = field(default_factory=tuple)
 
 
@@ -208,10 +209,16 @@ class _Flag:
     metavar: str = ""
 
 
+Flag = _Flag
+"""One flag of a table: its name (``-`` spelling), the attribute it sets, its parser."""
+
+
 _FLAGS: tuple[_Flag, ...] = (
     _Flag("target", "target", _parse_str,
           "Comma-separated targets to scale, kind/name, e.g. deployment/coredns. Kinds: "
-          "deployment, replicaset, replicationcontroller, statefulset.", metavar="string"),
+          "deployment, replicaset, replicationcontroller, statefulset; "
+          "horizontalpodautoscaler (hpa: writes its minReplicas); RESOURCE.GROUP of any "
+          "resource with a scale subresource.", metavar="string"),
     _Flag("configmap", "configmap", _parse_str,
           "ConfigMap holding the scaling parameters (created from --default-params if "
           "missing).", metavar="string"),
@@ -275,11 +282,40 @@ _FLAGS: tuple[_Flag, ...] = (
     _Flag("leader-elect-retry-period", "leader_elect_retry_period", _parse_duration,
           "How often to try to acquire or renew the Lease (default 2s).",
           metavar="duration"),
+    _Flag("dry-run", "dry_run", _parse_bool,
+          "Compute everything, write nothing: no scale or HPA write, no ConfigMap creation, "
+          "no Event, no Lease. Logs dry_run.would_scale and exports cpa_dry_run 1.",
+          is_bool=True),
 )
 
-_BY_NAME: dict[str, _Flag] = {f.name: f for f in _FLAGS}
-# pflag.PFlagFromGoFlag gives one-letter Go flags a shorthand: "-v=2" works.
-_SHORTHANDS: dict[str, _Flag] = {f.name: f for f in _FLAGS if len(f.name) == 1}
+# The value parsers another daemon's table uses: pflag's int, bool, string and duration,
+# glog's decimal int.
+parse_go_int, parse_bool, parse_str = _parse_go_int, _parse_bool, _parse_str
+parse_duration, parse_decimal_int = _parse_duration, _parse_decimal_int
+
+
+class FlagTable:
+    """A daemon's flags, parsed by :func:`parse_flags` with pflag's rules. The
+    autoscaler's table is :data:`CPA_FLAGS`; ``/cpvpa`` has its own
+    (:mod:`cpa.vertical.daemon.options`), sharing the glog entries (:func:`shared`)."""
+
+    def __init__(self, flags: Sequence[_Flag]) -> None:
+        self.flags = tuple(flags)
+        self.by_name: dict[str, _Flag] = {f.name: f for f in self.flags}
+        # pflag.PFlagFromGoFlag gives one-letter Go flags a shorthand: "-v=2" works.
+        self.shorthands: dict[str, _Flag] = {f.name: f for f in self.flags if len(f.name) == 1}
+
+
+CPA_FLAGS = FlagTable(_FLAGS)
+
+
+def shared(*names: str) -> tuple[_Flag, ...]:
+    """The autoscaler's entries for ``names`` (the glog flags, ``--kubeconfig``), for
+    another daemon's table."""
+    return tuple(CPA_FLAGS.by_name[name] for name in names)
+
+
+_OptionsT = TypeVar("_OptionsT")
 
 
 def _normalize(name: str) -> str:
@@ -295,6 +331,12 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
     env = os.environ if environ is None else environ
     opts = Options(namespace=env.get("MY_POD_NAMESPACE", ""),
                    kubeconfig=env.get("KUBECONFIG", ""))
+    return parse_flags(argv, CPA_FLAGS, opts)
+
+
+def parse_flags(argv: Sequence[str], table: FlagTable, opts: _OptionsT) -> _OptionsT:
+    """Set ``opts``' attributes from ``argv`` as ``table`` says, with pflag rules; raise
+    :class:`UsageError`. Positional arguments are ignored."""
     args = list(argv)
     i = 0
     while i < len(args):
@@ -308,14 +350,14 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
             body = arg[2:]
             name, equals, value = body.partition("=")
             has_value = bool(equals)
-            flag = _BY_NAME.get(_normalize(name))
+            flag = table.by_name.get(_normalize(name))
             if flag is None or name.startswith("-") or not name:
                 raise UsageError(f"unknown flag: --{name}")
             shown = f"--{name}"
         else:
             body = arg[1:]
             letter, rest = body[:1], body[1:]
-            flag = _SHORTHANDS.get(letter)
+            flag = table.shorthands.get(letter)
             if flag is None:
                 raise UsageError(f"unknown shorthand flag: {letter!r} in {arg}")
             has_value = bool(rest)
@@ -379,10 +421,10 @@ def validate(opts: Options) -> list[str]:
     return problems
 
 
-def usage(prog: str) -> str:
+def usage(prog: str, table: FlagTable = CPA_FLAGS) -> str:
     """The ``--help`` text: every flag with its spelling as manifests use it."""
     lines = [f"Usage of {prog}:"]
-    for flag in _FLAGS:
+    for flag in table.flags:
         spelled = f"--{flag.name}" + (f" {flag.metavar}" if flag.metavar else "")
         lines.append(f"      {spelled:<34} {flag.help}")
     lines.append("Names may use '_' or '-' interchangeably (--log_dir == --log-dir).")

@@ -1,107 +1,79 @@
 #!/usr/bin/env bash
-# `make image`: build the container image from ./Dockerfile, unmodified.
+# `make image`: the multi-platform OCI image index (docs/container-image.md).
 #
-# - With a Docker engine that answers: a plain `docker build` (nothing else is done).
-# - Otherwise with buildah (installed with podman, runc and mmdebstrap where missing):
-#   * the base image debian:bookworm-slim is pulled, or, when no registry is reachable,
-#     made locally from Debian's packages with mmdebstrap (minbase, with the -slim image's
-#     dpkg excludes) and imported under that same name;
-#   * a build step's pip reaches the package index the way this machine's pip does: when
-#     pip here has a CA bundle configured (PIP_CERT, or `pip config` global.cert), that
-#     bundle and a pip.conf naming it are mounted read-only into the build, and the index
-#     settings of this machine's pip config are carried over.
+# - With a Docker engine whose buildx answers (and CPA_ENGINE unset or docker): `docker
+#   buildx build --platform ...` of the unmodified Dockerfile, written as an OCI layout.
+# - Otherwise (this project's CI): image/ocibuild assembles each platform's root filesystem
+#   from Debian's packages for that architecture and that platform's wheels, without
+#   running any of its code, and writes the layers, manifests and the index itself:
+#   reproducible (SOURCE_DATE_EPOCH = the commit's time, sorted entries, fixed owners).
 #
-# Environment: IMAGE (default localhost/cluster-proportional-autoscaler-py:<version>),
-# CPA_ENGINE=docker|buildah to force an engine, CPA_BASE_REBUILD=1 to remake the base.
-# The last line on stdout is the image reference.
+# Environment:
+#   PLATFORMS   comma list (default: all the index holds, see image/ocibuild/platforms.py)
+#   IMAGE_NAME  the published name (default: the one in image/name.txt)
+#   CPA_IMAGE_OUT  output dir (default .cache/image/out): layout/ (OCI image layout, the
+#               index tagged <version>), sbom/<platform>.spdx.json, digests.json
+#   CPA_ENGINE  docker | ocibuild to force one
+# The last line on stdout is the index's reference: oci:<layout dir>:<tag>.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=image/env.sh
 source "$here/env.sh"
 cd "$image_repo"
 
-base_image="debian:bookworm-slim"
-base_ref="docker.io/library/$base_image"
 version="$(sed -n 's/^version *= *"\(.*\)"/\1/p' pyproject.toml | head -n 1)"
-image="${IMAGE:-localhost/cluster-proportional-autoscaler-py:$version}"
-vcs_ref="$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
-if [[ $vcs_ref != unknown && -n "$(git status --porcelain -- cpa pyproject.toml image Dockerfile 2>/dev/null)" ]]; then
-    vcs_ref="$vcs_ref-dirty"
+name="${IMAGE_NAME:-$(cat image/name.txt)}"
+platforms="${PLATFORMS:-$image_platforms}"
+out="${CPA_IMAGE_OUT:-$image_cache/out}"
+revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+if [[ $revision != unknown && -n "$(git status --porcelain -- cpa pyproject.toml README.md image Dockerfile LICENSE 2>/dev/null)" ]]; then
+    revision="$revision-dirty"
 fi
-# The commit time, not the clock: two builds of one commit carry the same labels.
-created="$(git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null \
-    || date -u +%Y-%m-%dT%H:%M:%SZ)"
-build_args=(--build-arg "BASE_IMAGE=$base_image" --build-arg "VERSION=$version"
-            --build-arg "VCS_REF=$vcs_ref" --build-arg "BUILD_DATE=$created")
-
-image_setup
+# The commit's time, not the clock: two builds of one commit are byte-identical.
+export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
 start=$SECONDS
 
-if [[ $CPA_ENGINE == docker ]]; then
-    image_log "building $image with docker"
-    docker build "${build_args[@]}" -t "$image" .
-    image_log "built $image in $((SECONDS - start))s"
-    echo "$image"
-    exit 0
-fi
-
-# --- the base image ---------------------------------------------------------------------
-make_base() {
-    local tar="$image_cache/debian-bookworm-slim.tar" mirror="http://deb.debian.org/debian"
-    image_log "no registry answers: making $base_ref from Debian's packages with mmdebstrap"
-    mkdir -p "$image_cache"
-    # The -slim variant of the official image is minbase without docs, man pages and
-    # locales; same suites and components as the official sources.
-    mmdebstrap --quiet --variant=minbase \
-        --dpkgopt='path-exclude=/usr/share/man/*' \
-        --dpkgopt='path-exclude=/usr/share/doc/*' \
-        --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-        --dpkgopt='path-exclude=/usr/share/info/*' \
-        --dpkgopt='path-exclude=/usr/share/locale/*' \
-        --dpkgopt='path-include=/usr/share/locale/locale.alias' \
-        bookworm "$tar" \
-        "deb $mirror bookworm main" \
-        "deb $mirror bookworm-updates main" \
-        "deb http://deb.debian.org/debian-security bookworm-security main" >&2
-    podman import --quiet \
-        --change 'CMD ["bash"]' \
-        --change 'LABEL org.opencontainers.image.description="local stand-in for debian:bookworm-slim, made with mmdebstrap"' \
-        "$tar" "$base_ref" >/dev/null
-    rm -f "$tar"
-    image_log "made $base_ref ($(podman image inspect "$base_ref" --format '{{.Size}}') bytes)"
-}
-
-if [[ "${CPA_BASE_REBUILD:-0}" == 1 ]] || ! podman image exists "$base_ref"; then
-    if ! podman pull --quiet "$base_ref" >/dev/null 2>&1; then
-        make_base
+engine="${CPA_ENGINE:-}"
+if [[ -z $engine ]]; then
+    if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1 \
+            && docker buildx version >/dev/null 2>&1; then
+        engine=docker
+    else
+        engine=ocibuild
     fi
 fi
 
-# --- pip's way to the package index -----------------------------------------------------
-mounts=()
-ca="${PIP_CERT:-}"
-if [[ -z $ca ]] && command -v python3 >/dev/null 2>&1; then
-    ca="$(python3 -m pip config get global.cert 2>/dev/null || true)"
-fi
-if [[ -n $ca && -f $ca ]]; then
-    # Mounted beside, not over, the builder's own bundle: Debian's ca-certificates package
-    # (pulled in by python3-venv) rewrites /etc/ssl/certs/ca-certificates.crt.
-    conf="$image_cache/pip.conf"
-    {
-        echo "# Generated by image/build.sh for the build's pip only"
-        echo "[global]"
-        echo "cert = /etc/pip-build-ca.crt"
-        for key in index-url extra-index-url trusted-host; do
-            value="$(python3 -m pip config get "global.$key" 2>/dev/null || true)"
-            [[ -n $value ]] && echo "$key = $value"
-        done
-    } >"$conf"
-    mounts+=(-v "$ca:/etc/pip-build-ca.crt:ro" -v "$conf:/etc/pip.conf:ro")
-    image_log "pip in the build uses this machine's CA bundle $ca"
+if [[ $engine == docker ]]; then
+    image_log "building $platforms with docker buildx (the Dockerfile, unmodified)"
+    rm -rf "$out" && mkdir -p "$out"
+    docker buildx build --platform "$platforms" \
+        --build-arg "VERSION=$version" --build-arg "VCS_REF=$revision" \
+        --build-arg "SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH" --build-arg "IMAGE_NAME=$name" \
+        --output "type=oci,dest=$out/layout,tar=false,name=$name:$version" . >&2
+    image_log "built in $((SECONDS - start))s"
+    echo "oci:$out/layout:$version"
+    exit 0
 fi
 
-image_log "building $image with buildah (base $base_ref)"
-buildah bud --quiet --layers --network host --isolation chroot "${mounts[@]}" \
-    "${build_args[@]}" -t "$image" . >&2
-image_log "built $image in $((SECONDS - start))s: $(podman image inspect "$image" --format '{{.Size}}') bytes"
-echo "$image"
+# Built already for this commit (a clean tree), these platforms and this name: reuse it.
+if [[ $revision != *-dirty && $revision != unknown && -z ${CPA_IMAGE_FORCE:-} && -f $out/digests.json ]] \
+        && python3 - "$out/digests.json" "$revision" "$name" "$platforms" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+same = (doc.get("revision"), doc.get("name")) == (sys.argv[2], sys.argv[3])
+sys.exit(0 if same and sorted(doc["platforms"]) == sorted(sys.argv[4].split(",")) else 1)
+PY
+then
+    image_log "up to date: $out (revision $revision; CPA_IMAGE_FORCE=1 rebuilds)"
+    echo "oci:$out/layout:$version"
+    exit 0
+fi
+
+image_ensure_build_tools "$platforms"
+image_log "building $platforms with image/ocibuild (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
+ref="$(PYTHONPATH="$here" python3 -m ocibuild build --repo "$image_repo" \
+    --work "${CPA_IMAGE_WORK:-$image_cache/work}" --out "$out" --epoch "$SOURCE_DATE_EPOCH" \
+    --name "$name" --version "$version" --tag "$version" --revision "$revision" \
+    --source "https://$name" --platforms "$platforms" | tail -n 1)"
+image_log "built in $((SECONDS - start))s"
+echo "$ref"

@@ -1,8 +1,8 @@
 # shellcheck shell=bash
-# Sourced by image/build.sh and `make image-test`: makes podman/buildah usable on a machine
-# without a Docker engine, and says which engine builds.
+# Sourced by image/build.sh, `make image-test` and tests/cluster/images.sh: the platforms
+# of the index, the tools image/ocibuild needs, and podman/buildah usable on a machine
+# without a Docker engine (they run the images in tests):
 #
-#   CPA_ENGINE       docker | buildah (set here: docker when an engine answers)
 #   CONTAINERS_CONF  a containers.conf under .cache/image/ (podman/buildah only) with
 #                    - runc as the runtime and the cgroupfs manager: crun refuses a host with
 #                      a cgroup v1/v2 hybrid, and there may be no systemd;
@@ -15,38 +15,54 @@
 
 image_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 image_cache="$image_repo/.cache/image"
+# The platforms of the index (docs/container-image.md says why these).
+image_platforms="linux/amd64,linux/arm64,linux/arm/v7,linux/ppc64le,linux/s390x"
 
 image_log() { printf '[image] %s\n' "$*" >&2; }
 
-image_pick_engine() {
-    if [[ -n "${CPA_ENGINE:-}" ]]; then
-        return
-    fi
-    if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
-        CPA_ENGINE=docker
-    else
-        CPA_ENGINE=buildah
-    fi
-    export CPA_ENGINE
-}
-
-# Install podman, buildah, runc and mmdebstrap from Debian's packages where missing.
+# Install what runs the images (podman, buildah, runc; qemu-user-static runs the other
+# architectures' images) from Debian's packages where missing.
 image_ensure_tools() {
     local missing=() tool
-    for tool in podman buildah runc mmdebstrap; do
+    for tool in podman buildah runc qemu-aarch64-static; do
         command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
     done
     [[ ${#missing[@]} -eq 0 ]] && return 0
     if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
-        image_log "ERROR: no Docker engine answers and ${missing[*]} are missing;"
-        image_log "install them (Debian/Ubuntu: apt-get install podman buildah runc mmdebstrap)"
-        image_log "or start a Docker engine"
+        image_log "ERROR: ${missing[*]} missing; install them (Debian/Ubuntu: apt-get"
+        image_log "install podman buildah runc qemu-user-static)"
         return 1
     fi
     image_log "installing ${missing[*]} (Debian packages)"
     DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-        podman buildah runc mmdebstrap uidmap slirp4netns netavark >&2
+        podman buildah runc uidmap slirp4netns netavark qemu-user-static >&2
+}
+
+# What image/ocibuild needs for the platforms in $1 (default: the index's): mmdebstrap
+# (extracts Debian packages for any architecture), readelf (binutils: reads any
+# architecture's ELF files), dpkg-deb, pip, and Debian's cross compiler for each foreign
+# platform (wheels the package index lacks are cross-compiled: image/ocibuild/wheels.py).
+image_ensure_build_tools() {
+    local missing=() packages=() tool package
+    for tool in mmdebstrap readelf dpkg-deb; do
+        command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+    done
+    [[ ${#missing[@]} -gt 0 ]] && packages+=(mmdebstrap binutils dpkg)
+    while read -r tool package; do
+        command -v "$tool" >/dev/null 2>&1 || { missing+=("$tool"); packages+=("$package"); }
+    done < <(PYTHONPATH="$image_repo/image" python3 -m ocibuild cross-compilers \
+                 --platforms "${1:-$image_platforms}")
+    [[ ${#missing[@]} -eq 0 ]] && return 0
+    if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        image_log "ERROR: ${missing[*]} missing; install them (Debian/Ubuntu: apt-get install"
+        image_log "--no-install-recommends ${packages[*]}) or build with a Docker engine (buildx)"
+        return 1
+    fi
+    image_log "installing ${packages[*]} (Debian packages)"
+    DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        "${packages[@]}" >&2
 }
 
 image_containers_conf() {
@@ -69,9 +85,6 @@ EOF
 }
 
 image_setup() {
-    image_pick_engine
-    if [[ $CPA_ENGINE == buildah ]]; then
-        image_ensure_tools
-        image_containers_conf
-    fi
+    image_ensure_tools
+    image_containers_conf
 }

@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cpa import logs
-from cpa.kube.api import Api, ApiError
+from cpa.kube.api import Api, ApiError, RawApi
 
 __all__ = ["GuardedApi", "LeaderElector", "LeaseConfig", "default_identity"]
 
@@ -320,7 +320,7 @@ class GuardedApi:
     abandoned, before the renew deadline of the last renewal. A write refused here fails
     with :class:`ApiError` saying why (the poll reports it)."""
 
-    def __init__(self, api: Api, elector: LeaderElector,
+    def __init__(self, api: RawApi, elector: LeaderElector,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._api = api
         self._elector = elector
@@ -330,8 +330,8 @@ class GuardedApi:
                  deadline: float | None = None) -> dict[str, Any]:
         return self._api.get_json(path, query, deadline=deadline)
 
-    def send_json(self, method: str, path: str, body: Any, *,
-                  deadline: float | None = None) -> dict[str, Any]:
+    def _until(self, method: str, path: str, deadline: float | None) -> float:
+        """The write's deadline, or ApiError when this replica may have lost the Lease."""
         until = self._elector.write_deadline()
         now = self._clock()
         if until is None or until - now < MIN_WRITE_SECONDS:
@@ -341,5 +341,14 @@ class GuardedApi:
                            f"{method} {path}: not sent: this replica may no longer hold the "
                            f"Lease (last renewed {ago}; writes stop "
                            f"{self._elector.renew_deadline:g}s after a renewal)")
+        return until if deadline is None else min(until, deadline)
+
+    def send_json(self, method: str, path: str, body: Any, *,
+                  deadline: float | None = None) -> dict[str, Any]:
         return self._api.send_json(method, path, body,
-                                   deadline=until if deadline is None else min(until, deadline))
+                                   deadline=self._until(method, path, deadline))
+
+    def send_raw(self, method: str, path: str, data: bytes, content_type: str, *,
+                 deadline: float | None = None) -> dict[str, Any]:
+        return self._api.send_raw(method, path, data, content_type,
+                                  deadline=self._until(method, path, deadline))

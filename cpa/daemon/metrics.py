@@ -69,7 +69,7 @@ class Metrics:
     def __init__(self, targets: Sequence[Target],
                  watch_status: Callable[[], WatchStatus] | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time, dry_run: bool = False) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         reg = self.registry
         self._wall = wall
@@ -88,6 +88,9 @@ class Metrics:
         self.cluster_cores = Gauge(
             "cpa_cluster_cores", "Allocatable cores counted, rounded up (scope as nodes).",
             ["scope"], registry=reg)
+        self.cluster_zones = Gauge(
+            "cpa_cluster_zones", "Zones the counted Nodes are in (scope as nodes); only "
+            "with a zones key in the parameters.", ["scope"], registry=reg)
         self.polls = Counter("cpa_polls", "Polls by result.", ["result"], registry=reg)
         self.poll_duration = Histogram(
             "cpa_poll_duration_seconds", "How long a poll took.", buckets=_POLL_BUCKETS,
@@ -105,13 +108,27 @@ class Metrics:
         self.params_info = Gauge(
             "cpa_params_info", "1 for the mode of the parameters in force, 0 for the others.",
             ["mode"], registry=reg)
+        self.floor_clamped = Gauge(
+            "cpa_hpa_floor_clamped", "1 while an HPA floor target's bounds (maxReplicas, or "
+            "the minimum of 1) keep its minReplicas from the parameters' count.", ["target"],
+            registry=reg)
         self.leader = Gauge(
             "cpa_leader", "1 while this process may write (the leader, or no leader "
             "election), 0 while it is a follower.", registry=reg)
         self.leader.set(1)
+        self.dry_run = Gauge(
+            "cpa_dry_run", "1 when the daemon runs with --dry-run and writes nothing.",
+            registry=reg)
+        self.dry_run.set(1 if dry_run else 0)
+        self.would_write = Gauge(
+            "cpa_dry_run_replicas", "With --dry-run: the replicas (an HPA's minReplicas) the "
+            "daemon would have written to each target at the last poll.", ["target"],
+            registry=reg)
         for target in targets:  # present from the start, so absence is never ambiguous
             self.scale_writes.labels(str(target))
             self.overwritten.labels(str(target))
+            if target.kind == "horizontalpodautoscaler":
+                self.floor_clamped.labels(str(target)).set(0)
         for result in ("success", "error"):
             self.polls.labels(result)
         for mode in MODES:
@@ -131,6 +148,11 @@ class Metrics:
             self.cluster_nodes.labels("schedulable").set(counts.schedulable_nodes)
             self.cluster_cores.labels("all").set(counts.total_cores)
             self.cluster_cores.labels("schedulable").set(counts.schedulable_cores)
+            if counts.total_zones is not None and counts.schedulable_zones is not None:
+                self.cluster_zones.labels("all").set(counts.total_zones)
+                self.cluster_zones.labels("schedulable").set(counts.schedulable_zones)
+            else:
+                self.cluster_zones.clear()  # no zones key: no series, rather than a 0
         if result.params is not None:
             current = result.params.name
             for mode in MODES:
@@ -139,6 +161,10 @@ class Metrics:
             self.desired_replicas.set(result.decision.replicas)
         for scale in result.scales:
             target = str(scale.target)
+            if scale.target.kind == "horizontalpodautoscaler" and scale.error is None:
+                self.floor_clamped.labels(target).set(scale.clamped_from is not None)
+            if scale.dry_run:
+                self.would_write.labels(target).set(scale.replicas)
             if scale.changed:
                 self.scale_writes.labels(target).inc()
                 self.target_replicas.labels(target).set(scale.replicas)

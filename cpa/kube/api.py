@@ -96,3 +96,13 @@ class StreamingApi(Api, Protocol):
                accept: str = ..., deadline: float | None = ...) -> StreamResponse:
         """Open a long-running GET and return the unread response."""
         ...
+
+
+class RawApi(Api, Protocol):
+    """Requests whose body the caller encoded: the vertical autoscaler's strategic-merge
+    patches (``application/strategic-merge-patch+json``), whose bytes are Go's."""
+
+    def send_raw(self, method: str, path: str, data: bytes, content_type: str, *,
+                 deadline: float | None = ...) -> dict[str, Any]:
+        """Send ``data`` as ``content_type``; return the answer's object."""
+        ...

@@ -102,12 +102,16 @@ class KubeApi:
 
     def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
                 body: Any = None, timeout: float | None = None,
-                deadline: float | None = None) -> bytes:
+                deadline: float | None = None, raw: bytes | None = None,
+                content_type: str = JSON) -> bytes:
         """Send one request; return the body of a 2xx answer, raise :class:`ApiError`.
 
         It must be complete by ``timeout`` seconds from now (the client's, 30 s, unless
-        given) or by ``deadline`` (a :func:`time.monotonic` time) if that comes first."""
-        data = json.dumps(body).encode() if body is not None else None
+        given) or by ``deadline`` (a :func:`time.monotonic` time) if that comes first.
+        ``body`` is encoded as JSON; ``raw`` is sent as it is, as ``content_type`` (a
+        strategic-merge patch, whose bytes the caller wrote)."""
+        data = raw if raw is not None else (
+            json.dumps(body).encode() if body is not None else None)
         limit = timeout or self.timeout
         end = self._clock() + limit
         if deadline is not None and deadline < end:
@@ -122,7 +126,7 @@ class KubeApi:
             try:
                 resp = self._pool.request(
                     method, target, body=data,
-                    headers=self._headers(JSON if data is not None else None),
+                    headers=self._headers(content_type if data is not None else None),
                     connect_timeout=CONNECT_TIMEOUT, read_timeout=limit, deadline=end)
                 try:
                     answer = resp.read()
@@ -170,6 +174,14 @@ class KubeApi:
     def send_json(self, method: str, path: str, body: Any, *,
                   deadline: float | None = None) -> dict[str, Any]:
         doc = json.loads(self.request(method, path, body=body, deadline=deadline))
+        return doc if isinstance(doc, dict) else {}
+
+    def send_raw(self, method: str, path: str, data: bytes, content_type: str, *,
+                 deadline: float | None = None) -> dict[str, Any]:
+        """Send bytes the caller encoded (a strategic-merge patch) as ``content_type``;
+        return the answer's object."""
+        doc = json.loads(self.request(method, path, raw=data, content_type=content_type,
+                                      deadline=deadline))
         return doc if isinstance(doc, dict) else {}
 
     def stream(self, path: str, query: Mapping[str, str], read_timeout: float,

@@ -16,7 +16,9 @@ from cpa.nodes.records import Event, ListPage, NodeInfo
 __all__ = [
     "decode_bookmark",
     "decode_event",
+    "decode_event_capacity",
     "decode_list_page",
+    "decode_list_page_capacity",
     "decode_node",
     "decode_status",
 ]
@@ -35,6 +37,12 @@ class _Allocatable(msgspec.Struct):
 class _NodeStatus(msgspec.Struct):
     allocatable: _Allocatable | None = None
     conditions: list[_Condition] | None = None
+
+
+class _NodeStatusCapacity(_NodeStatus):
+    """The vertical autoscaler's: status.capacity too (CPVA sums capacity cpu)."""
+
+    capacity: _Allocatable | None = None
 
 
 class _Taint(msgspec.Struct):
@@ -57,6 +65,21 @@ class _Node(msgspec.Struct):
     status: _NodeStatus | None = None
 
 
+class _NodeCapacity(_Node):
+    status: _NodeStatusCapacity | None = None
+
+
+class _LabelledMeta(_NodeMeta):
+    """The metadata when a label is asked for (the zones' topologyKey, opt-in): the labels
+    are decoded only then."""
+
+    labels: dict[str, str] | None = None
+
+
+class _LabelledNode(_Node):
+    metadata: _LabelledMeta = msgspec.field(default_factory=_LabelledMeta)
+
+
 class _ListMeta(msgspec.Struct):
     resourceVersion: str = ""
     continue_: str = msgspec.field(default="", name="continue")
@@ -65,6 +88,14 @@ class _ListMeta(msgspec.Struct):
 class _NodeList(msgspec.Struct):
     metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
     items: list[_Node] | None = None
+
+
+class _NodeListCapacity(_NodeList):
+    items: list[_NodeCapacity] | None = None  # type: ignore[assignment]
+
+
+class _LabelledNodeList(_NodeList):
+    items: list[_LabelledNode] | None = None  # type: ignore[assignment]
 
 
 class _BookmarkMeta(msgspec.Struct):
@@ -90,6 +121,10 @@ class _Event(msgspec.Struct):
 _event = msgspec.json.Decoder(_Event).decode
 _node = msgspec.json.Decoder(_Node).decode
 _list = msgspec.json.Decoder(_NodeList).decode
+_node_capacity = msgspec.json.Decoder(_NodeCapacity).decode
+_list_capacity = msgspec.json.Decoder(_NodeListCapacity).decode
+_labelled_node = msgspec.json.Decoder(_LabelledNode).decode
+_labelled_list = msgspec.json.Decoder(_LabelledNodeList).decode
 _bookmark = msgspec.json.Decoder(_Bookmark).decode
 _status = msgspec.json.Decoder(_Status).decode
 
@@ -100,7 +135,18 @@ def decode_status(raw: bytes | msgspec.Raw) -> Status:
     return Status(s.code, s.reason, s.message)
 
 
-def _info(node: _Node) -> NodeInfo:
+def _info(node: _Node, label: str = "") -> NodeInfo:
+    info = _plain_info(node)
+    status = node.status
+    if isinstance(status, _NodeStatusCapacity) and status.capacity is not None:
+        return info._replace(capacity_cpu=status.capacity.cpu)
+    meta = node.metadata
+    if label and isinstance(meta, _LabelledMeta) and meta.labels:
+        return info._replace(label=meta.labels.get(label, ""))
+    return info
+
+
+def _plain_info(node: _Node) -> NodeInfo:
     status = node.status
     cpu = status.allocatable.cpu if status is not None and status.allocatable else None
     ready = status is not None and any(
@@ -112,12 +158,16 @@ def _info(node: _Node) -> NodeInfo:
                     cpu, taints)
 
 
-def decode_event(line: bytes | bytearray) -> Event:
-    """One JSON watch event (a line of the stream)."""
+def decode_event(line: bytes | bytearray, capacity: bool = False, label: str = "") -> Event:
+    """One JSON watch event (a line of the stream); ``capacity``: with the Node's capacity
+    cpu (the vertical autoscaler); ``label``: with the value of that one label (zones)."""
     event = _event(line)
     kind = event.type
     if kind in ("ADDED", "MODIFIED", "DELETED"):
-        node = _info(_node(event.object))
+        if label:
+            node = decode_node(event.object, label)
+        else:
+            node = _info((_node_capacity if capacity else _node)(event.object))
         return Event(kind, node, node.resource_version)
     if kind == "BOOKMARK":
         rv, initial_end = decode_bookmark(event.object)
@@ -127,7 +177,9 @@ def decode_event(line: bytes | bytearray) -> Event:
     return Event(kind)
 
 
-def decode_node(raw: bytes | msgspec.Raw) -> NodeInfo:
+def decode_node(raw: bytes | msgspec.Raw, label: str = "") -> NodeInfo:
+    if label:
+        return _info(_labelled_node(raw), label)
     return _info(_node(raw))
 
 
@@ -138,7 +190,20 @@ def decode_bookmark(raw: bytes | msgspec.Raw) -> tuple[str, bool]:
     return mark.metadata.resourceVersion, annotations.get(INITIAL_EVENTS_END) == "true"
 
 
-def decode_list_page(body: bytes | bytearray) -> ListPage:
-    page = _list(body)
+def decode_event_capacity(line: bytes | bytearray) -> Event:
+    return decode_event(line, capacity=True)
+
+
+def decode_list_page(body: bytes | bytearray, capacity: bool = False,
+                     label: str = "") -> ListPage:
+    if label:
+        labelled = _labelled_list(body)
+        return ListPage([_info(node, label) for node in labelled.items or ()],
+                        labelled.metadata.resourceVersion, labelled.metadata.continue_)
+    page = (_list_capacity if capacity else _list)(body)
     items = [_info(node) for node in page.items or ()]
     return ListPage(items, page.metadata.resourceVersion, page.metadata.continue_)
+
+
+def decode_list_page_capacity(body: bytes | bytearray) -> ListPage:
+    return decode_list_page(body, capacity=True)

@@ -37,6 +37,7 @@ from cpa.vertical.quantity import Quantity, QuantityError
 
 __all__ = [
     "KINDS",
+    "PLURALS",
     "Difference",
     "PatchTarget",
     "TargetError",
@@ -45,12 +46,15 @@ __all__ = [
     "parse_target",
     "patch_body",
     "should_write",
+    "target_path",
+    "template_containers",
 ]
 
 KINDS: Final = {"deployment": ("Deployment", "deployments"),
                 "daemonset": ("DaemonSet", "daemonsets"),
                 "replicaset": ("ReplicaSet", "replicasets")}
 """``--target`` prefixes (lower case) -> (kind, plural), as CPVA's ``discoverAPI``."""
+PLURALS: Final = {kind: plural for kind, plural in KINDS.values()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,21 @@ def parse_target(text: str, api_version: str = "apps/v1") -> PatchTarget:
     if "/" in name:
         raise TargetError(f"target format error: {lowered}")
     return PatchTarget(KINDS[kind][0], name, api_version)
+
+
+def target_path(namespace: str, target: PatchTarget) -> str:
+    """Where the target is: apps/v1, the only group/version of the three kinds since
+    Kubernetes 1.16 (CPVA discovers it)."""
+    return f"/apis/apps/v1/namespaces/{namespace}/{PLURALS[target.kind]}/{target.name}"
+
+
+def template_containers(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """``spec.template.spec.containers`` of a workload object (empty when absent)."""
+    spec = obj.get("spec")
+    template = spec.get("template") if isinstance(spec, Mapping) else None
+    pod = template.get("spec") if isinstance(template, Mapping) else None
+    containers = pod.get("containers") if isinstance(pod, Mapping) else None
+    return [c for c in containers or () if isinstance(c, Mapping)]
 
 
 def should_write(last_written: Requirements | None, computed: Requirements) -> bool:

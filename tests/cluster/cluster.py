@@ -56,6 +56,7 @@ from tests.cluster.configs import (
 from tests.cluster.host import HostSnapshot, is_ours, pids_with_arg, run, unmount_under
 from tests.cluster.procs import Proc
 from tests.controlplane import ControlPlane, ensure_binaries, tail
+from tests.image.registry import Registry
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SH = REPO / "tests" / "controlplane" / "build.sh"
@@ -93,13 +94,18 @@ def missing_packages() -> list[str]:
                    if not (shutil.which(cmd) or os.access(cmd, os.X_OK))})
 
 
-def read_images() -> dict[str, str]:
-    """The image references tests/cluster/images.sh built and exported."""
+def read_layouts() -> dict[str, Path]:
+    """The OCI layouts tests/cluster/images.sh built: AUTOSCALER, PAUSE, COREDNS."""
     env = IMAGES_DIR / "images.env"
     if not env.exists():
         raise RuntimeError(f"{env} missing: run tests/cluster/images.sh first")
     pairs = (line.split("=", 1) for line in env.read_text().splitlines() if "=" in line)
-    return {key: value for key, value in pairs}
+    return {key.removesuffix("_LAYOUT"): Path(value) for key, value in pairs}
+
+
+# Repository names in the local registry (ours is the published name's last part).
+REPOSITORIES = {"AUTOSCALER": "cluster-proportional-autoscaler-py",
+                "PAUSE": "cpa-e2e/pause", "COREDNS": "cpa-e2e/coredns"}
 
 
 def _free_port(address: str = "127.0.0.1") -> int:
@@ -139,10 +145,14 @@ def _stop_at_exit(ref: weakref.ref[Cluster]) -> None:
 class Cluster:
     """The control plane, controllers, containerd, kubelet and kube-proxy of one node."""
 
-    def __init__(self, bin_dir: Path | None = None, images: dict[str, str] | None = None,
-                 log: Callable[[str], None] = print) -> None:
+    def __init__(self, bin_dir: Path | None = None, log: Callable[[str], None] = print
+                 ) -> None:
         self.bin_dir = bin_dir or ensure_node_binaries()
-        self.images = images or read_images()
+        self.layouts = read_layouts()
+        # AUTOSCALER_IMAGE, PAUSE_IMAGE, COREDNS_IMAGE: references by digest in the local
+        # registry, set by start().
+        self.images: dict[str, str] = {}
+        self.registry: Registry | None = None
         self.log = log
         self.workdir = Path(tempfile.mkdtemp(prefix="cpa-cluster-"))
         self.workdir.chmod(0o755)  # pods run as 65534 and read their volumes under it
@@ -210,9 +220,11 @@ class Cluster:
             self._timed("control plane (etcd + apiserver) ready", step)
             self._start_controllers()
             step = time.monotonic()
+            self._push_images()
+            self._timed("local registry up + 3 images pushed (OCI layouts, by crane)", step)
+            step = time.monotonic()
             self._start_containerd()
-            self._import_images()
-            self._timed("containerd up + 3 images imported", step)
+            self._timed("containerd up", step)
             step = time.monotonic()
             self._start_kubelet()
             self._timed("kubelet start to Node Ready and untainted", step)
@@ -291,23 +303,28 @@ class Cluster:
         for sub in ("root", "state"):
             (self.containerd_dir / sub).mkdir(parents=True, exist_ok=True)
         conf = self.containerd_dir / "config.toml"
+        assert self.registry is not None
+        registry_dir = self.containerd_dir / "certs.d"
+        hosts = registry_dir / self.registry.host / "hosts.toml"
+        hosts.parent.mkdir(parents=True, exist_ok=True)
+        hosts.write_text(configs.registry_hosts_toml(self.registry.host))
         conf.write_text(configs.containerd_toml(self.containerd_dir, self.containerd_sock,
-                                                self.images["PAUSE_IMAGE"], self.cni_conf_dir))
+                                                self.images["PAUSE_IMAGE"], self.cni_conf_dir,
+                                                registry_dir))
         proc = self._spawn("containerd", ["containerd", "--config", str(conf)])
         wait_for("containerd socket", lambda: self.ctr("version", check=False).returncode == 0,
                  30, proc.check_alive)
 
-    def _import_images(self) -> None:
-        # podman save writes the full reference as the archive's ref.name annotation, which
-        # names the image. (--index-name would add a second image of the same name, whose
-        # index blob containerd may collect before it is unpacked: a flaky "not found".)
-        for name in ("pause", "coredns", "autoscaler"):
-            self.ctr("images", "import", str(IMAGES_DIR / f"{name}.tar"))
-        listed = self.ctr("images", "ls", "-q").stdout.split()
-        missing = [ref for ref in self.images.values() if ref not in listed]
-        if missing:
-            raise RuntimeError(f"images not in containerd after import: {missing} "
-                               f"(listed: {listed})")
+    def _push_images(self) -> None:
+        """A real registry on loopback holds the three images; containerd pulls them by
+        digest (ours through the multi-platform index, picking this node's platform)."""
+        self.registry = Registry().start()
+        version = self.layouts["AUTOSCALER"].parent / "digests.json"
+        tag = json.loads(version.read_text())["version"]
+        for key, repository in REPOSITORIES.items():
+            self.images[f"{key}_IMAGE"] = self.registry.push(repository, tag if key ==
+                                                             "AUTOSCALER" else "e2e",
+                                                             self.layouts[key])
 
     # ------------------------------------------------------------------ kubelet
     def _start_kubelet(self) -> None:
@@ -383,6 +400,10 @@ class Cluster:
         if self.plane is not None:
             self.plane.stop()
             report.append("stopped kube-apiserver and etcd")
+        if self.registry is not None:
+            registry_pid = self.registry.proc.pid if self.registry.proc else None
+            self.registry.close()
+            report.append(f"stopped the local registry (pid {registry_pid})")
         if "kube-proxy" in self._procs:
             cleanup = subprocess.run([str(self.bin_dir / "kube-proxy"), "--cleanup",
                                       f"--config={self._kube_proxy_conf}"],

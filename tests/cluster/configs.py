@@ -50,9 +50,23 @@ def cni_conflist(ipam_dir: Path) -> dict[str, Any]:
     }
 
 
-def containerd_toml(base: Path, socket: Path, pause_image: str, cni_conf_dir: Path) -> str:
+def registry_hosts_toml(host: str) -> str:
+    """hosts.toml for the test's local registry: plain HTTP on loopback (no TLS to set up
+    for a registry that lives as long as one test)."""
+    return f"""\
+# Written by tests/cluster: the local registry of this test run.
+server = "http://{host}"
+
+[host."http://{host}"]
+  capabilities = ["pull", "resolve"]
+"""
+
+
+def containerd_toml(base: Path, socket: Path, pause_image: str, cni_conf_dir: Path,
+                    registry_dir: Path) -> str:
     """containerd 1.6 (config version 2) with root, state, sockets and runc's state under
-    ``base``, for the CRI plugin only."""
+    ``base``, for the CRI plugin only; images are pulled from the registries configured in
+    ``registry_dir`` (``<host>/hosts.toml``)."""
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     return f"""\
 # Written by tests/cluster: containerd for one test node, nothing shared with the host's.
@@ -71,7 +85,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
   address = "{socket}.ttrpc"
 
 [{cri}]
-  # Built locally (tests/cluster/images.sh): nothing can be pulled here.
+  # Pulled by digest from the test's local registry, as every image of the node.
   sandbox_image = "{pause_image}"
   # Required here: a negative oom_score_adj needs CAP_SYS_RESOURCE, which root lacks, and
   # without this every sandbox fails in runc ("can't get final child's PID from pipe").
@@ -91,6 +105,9 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
   # No systemd here: the cgroupfs driver, as the kubelet's.
   SystemdCgroup = false
   Root = "{base / 'runc'}"
+
+[{cri}.registry]
+  config_path = "{registry_dir}"
 
 [{cri}.cni]
   bin_dir = "{CNI_BIN_DIR}"
@@ -119,7 +136,7 @@ def kubelet_config(port: int, containerd_socket: Path, workdir: Path) -> dict[st
         "containerRuntimeEndpoint": f"unix://{containerd_socket}",
         "enforceNodeAllocatable": [],
         "evictionHard": {},  # no evictions on a test node
-        # Never collect the imported images: nothing could pull them back.
+        # Never collect the pulled images: the registry is gone after the test.
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
         "podLogsDir": str(workdir / "pod-logs"),

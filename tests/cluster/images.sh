@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Build the images of the cluster e2e locally (no image registry is reachable here) and
-# export each as an OCI archive for `ctr images import` into containerd's k8s.io namespace:
+# Build the images of the cluster e2e as OCI image layouts, which the cluster fixture
+# pushes to a local registry (tests/image/registry.py) for containerd to PULL, by digest,
+# as a real node does:
 #
-#   localhost/cluster-proportional-autoscaler-py:<version>  ours: `make image` (image/build.sh)
-#   localhost/cpa-e2e/pause:<hash>      the pod sandbox image: `standin pause`
-#   localhost/cpa-e2e/coredns:<hash>    the CoreDNS stand-in: `standin serve` (probes only)
+#   ours: the multi-platform index of `make image` (image/build.sh; reused when built for
+#         this commit), .cache/image/out/layout
+#   the pod sandbox ("pause") and the CoreDNS stand-in: one static Go binary (standin/,
+#         CGO_ENABLED=0) in images made FROM scratch with buildah, saved as OCI layouts
+#         .cache/cluster/images/{pause,coredns}/; their tags are a digest of standin/'s
+#         sources, so an edit gives new images and a warm run rebuilds nothing.
 #
-# The two stand-ins are one static Go binary (standin/, CGO_ENABLED=0) in an image made
-# `FROM scratch` with buildah; <hash> is a digest of standin/'s sources, so an edit gives new
-# tags and a warm run rebuilds nothing.
-#
-# Output: <repo>/.cache/cluster/images/{autoscaler,pause,coredns}.tar and images.env (the
-# three references as shell assignments, read by tests/cluster). Progress on stderr.
+# Output: .cache/cluster/images/images.env (paths and names as shell assignments, read by
+# tests/cluster). Progress on stderr.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -21,9 +21,7 @@ out="$repo/.cache/cluster/images"
 mkdir -p "$out"
 log() { printf '[cluster-images] %s\n' "$*" >&2; }
 
-# Our image, exactly as `make image` builds it (layers cached: seconds when warm).
-export CPA_ENGINE=buildah          # containerd needs an archive; podman save makes it
-autoscaler="$(bash "$repo/image/build.sh" | tail -n 1)"
+bash "$repo/image/build.sh" >/dev/null
 image_setup                        # CONTAINERS_CONF for the podman/buildah calls below
 
 hash="$(cat "$here/standin/go.mod" "$here/standin/main.go" | sha256sum | cut -c1-12)"
@@ -49,24 +47,23 @@ else
     done
 fi
 
-export_image() {   # name ref: podman save unless the archive is newer than the image
-    local tar="$out/$1.tar" ref="$2" id
+save_layout() {   # name ref: podman save as an OCI layout unless it holds this image already
+    local dir="$out/$1" ref="$2" id
     id="$(podman image inspect --format '{{.Id}}' "$ref")"
-    if [[ -f "$tar" && -f "$tar.id" && "$(cat "$tar.id")" == "$id" ]]; then
+    if [[ -d $dir && -f $dir.id && "$(cat "$dir.id")" == "$id" ]]; then
         return
     fi
-    rm -f "$tar"
-    podman save --quiet --format oci-archive -o "$tar" "$ref"
-    echo "$id" >"$tar.id"
-    log "exported $ref -> $tar ($(du -h "$tar" | cut -f1))"
+    rm -rf "$dir"
+    podman save --quiet --format oci-dir -o "$dir" "$ref"
+    echo "$id" >"$dir.id"
+    log "saved $ref -> $dir"
 }
-export_image autoscaler "$autoscaler"
-export_image pause "$pause"
-export_image coredns "$coredns"
+save_layout pause "$pause"
+save_layout coredns "$coredns"
 
 cat >"$out/images.env" <<ENV
-AUTOSCALER_IMAGE=$autoscaler
-PAUSE_IMAGE=$pause
-COREDNS_IMAGE=$coredns
+AUTOSCALER_LAYOUT=$image_cache/out/layout
+PAUSE_LAYOUT=$out/pause
+COREDNS_LAYOUT=$out/coredns
 ENV
-log "images ready: $autoscaler $pause $coredns"
+log "images ready: $image_cache/out/layout $pause $coredns"

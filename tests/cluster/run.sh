@@ -5,8 +5,9 @@
 # Prepares what the cluster needs (each step is a no-op when warm), then runs pytest, whose
 # module fixture starts the cluster (tests/cluster/cluster.py) and stops it, by PID, at the
 # end, checking that the host is left as it was:
-#   1. Debian packages where missing: containerd, runc, containernetworking-plugins,
-#      iptables, conntrack, nftables (podman/buildah/mmdebstrap: image/env.sh);
+#   1. Debian packages where missing (packages.sh): containerd, runc,
+#      containernetworking-plugins, iptables, conntrack, nftables (podman/buildah/mmdebstrap,
+#      the cross compilers: image/env.sh);
 #   2. kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubelet, kube-proxy and
 #      kubectl v1.35.4 from the wrapper Go module (tests/controlplane/build.sh node);
 #   3. helm (scripts/install-helm.sh);
@@ -24,21 +25,7 @@ if [[ $(id -u) -ne 0 ]]; then
     exit 2
 fi
 
-declare -A packages=([containerd]=containerd [runc]=runc [iptables]=iptables
-                     [conntrack]=conntrack [nft]=nftables
-                     [/usr/lib/cni/bridge]=containernetworking-plugins)
-missing=()
-for cmd in "${!packages[@]}"; do
-    if ! command -v "$cmd" >/dev/null 2>&1 && [[ ! -x $cmd ]]; then
-        missing+=("${packages[$cmd]}")
-    fi
-done
-if [[ ${#missing[@]} -gt 0 ]]; then
-    log "installing Debian packages: ${missing[*]}"
-    DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-        "${missing[@]}" >&2
-fi
+bash "$here/packages.sh"
 
 step=$SECONDS
 log "binaries (tests/controlplane/build.sh node)"
@@ -57,6 +44,6 @@ step=$SECONDS
 rc=0
 # shellcheck disable=SC2086
 python3 -m pytest -q -s -p no:cacheprovider tests/cluster ${PYTEST_ARGS:-} || rc=$?
-log "scenario (cluster start, 6 steps, cleanup) took $((SECONDS - step))s"
+log "scenario (cluster starts, every step, cleanup) took $((SECONDS - step))s"
 log "make cluster-e2e took $((SECONDS - start))s in all (exit $rc)"
 exit $rc

@@ -1,12 +1,17 @@
 """Issue 9: the unchanged manifest running as a Pod on a real node, scaling real CoreDNS pods.
+Issue 22 adds one self-contained test at the end: the HPA floor target with the real HPA
+controller (``test_hpa_floor_raises_the_deployment``).
 
 One cluster for the module (``cluster.py``); the steps run in order and build on each other:
 
-1. ``kubectl apply -k`` of an overlay that only swaps the manifest's image (as a user would),
-   plus a ``coredns`` Deployment of the stand-in image; the autoscaler reaches the API
-   through the ``kubernetes`` Service's ClusterIP (10.0.0.1, DNAT by kube-proxy).
+1. ``make deploy IMAGE=<registry>/...@<index digest> KUBECONFIG=...`` (scripts/deploy.sh:
+   ``kubectl apply -k`` of an overlay that only swaps the manifest's image, as a user would),
+   after a ``coredns`` Deployment of the stand-in image; the Deployment carries exactly that
+   reference; the autoscaler reaches the API through the ``kubernetes`` Service's ClusterIP
+   (10.0.0.1, DNAT by kube-proxy).
 2. The autoscaler Pod becomes Ready (kubelet probes on /healthz), creates its ConfigMap from
-   ``--default-params`` and scales coredns; the CoreDNS pods run on the node.
+   ``--default-params`` and scales coredns; the CoreDNS pods run on the node; `make deploy`
+   returns 0 once the rollout is complete, with the autoscaler's first log lines.
 3. API-only Nodes (no kubelet, tainted NoSchedule) grow the cluster past a threshold:
    replicas follow and the new CoreDNS pods run, on the real node.
 4. The ConfigMap switches to ladder: replicas follow, same Pod, no restart.
@@ -42,7 +47,7 @@ from tests.cluster.host import run
 
 REPO = Path(__file__).resolve().parents[2]
 NS = "kube-system"
-MANIFEST_IMAGE = "ghcr.io/example/cluster-proportional-autoscaler-py"
+MANIFEST_IMAGE = "ghcr.io/cpa-py/cluster-proportional-autoscaler-py"
 HELM = REPO / ".cache" / "bin" / "helm"
 FAKE_TAINT = {"key": "cpa-e2e/api-only", "value": "true", "effect": "NoSchedule"}
 FAKE_NODES = 32          # + the real node = 33 nodes: ceil(33 / 16) = 3 replicas (linear)
@@ -187,19 +192,17 @@ def check_security_context(c: Cluster, container_id: str) -> None:
           f"no_new_privs, seccomp filter, read-only root, memory limit 64Mi", flush=True)
 
 
-def overlay(c: Cluster) -> Path:
-    """A kustomize overlay of manifests/ that swaps only the image, as a user would."""
-    root = REPO / ".cache" / "cluster" / "overlay"
-    root.mkdir(parents=True, exist_ok=True)
-    ref = c.images["AUTOSCALER_IMAGE"]
-    name, tag = ref.rsplit(":", 1)
-    (root / "kustomization.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1",
-        "kind": "Kustomization",
-        "resources": [os.path.relpath(REPO / "manifests", root)],
-        "images": [{"name": MANIFEST_IMAGE, "newName": name, "newTag": tag}],
-    }))
-    return root
+@pytest.fixture(scope="module")
+def deploy() -> Iterator[dict[str, subprocess.Popen[str]]]:
+    """Holds the `make deploy` process of step 1 (it waits for the rollout while step 2
+    watches); stopped by its PID at the end of the module if still running."""
+    procs: dict[str, subprocess.Popen[str]] = {}
+    yield procs
+    for proc in procs.values():
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 15)
+            proc.wait(30)
 
 
 def coredns_deployment(image: str) -> dict[str, Any]:
@@ -218,7 +221,7 @@ def coredns_deployment(image: str) -> dict[str, Any]:
                     "nodeSelector": {"kubernetes.io/os": "linux"},
                     "terminationGracePeriodSeconds": 5,
                     "containers": [{
-                        "name": "coredns", "image": image, "imagePullPolicy": "Never",
+                        "name": "coredns", "image": image, "imagePullPolicy": "IfNotPresent",
                         "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181},
                                            "periodSeconds": 2},
                         "livenessProbe": {"httpGet": {"path": "/health", "port": 8080},
@@ -252,7 +255,9 @@ def fake_node(index: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- the steps
-def test_1_apply_manifest_with_image_swapped(cluster: Cluster) -> None:
+def test_1_make_deploy_with_the_registry_image(cluster: Cluster,
+                                              deploy: dict[str, subprocess.Popen[str]]
+                                              ) -> None:
     began = time.monotonic()
     cluster.kubectl("apply", "-f", "-", input_text=json.dumps(
         coredns_deployment(cluster.images["COREDNS_IMAGE"])))
@@ -260,22 +265,33 @@ def test_1_apply_manifest_with_image_swapped(cluster: Cluster) -> None:
              120, interval=0.2)
     TIMES.add("step 1: coredns applied -> 2 CoreDNS pods Ready on the node",
               time.monotonic() - began)
-    root = overlay(cluster)
-    rendered = cluster.kubectl("kustomize", str(root)).stdout
-    images = re.findall(r"image: (\S+)", rendered)
-    assert images == [cluster.images["AUTOSCALER_IMAGE"]], images
+    assert cluster.plane is not None
+    image = cluster.images["AUTOSCALER_IMAGE"]
     STATE["applied"] = time.monotonic()
     STATE["applied_wall"] = dt.datetime.now(dt.UTC)
-    out = cluster.kubectl("apply", "-k", str(root)).stdout
-    for obj in ("serviceaccount/kube-dns-autoscaler", "clusterrole.rbac.authorization.k8s.io/"
-                "system:kube-dns-autoscaler", "deployment.apps/kube-dns-autoscaler"):
-        assert obj in out, out
-    STATE["overlay"] = root
+    # As the README says: make deploy IMAGE=... KUBECONFIG=... (it waits for the rollout,
+    # up to WAIT=180 s here, while step 2 watches the Pod come up).
+    deploy["make"] = subprocess.Popen(
+        ["make", "--no-print-directory", "deploy", f"IMAGE={image}",
+         f"KUBECONFIG={cluster.plane.admin_kubeconfig}",
+         f"KUBECTL={cluster.bin_dir / 'kubectl'}", "WAIT=180"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)
+    live = wait_for("the Deployment applied by make deploy", lambda: cluster.kubectl(
+        "get", "-n", NS, "deployment/kube-dns-autoscaler", "-o", "json",
+        check=False).stdout, 60, interval=0.2)
+    containers = json.loads(live)["spec"]["template"]["spec"]["containers"]
+    assert [c["image"] for c in containers] == [image], containers
+    for obj in ("serviceaccounts/kube-dns-autoscaler",
+                "clusterroles.rbac.authorization.k8s.io/system:kube-dns-autoscaler",
+                "clusterrolebindings.rbac.authorization.k8s.io/system:kube-dns-autoscaler"):
+        cluster.kubectl("get", "-n", NS, obj)
     svc = admin(cluster).get("/api/v1/namespaces/default/services/kubernetes")
     assert svc["spec"]["clusterIP"] == SERVICE_IP
 
 
-def test_2_autoscaler_ready_creates_configmap_and_scales(cluster: Cluster) -> None:
+def test_2_autoscaler_ready_creates_configmap_and_scales(
+        cluster: Cluster, deploy: dict[str, subprocess.Popen[str]]) -> None:
     began = STATE["applied"]
     pod = wait_for("the autoscaler pod Running", lambda: [
         p for p in pods(cluster, "k8s-app=kube-dns-autoscaler")
@@ -318,6 +334,14 @@ def test_2_autoscaler_ready_creates_configmap_and_scales(cluster: Cluster) -> No
     flows = run("conntrack", "-L", "-p", "tcp", "--orig-dst", SERVICE_IP, check=False).stdout
     assert any(f"src={pod_ip} dst={SERVICE_IP}" in f and "dport=443" in f for f in
                flows.splitlines()), f"no conntrack entry {pod_ip} -> {SERVICE_IP}:443:\n{flows}"
+    # make deploy (step 1) saw the rollout complete and printed the autoscaler's logs.
+    out, _ = deploy["make"].communicate(timeout=240)
+    print(f"[cluster-e2e] step 2: make deploy output:\n{out}", flush=True)
+    assert deploy["make"].returncode == 0, out
+    assert 'deployment "kube-dns-autoscaler" successfully rolled out' in out, out
+    assert "configmap.created" in out, out
+    TIMES.add("step 2: make deploy -> returned (rollout complete, logs printed)",
+              time.monotonic() - began)
 
 
 def test_3_api_only_nodes_grow_the_cluster(cluster: Cluster) -> None:
@@ -406,14 +430,15 @@ def test_6_helm_chart_takes_over(cluster: Cluster) -> None:
     assert HELM.exists(), f"{HELM} missing: run scripts/install-helm.sh"
     assert cluster.plane is not None
     began = time.monotonic()
-    cluster.kubectl("delete", "-k", str(STATE["overlay"]), "--wait=true", timeout=120)
+    # The objects make deploy applied (the image does not matter to delete them).
+    cluster.kubectl("delete", "-k", str(REPO / "manifests"), "--wait=true", timeout=120)
     cluster.kubectl("delete", "configmap", "-n", NS, "kube-dns-autoscaler")
     wait_for("the kubectl-applied autoscaler pod gone",
              lambda: not pods(cluster, "k8s-app=kube-dns-autoscaler"), 60)
     TIMES.add("step 6: kubectl delete -k (the applied manifest) done", time.monotonic() - began)
-    repo, tag = cluster.images["AUTOSCALER_IMAGE"].rsplit(":", 1)
+    repo, digest = cluster.images["AUTOSCALER_IMAGE"].split("@", 1)
     values = {
-        "image": {"repository": repo, "tag": tag, "pullPolicy": "IfNotPresent"},
+        "image": {"repository": repo, "digest": digest, "pullPolicy": "IfNotPresent"},
         "options": {"target": "deployment/coredns", "logLevel": 2},
         "config": {"linear": HELM_LINEAR},
         "priorityClassName": "system-cluster-critical",
@@ -449,3 +474,106 @@ def test_6_helm_chart_takes_over(cluster: Cluster) -> None:
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     wait_for("the chart's pod gone", lambda: not pods(cluster, selector), 60)
+
+
+# ------------------------------------------------- issue 22: the HPA floor target
+def test_hpa_floor_raises_the_deployment(cluster: Cluster) -> None:
+    """``--target=hpa/web``: we write the HPA's spec.minReplicas, the kube-controller-
+    manager's HPA controller raises the Deployment to it. No metrics server runs here: the
+    HPA controller scales a target below minReplicas before it looks at any metric.
+
+    Self-contained (it needs only the cluster): the manifest with the image swapped, plus
+    manifests/examples/hpa-floor-rbac.yaml and the one change its comment describes (the
+    --target argument), as a kustomize overlay; a ladder ConfigMap that asks for 3 whatever
+    the Node count, then 2.
+    """
+    client = admin(cluster)
+    began = time.monotonic()
+    labels = {"app": "hpa-web"}
+    web = {"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "web", "namespace": NS, "labels": labels},
+           "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                    "template": {"metadata": {"labels": labels}, "spec": {
+                        "terminationGracePeriodSeconds": 5,
+                        "containers": [{"name": "web", "image": cluster.images["COREDNS_IMAGE"],
+                                        "imagePullPolicy": "IfNotPresent",
+                                        "resources": {"requests": {"cpu": "10m"}}}]}}}}
+    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+           "metadata": {"name": "web", "namespace": NS},
+           "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                       "name": "web"},
+                    "minReplicas": 1, "maxReplicas": 6,
+                    "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                        "type": "Utilization", "averageUtilization": 70}}}]}}
+    cluster.kubectl("apply", "-f", "-", input_text=json.dumps({
+        "apiVersion": "v1", "kind": "List", "items": [web, hpa]}))
+    cluster.kubectl("delete", "configmap", "-n", NS, "kube-dns-autoscaler",
+                    "--ignore-not-found")
+    cluster.kubectl("create", "configmap", "-n", NS, "kube-dns-autoscaler",
+                    "--from-literal=ladder=" + json.dumps({"nodesToReplicas": [[0, 3]]}))
+
+    root = REPO / ".cache" / "cluster" / "hpa-overlay"
+    root.mkdir(parents=True, exist_ok=True)
+    rbac = REPO / "manifests" / "examples" / "hpa-floor-rbac.yaml"
+    (root / rbac.name).write_text(rbac.read_text())  # kustomize loads files below its root
+    ref = cluster.images["AUTOSCALER_IMAGE"]  # by digest (a registry) or by tag
+    name, at, digest = ref.partition("@")
+    image: dict[str, str] = ({"name": MANIFEST_IMAGE, "newName": name, "digest": digest} if at
+                             else dict(zip(("name", "newName", "newTag"),
+                                           (MANIFEST_IMAGE, *ref.rsplit(":", 1)),
+                                           strict=True)))
+    (root / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [os.path.relpath(REPO / "manifests", root), rbac.name],
+        "images": [image],
+        "patches": [{"target": {"kind": "Deployment", "name": "kube-dns-autoscaler"},
+                     "patch": json.dumps([{"op": "replace",
+                                           "path": "/spec/template/spec/containers/0/command/3",
+                                           "value": "--target=hpa/web"}])}],
+    }))
+    cluster.kubectl("apply", "-k", str(root))
+    path = f"/apis/autoscaling/v2/namespaces/{NS}/horizontalpodautoscalers/web"
+    deployment = f"/apis/apps/v1/namespaces/{NS}/deployments/web"
+    try:
+        wait_for("the HPA's minReplicas at 3 (our write)",
+                 lambda: client.get(path)["spec"].get("minReplicas") == 3, 120, interval=0.2)
+        written = time.monotonic()
+        TIMES.add("hpa: apply -> minReplicas 3 written", written - began)
+        wait_for("the Deployment at 3 replicas (the HPA controller's write)",
+                 lambda: client.get(deployment)["spec"]["replicas"] == 3, 90, interval=0.5)
+        TIMES.add("hpa: minReplicas 3 -> Deployment replicas 3 (HPA controller)",
+                  time.monotonic() - written)
+        dep = client.get(deployment)
+        writers = [f["manager"] for f in dep["metadata"].get("managedFields", [])
+                   if "f:replicas" in json.dumps(f.get("fieldsV1", {}))]
+        status = client.get(path).get("status", {})
+        conditions = {c["type"]: f"{c['status']} {c.get('reason')}"
+                      for c in status.get("conditions", [])}
+        events = client.get(f"/api/v1/namespaces/{NS}/events?fieldSelector="
+                            "involvedObject.kind=HorizontalPodAutoscaler,"
+                            "involvedObject.name=web")["items"]
+        print(f"[cluster-e2e] hpa: spec.replicas of web written by {writers}; HPA "
+              f"conditions {conditions}; HPA events "
+              f"{sorted({(e['reason'], e['message'][:90]) for e in events})}", flush=True)
+        assert "kube-controller-manager" in writers, writers
+        assert any(e["reason"] == "SuccessfulRescale" and "below Spec.MinReplicas"
+                   in e["message"] for e in events), events
+
+        # The floor goes down to 2: without metrics the HPA scales nothing down (it only
+        # raises a target below minReplicas), so web stays at 3.
+        client.patch(f"/api/v1/namespaces/{NS}/configmaps/kube-dns-autoscaler",
+                     {"data": {"ladder": json.dumps({"nodesToReplicas": [[0, 2]]})}})
+        wait_for("the HPA's minReplicas at 2",
+                 lambda: client.get(path)["spec"].get("minReplicas") == 2, POLL * 3 + 30)
+        time.sleep(35)  # two HPA syncs (15 s each)
+        after = client.get(deployment)["spec"]["replicas"]
+        print(f"[cluster-e2e] hpa: minReplicas lowered to 2; 35 s later web has {after} "
+              "replicas (no metrics server: the HPA does not scale down)", flush=True)
+        assert after == 3
+        pod = the_pod(cluster, "k8s-app=kube-dns-autoscaler")
+        logs = pod_logs(cluster, pod["metadata"]["name"])
+        assert "target=horizontalpodautoscaler/web" in logs and "scale.changed" in logs, logs
+    finally:
+        cluster.kubectl("delete", "-k", str(root), "--wait=true", check=False, timeout=120)
+        cluster.kubectl("delete", "hpa,deployment", "-n", NS, "web", "--wait=true",
+                        check=False, timeout=120)

@@ -168,18 +168,21 @@ class LoggedProcess:
 
 class AutoscalerProcess(LoggedProcess):
     """The real ``cluster-proportional-autoscaler`` process with JSON logs and a free
-    health port, authenticated by ``kubeconfig``."""
+    health port, authenticated by ``kubeconfig``. ``command`` runs another daemon of the
+    package with the same common flags (``/cpvpa``), whose metrics start ``prefix``."""
 
     def __init__(self, kubeconfig: Path, args: Sequence[str], log_path: Path,
                  poll_period: int = 1, verbosity: int = 2,
-                 nofile: tuple[int, int] | None = None) -> None:
+                 nofile: tuple[int, int] | None = None,
+                 command: Sequence[str] | None = None, prefix: str = "cpa") -> None:
         self.health_port = free_port()
-        argv = [*daemon_command(), f"--kubeconfig={kubeconfig}",
+        self.prefix = prefix
+        argv = [*(command or daemon_command()), f"--kubeconfig={kubeconfig}",
                 f"--health-port={self.health_port}",
                 f"--poll-period-seconds={poll_period}", f"--v={verbosity}",
                 "--log-format=json", *args]
         env = {k: v for k, v in os.environ.items()
-               if k not in ("KUBECONFIG", "MY_POD_NAMESPACE")}
+               if k not in ("KUBECONFIG", "MY_POD_NAMESPACE", "MY_NAMESPACE")}
         super().__init__(argv, log_path, env, nofile)
         self._http = urllib3.PoolManager(retries=False, timeout=2.0)
 
@@ -217,7 +220,7 @@ class AutoscalerProcess(LoggedProcess):
     def polls(self) -> int:
         """The polls made so far, of either result (``cpa_polls_total``)."""
         return int(sum(value for series, value in self.metrics().items()
-                       if series.startswith("cpa_polls_total{")))
+                       if series.startswith(f"{self.prefix}_polls_total{{")))
 
     def wait_poll_error(self, fragment: str, timeout: float = 30.0) -> str:
         def check() -> str | None:

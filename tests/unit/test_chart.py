@@ -197,7 +197,7 @@ def test_default_values_are_secure_and_probed(render: Render) -> None:
     assert "memory" in c["resources"]["limits"]
     for probe in ("livenessProbe", "readinessProbe"):
         assert c[probe]["httpGet"] == {"path": "/healthz", "port": 8080}
-    assert c["image"] == "ghcr.io/example/cluster-proportional-autoscaler-py:0.1.0"
+    assert c["image"] == "ghcr.io/cpa-py/cluster-proportional-autoscaler-py:0.1.0"
     assert "command" not in c, "the image ENTRYPOINT is the binary, as upstream's"
 
 

@@ -14,7 +14,8 @@ from tests.cluster import configs
 
 
 def test_containerd_settings_required_here(tmp_path: Path) -> None:
-    text = configs.containerd_toml(tmp_path, tmp_path / "c.sock", "localhost/p:1", tmp_path)
+    text = configs.containerd_toml(tmp_path, tmp_path / "c.sock", "localhost/p:1", tmp_path,
+                                   tmp_path / "certs.d")
     conf = tomllib.loads(text)
     cri = conf["plugins"]["io.containerd.grpc.v1.cri"]
     assert cri["restrict_oom_score_adj"] is True
@@ -26,6 +27,13 @@ def test_containerd_settings_required_here(tmp_path: Path) -> None:
     assert conf["root"].startswith(str(tmp_path)) and conf["state"].startswith(str(tmp_path))
     assert conf["grpc"]["address"].startswith(str(tmp_path))
     assert "io.containerd.internal.v1.opt" in conf["disabled_plugins"]
+    assert cri["registry"]["config_path"] == str(tmp_path / "certs.d")
+
+
+def test_local_registry_is_plain_http_on_loopback() -> None:
+    hosts = tomllib.loads(configs.registry_hosts_toml("127.0.0.1:5000"))
+    assert hosts["server"] == "http://127.0.0.1:5000"
+    assert hosts["host"]["http://127.0.0.1:5000"]["capabilities"] == ["pull", "resolve"]
 
 
 def test_pods_route_only_to_the_service_range(tmp_path: Path) -> None:

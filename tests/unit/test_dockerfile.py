@@ -117,17 +117,19 @@ def test_one_pullable_debian_base_and_a_scratch_runtime(
     assert stages[-1].base == "scratch", "the runtime holds only what rootfs.sh assembles"
 
 
-def test_builder_installs_pinned_dependencies_then_the_package_into_a_venv(
+def test_builder_assembles_the_target_platform_without_emulation(
     dockerfile: tuple[list[Instruction], list[Stage]],
 ) -> None:
-    builder = dockerfile[1][0]
+    """The builder runs on the build machine's platform and assembles the TARGET
+    platform's root filesystem with the code `make image` runs (image/ocibuild)."""
+    _, stages = dockerfile
+    raw = DOCKERFILE.read_text()
+    assert "FROM --platform=$BUILDPLATFORM ${BASE_IMAGE} AS builder" in raw
+    builder = stages[0]
     run = " ".join(builder.all("RUN"))
-    assert "apt-get install -y --no-install-recommends python3 python3-venv" in run
-    assert "python3 -m venv /opt/venv" in run
-    assert "pip install --no-deps --require-virtualenv -r /src/image/requirements.txt" in run
-    assert "pip install --no-deps --require-virtualenv /src" in run
-    assert "pip uninstall --yes pip setuptools" in run
-    assert "sh /src/image/rootfs.sh /rootfs /opt/venv" in run
+    assert "apt-get install -y --no-install-recommends python3 python3-pip mmdebstrap" in run
+    assert 'python3 -m ocibuild rootfs --platform "$TARGETPLATFORM"' in run
+    assert "TARGETPLATFORM" in builder.all("ARG")
 
 
 def test_runtime_copies_only_the_assembled_rootfs(final: Stage) -> None:
@@ -182,10 +184,21 @@ def test_entrypoint_is_the_upstream_binary_path(final: Stage) -> None:
 
 
 def test_launcher_links_the_console_script() -> None:
+    from ocibuild import python
+
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts[SCRIPT] == "cpa.cli:daemon_main"
-    rootfs = (REPO / "image" / "rootfs.sh").read_text()
-    assert f'ln -s "$venv/bin/{SCRIPT}" "$root{LAUNCHER}"' in rootfs
+    assert python.ENTRYPOINTS[0] == SCRIPT == LAUNCHER.lstrip("/")
+
+
+def test_cpvpa_links_the_vertical_console_script() -> None:
+    """CPVA's manifests run ``command: [/cpvpa, ...]``: the same image serves them."""
+    from ocibuild import python
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["cpvpa"] == "cpa.cli:vertical_main"
+    assert "cpvpa" in python.ENTRYPOINTS
+    assert python.ENTRYPOINTS[0] == SCRIPT  # the image's entrypoint stays the CPA
 
 
 def test_environment_prevents_writes(final: Stage) -> None:
@@ -201,17 +214,17 @@ def test_environment_prevents_writes(final: Stage) -> None:
 
 
 def test_bytecode_is_compiled_at_build_time() -> None:
-    rootfs = (REPO / "image" / "rootfs.sh").read_text()
-    assert "-m compileall" in rootfs and "--invalidation-mode unchecked-hash" in rootfs
-    assert '"$stdlib" "$venv/lib"' in rootfs, "both the stdlib and the venv"
+    source = (REPO / "image" / "ocibuild" / "python.py").read_text()
+    assert '"compileall"' in source and '"--invalidation-mode", "unchecked-hash"' in source
+    assert "targets = [str(root / STDLIB_REL), str(root / SITE" in source, "stdlib and venv"
 
 
 def test_oci_labels(final: Stage) -> None:
     labels: dict[str, str] = {}
     for args in final.all("LABEL"):
         labels.update(parse_kv(args))
-    for key in ("title", "description", "licenses", "version", "revision", "created",
-                "base.name"):
+    # created: the commit's time, set by `make image` (SOURCE_DATE_EPOCH), not the clock.
+    for key in ("title", "description", "licenses", "version", "revision", "base.name"):
         assert labels.get(f"org.opencontainers.image.{key}"), f"missing label {key}"
     assert labels["org.opencontainers.image.licenses"] == "Apache-2.0"
 
@@ -227,7 +240,8 @@ def test_dockerignore_is_an_allow_list() -> None:
         if line.strip() and not line.startswith("#")
     ]
     assert lines[0] == "*", "exclude everything first, then allow what the build needs"
-    for needed in ("!pyproject.toml", "!cpa/", "!image/requirements.txt", "!image/rootfs.sh"):
+    for needed in ("!pyproject.toml", "!cpa/", "!image/requirements.txt", "!image/ocibuild/",
+                   "!LICENSE"):
         assert needed in lines
     assert "**/__pycache__" in lines
 

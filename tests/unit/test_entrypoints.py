@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import urllib3
 
-from cpa import __version__
+from cpa import VERSION_TEXT, __version__
 from cpa.cli import main, run_daemon
 from cpa.daemon.health import HealthState, serve
 from cpa.tools.explain import explain_main
@@ -46,13 +46,14 @@ def test_version_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_daemon(["--version"]) == 0
     assert main(["--version"]) == 0
     assert main(["run", "--version"]) == 0
-    assert capsys.readouterr().out.split() == [__version__] * 3
+    assert capsys.readouterr().out.splitlines() == [VERSION_TEXT] * 3
+    assert VERSION_TEXT.split()[0] == __version__ and "v1.10.3" in VERSION_TEXT
 
 
 def test_python_dash_m_is_cpa() -> None:
     out = subprocess.run([sys.executable, "-m", "cpa", "--version"], capture_output=True,
                          text=True, check=True)
-    assert out.stdout.strip() == __version__
+    assert out.stdout.strip() == VERSION_TEXT
 
 
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -221,3 +221,101 @@ def test_a_list_body_that_is_a_status_says_so() -> None:
         nodeproto.decode_list_page(body)
     with pytest.raises(wire.ProtoError, match="expected a Node"):
         nodeproto.decode_node(body)
+
+
+# --- the one label asked for (zones, opt-in) ------------------------------------------------
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def test_recorded_labels_match_json() -> None:
+    pb = nodeproto.decode_list_page(bytearray(fixture("list-page.pb")), label=ZONE)
+    js = nodejson.decode_list_page(fixture("list-page.json"), label=ZONE)
+    assert pb == js
+    assert {n.name[:3]: n.label for n in pb.items} == {
+        "gke": "us-central1-f", "pb-": ""}  # the pb- Nodes have no zone label
+    plain = nodeproto.decode_list_page(bytearray(fixture("list-page.pb")))
+    assert [n._replace(label="") for n in pb.items] == plain.items
+    assert all(n.label == "" for n in plain.items), "no label asked for, none read"
+    for name in ("watch.pb", "streaming-list.pb"):
+        pool = [nodeproto.decode_event(f, label="pool")
+                for f in frames(FakeResponse(fixture(name), 4096))]
+        js_name = name.replace(".pb", ".json")
+        js_pool = [nodejson.decode_event(line, label="pool")
+                   for line in lines(FakeResponse(fixture(js_name), 65536))]
+        assert [e.node for e in pool if e.node] == [e.node for e in js_pool if e.node]
+    first = nodeproto.decode_event(next(frames(FakeResponse(fixture("watch.pb"), 4096))),
+                                   label="pool")
+    assert first.node is not None and first.node.label == "a"
+
+
+def test_the_label_is_found_in_any_order_and_only_its_value_kept() -> None:
+    labels = (ld(11, ld(1, "zone-ish") + ld(2, "no")) + ld(11, ld(2, "b") + ld(1, ZONE))
+              + ld(11, ld(1, "x" * 200) + ld(2, "long key")))
+    meta = ld(12, ld(1, "a") + ld(2, "late")) + labels + ld(6, "9") + ld(1, "n")
+    assert decode_labelled(node(meta), ZONE).label == "b"
+    assert decode_labelled(node(meta), "x" * 200).label == "long key"
+    assert decode_labelled(node(meta), "absent").label == ""
+    # In Go's order (name, resourceVersion, labels, annotations) reading stops after the
+    # labels; a label after the annotations would be ignored, but Go never writes one.
+    ordered = ld(1, "n") + ld(6, "9") + ld(11, ld(1, ZONE) + ld(2, "z1")) + ld(12, b"\x00")
+    assert decode_labelled(node(ordered), ZONE) == NodeInfo("n", "9", False, False, None, (),
+                                                            label="z1")
+
+
+def decode_labelled(raw: bytes, label: str) -> NodeInfo:
+    frame = ld(1, "ADDED") + ld(2, ld(1, envelope(raw)))
+    event = nodeproto.decode_event(frame, label=label)
+    assert event.node is not None
+    return event.node
+
+
+# --- the vertical autoscaler's decoders: capacity cpu too -----------------------------------
+
+
+def _without_capacity(items: list[NodeInfo]) -> list[NodeInfo]:
+    return [node._replace(capacity_cpu=None) for node in items]
+
+
+def test_capacity_list_page_matches_json_and_the_plain_decoder() -> None:
+    pb = nodeproto.decode_list_page_capacity(bytearray(fixture("list-page.pb")))
+    js = nodejson.decode_list_page_capacity(fixture("list-page.json"))
+    assert pb == js
+    doc = json.loads(fixture("list-page.json"))
+    assert {n.name: n.capacity_cpu for n in pb.items} == {
+        item["metadata"]["name"]: item["status"]["capacity"]["cpu"] for item in doc["items"]}
+    # Everything else is what the autoscaler's decoder reads, which never reads capacity.
+    plain = nodeproto.decode_list_page(bytearray(fixture("list-page.pb")))
+    assert all(node.capacity_cpu is None for node in plain.items)
+    assert _without_capacity(pb.items) == plain.items
+    assert (pb.resource_version, pb.continue_token) == (plain.resource_version,
+                                                        plain.continue_token)
+
+
+@pytest.mark.parametrize("name", ["streaming-list", "watch"])
+def test_capacity_events_match_json_and_the_plain_decoder(name: str) -> None:
+    pb = [nodeproto.decode_event_capacity(f)
+          for f in frames(FakeResponse(fixture(f"{name}.pb"), 4096))]
+    js = [nodejson.decode_event_capacity(line)
+          for line in lines(FakeResponse(fixture(f"{name}.json"), 65536))]
+    changes = [e for e in pb if e.node is not None]
+    assert changes == [e for e in js if e.node is not None]
+    assert changes and all(e.node is not None and e.node.capacity_cpu for e in changes)
+    plain = [e for e in pb_events(f"{name}.pb") if e.node is not None]
+    assert [e._replace(node=e.node._replace(capacity_cpu=None)) for e in changes
+            if e.node is not None] == plain
+
+
+def test_capacity_read_in_any_field_order_with_unknown_fields() -> None:
+    def capacity(key: str, value: str, reverse: bool = False) -> bytes:
+        fields = [ld(1, key), ld(2, ld(1, value))]
+        return ld(1, b"".join(reversed(fields) if reverse else fields))
+
+    status = (condition("Ready", "True", reverse=True) + UNKNOWN
+              + allocatable("memory", "1Gi") + allocatable("cpu", "3920m", reverse=True)
+              + capacity("pods", "110") + capacity("cpu", "4", reverse=True) + UNKNOWN)
+    raw = node(meta=ld(1, "n1") + ld(6, "7"), status=status)
+    frame = ld(1, "ADDED") + ld(2, ld(1, envelope(raw)))
+    event = nodeproto.decode_event_capacity(frame)
+    assert event.node == NodeInfo("n1", "7", False, True, "3920m", (), "4")
+    assert decode_node(raw) == event.node._replace(capacity_cpu=None)

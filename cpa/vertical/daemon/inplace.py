@@ -1,0 +1,207 @@
+"""``--resize-mode=in-place``: resize the target's running Pods through ``pods/resize``.
+
+Each poll (not only when the computed values change: a Pod created from an old template,
+or rescheduled, must be found too): GET the target (its selector, its update strategy and
+its template), list its Pods (by the selector, then by owner: a DaemonSet or ReplicaSet
+owns its Pods, a Deployment through its ReplicaSets), and for every running Pod whose
+resources differ send the resize that :func:`cpa.vertical.resize.plan_pod` plans.
+
+The template. Patching the template of a RollingUpdate DaemonSet or of a Deployment makes
+its controller replace every Pod -- the restart in-place resize is there to avoid. So with
+``--in-place-template=when-safe`` (the default) the template is patched only where that
+restarts nothing (a DaemonSet with ``updateStrategy: OnDelete``, a bare ReplicaSet);
+elsewhere it keeps its old values, Pods created later start with them and are resized at
+the next poll. ``always`` accepts the rollout, ``never`` leaves every template alone.
+
+Refusals (see :mod:`cpa.vertical.resize`, plus the API's answers: 404 no ``resize``
+subresource, 403 RBAC, 422 validation, and a resize deferred for longer than
+``--resize-deferred-timeout``) make the poll fall back to CPVA's write: the template is
+patched even where that rolls the Pods, so the values do get applied. The loop logs each
+fallback once per change of the computed values and counts it by reason.
+
+RBAC beyond CPVA's: ``get`` on the target's kind, ``list`` on pods, ``patch`` on
+``pods/resize``, and for a Deployment ``list`` on replicasets.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cpa import logs
+from cpa.kube.api import ApiError, RawApi
+from cpa.vertical.daemon.writer import STRATEGIC_MERGE
+from cpa.vertical.formula import Requirements
+from cpa.vertical.patch import PatchTarget, target_path
+from cpa.vertical.resize import (
+    controller_uid,
+    label_selector,
+    plan_pod,
+    resize_status,
+    template_is_safe,
+)
+
+__all__ = ["InPlaceOutcome", "InPlaceResizer", "Refusal"]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A Pod (or the whole target: ``pod`` empty) that cannot be resized in place."""
+
+    pod: str
+    reason: str  # resource, container, qos, infeasible, error, deferred, unsupported,
+    #              forbidden, invalid, target
+    message: str
+
+    def __str__(self) -> str:
+        where = f"Pod {self.pod}" if self.pod else "the target"
+        return f"{where}: {self.reason}: {self.message}"
+
+
+@dataclass(slots=True)
+class InPlaceOutcome:
+    """What one poll's in-place step saw and did."""
+
+    patch_template: bool = False  # the template may be patched this poll (without rolling)
+    template_reason: str = ""
+    target: Mapping[str, Any] | None = None  # the target as read this poll
+    pods: int = 0  # running Pods of the target looked at
+    resized: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)  # deferred or in progress, in time
+    refusals: list[Refusal] = field(default_factory=list)
+    error: str | None = None  # a failure that is no refusal (the API is unreachable)
+
+
+class _ListError(Exception):
+    def __init__(self, resource: str, error: ApiError) -> None:
+        super().__init__(str(error))
+        self.resource = resource
+        self.error = error
+
+
+class InPlaceResizer:
+    """Resizes one target's Pods; remembers deferred resizes to time them out."""
+
+    def __init__(self, api: RawApi, namespace: str, target: PatchTarget, *,
+                 template: str = "when-safe", deferred_timeout: float = 300.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._api = api
+        self.namespace = namespace
+        self.target = target
+        self.template = template
+        self.deferred_timeout = deferred_timeout
+        self._clock = clock
+        self._deferred: dict[str, float] = {}  # Pod uid -> when first seen deferred
+        self._log = logs.get_logger("resize")
+
+    def poll(self, computed: Requirements) -> InPlaceOutcome:
+        out = InPlaceOutcome()
+        try:
+            obj = self._api.get_json(target_path(self.namespace, self.target))
+        except ApiError as exc:
+            if exc.status == 0:
+                out.error = f"cannot read the target: {exc}"
+                return out
+            hint = (f"; grant get on {self.target.kind.lower()}s in group apps"
+                    if exc.forbidden else "")
+            out.refusals.append(Refusal("", "forbidden" if exc.forbidden else "target",
+                                        f"cannot read the target: {exc.message}{hint}"))
+            return out
+        out.target = obj
+        safe, why = template_is_safe(obj, self.target.kind)
+        out.patch_template = self.template == "always" or (self.template == "when-safe"
+                                                           and safe)
+        out.template_reason = why if self.template == "when-safe" else (
+            f"--in-place-template={self.template}")
+        try:
+            pods = self._pods(obj)
+        except _ListError as failed:
+            err = failed.error
+            if err.status == 0:
+                out.error = f"cannot list the target's {failed.resource}: {err}"
+                return out
+            grant = f"; grant list on {failed.resource}" if err.forbidden else ""
+            out.refusals.append(Refusal("", "forbidden" if err.forbidden else "target",
+                                        f"cannot list the target's {failed.resource}: "
+                                        f"{err.message}{grant}"))
+            return out
+        seen: set[str] = set()
+        for pod in pods:
+            self._one(pod, computed, out, seen)
+        for uid in [u for u in self._deferred if u not in seen]:
+            del self._deferred[uid]
+        return out
+
+    # --- finding the Pods ---------------------------------------------------------------
+    def _pods(self, obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        spec = obj.get("spec") or {}
+        selector = label_selector(spec.get("selector") or {})
+        owners = {str((obj.get("metadata") or {}).get("uid"))}
+        if self.target.kind == "Deployment":
+            try:
+                sets = self._api.get_json(
+                    f"/apis/apps/v1/namespaces/{self.namespace}/replicasets",
+                    {"labelSelector": selector})
+            except ApiError as exc:
+                raise _ListError("replicasets", exc) from exc
+            owners = {str(rs["metadata"]["uid"]) for rs in sets.get("items") or ()
+                      if controller_uid(rs) in owners}
+        try:
+            listed = self._api.get_json(f"/api/v1/namespaces/{self.namespace}/pods",
+                                        {"labelSelector": selector})
+        except ApiError as exc:
+            raise _ListError("pods", exc) from exc
+        return [pod for pod in listed.get("items") or () if controller_uid(pod) in owners]
+
+    # --- one Pod ------------------------------------------------------------------------
+    def _one(self, pod: Mapping[str, Any], computed: Requirements, out: InPlaceOutcome,
+             seen: set[str]) -> None:
+        meta = pod.get("metadata") or {}
+        name, uid = str(meta.get("name")), str(meta.get("uid"))
+        if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") != "Running":
+            return
+        out.pods += 1
+        status = resize_status(pod)
+        if status.state in ("infeasible", "error"):
+            out.refusals.append(Refusal(name, status.state, status.message or
+                                        "reported by the kubelet"))
+            return
+        if status.state == "deferred":
+            seen.add(uid)
+            since = self._deferred.setdefault(uid, self._clock())
+            waited = self._clock() - since
+            if waited > self.deferred_timeout:
+                out.refusals.append(Refusal(
+                    name, "deferred", f"deferred by the kubelet for {waited:.0f}s "
+                    f"(--resize-deferred-timeout): {status.message}"))
+            else:
+                out.pending.append(name)
+            return
+        if status.state == "in-progress":
+            out.pending.append(name)
+        plan = plan_pod(pod, computed)
+        if plan.refusal is not None:
+            out.refusals.append(Refusal(name, plan.refusal, plan.message))
+            return
+        if plan.body is None:
+            return
+        path = f"/api/v1/namespaces/{self.namespace}/pods/{name}/resize"
+        try:
+            self._api.send_raw("PATCH", path, plan.body.encode(), STRATEGIC_MERGE)
+        except ApiError as exc:
+            if exc.status == 0:
+                out.error = f"resize of Pod {name} failed: {exc}"
+                return
+            reason = {404: "unsupported", 403: "forbidden", 422: "invalid"}.get(
+                exc.status, "error")
+            hint = {"unsupported": "; the API server has no pods/resize (Kubernetes 1.33+ "
+                                   "has it on by default)",
+                    "forbidden": "; grant patch on pods/resize"}.get(reason, "")
+            out.refusals.append(Refusal(name, reason, f"{exc.message}{hint}"))
+            return
+        out.resized.append(name)
+        self._log.info("resize.pod", pod=name, body=plan.body,
+                       changes=[f"{d.container} {d.kind}[{d.resource}]: {d.current} -> "
+                                f"{d.wanted}" for d in plan.differences])

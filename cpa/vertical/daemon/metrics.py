@@ -1,0 +1,180 @@
+"""``/metrics`` of ``/cpvpa`` (``--health-port``): what was computed and what was written.
+
+An observer of :class:`~cpa.vertical.daemon.loop.VerticalPollResult`, as the autoscaler's
+metrics observe its polls. Every name is prefixed ``cpvpa_``. The per-value families are
+labelled by container, kind (``requests``/``limits``) and resource, all from the config,
+so the series count is bounded by the config; a value the config no longer has is removed.
+Values are in the resource's base unit (cores, bytes), as Prometheus prefers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
+
+from cpa.nodes.watch import WatchStatus
+from cpa.vertical.daemon.loop import VerticalPollResult
+from cpa.vertical.formula import Requirements
+
+__all__ = ["VerticalMetrics"]
+
+disable_created_metrics()  # type: ignore[no-untyped-call]
+_POLL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_Labels = tuple[str, str, str]
+
+
+def _by_label(values: Requirements) -> dict[_Labels, float]:
+    out: dict[_Labels, float] = {}
+    for name, req in values.items():
+        for kind, found in (("requests", req.requests), ("limits", req.limits)):
+            for res, q in found.items():
+                out[(name, kind, res)] = q.milli_value() / 1000
+    return out
+
+
+class _NodesCollector(Collector):
+    """The node watch's state at scrape time (the counts' source, its restarts, how long
+    it has been down)."""
+
+    def __init__(self, status: Callable[[], WatchStatus], mode: Callable[[], str],
+                 clock: Callable[[], float]) -> None:
+        self._status = status
+        self._mode = mode
+        self._clock = clock
+
+    def collect(self) -> Iterable[Metric]:
+        mode = GaugeMetricFamily(
+            "cpvpa_node_counts_source",
+            "1 for how the Nodes are counted: watch, or list (one list per poll, where "
+            "RBAC grants no watch on nodes, as CPVA's does not).", labels=["source"])
+        current = self._mode()
+        for source in ("watch", "list"):
+            mode.add_metric([source], 1 if current == source else 0)
+        yield mode
+        status = self._status()
+        restarts = CounterMetricFamily(
+            "cpvpa_node_watch_restarts", "Node watches that failed and were replaced.")
+        restarts.add_metric([], status.restarts)
+        yield restarts
+        stale = GaugeMetricFamily(
+            "cpvpa_node_counts_stale_seconds",
+            "How long the node watch has been down (0 while it is up or not used).")
+        stale.add_metric([], status.stale_seconds(self._clock()) if current == "watch"
+                         else 0.0)
+        yield stale
+
+
+class VerticalMetrics:
+    """The vertical daemon's metrics in a registry of their own."""
+
+    def __init__(self, watch_status: Callable[[], WatchStatus] | None = None,
+                 node_source: Callable[[], str] = lambda: "",
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        reg = self.registry
+        self._wall = wall
+        ProcessCollector(registry=reg)
+        PlatformCollector(registry=reg)
+        GCCollector(registry=reg)
+        labels = ["container", "kind", "resource"]
+        self.computed = Gauge(
+            "cpvpa_computed", "The value the config gives at the current cluster size, per "
+            "container, kind (requests/limits) and resource, in base units.", labels,
+            registry=reg)
+        self.written = Gauge(
+            "cpvpa_written", "The value last written to the target's pod template "
+            "(not set by a dry run).", labels, registry=reg)
+        self.drift = Gauge(
+            "cpvpa_template_drift", "In-place mode: 1 where the pod template does not have "
+            "the computed value (left alone so that no Pod restarts), else 0.", labels,
+            registry=reg)
+        self.cluster_nodes = Gauge("cpvpa_cluster_nodes", "Nodes counted (all of them).",
+                                   registry=reg)
+        self.cluster_cores = Gauge("cpvpa_cluster_cores",
+                                   "Cores counted: the Nodes' capacity cpu, summed.",
+                                   registry=reg)
+        self.polls = Counter("cpvpa_polls", "Polls by result.", ["result"], registry=reg)
+        self.poll_duration = Histogram("cpvpa_poll_duration_seconds", "How long a poll took.",
+                                       buckets=_POLL_BUCKETS, registry=reg)
+        self.writes = Counter("cpvpa_writes", "Template PATCHes by result (success, error, "
+                              "dry_run).", ["result"], registry=reg)
+        self.resizes = Counter("cpvpa_pod_resizes", "Pods resized in place (pods/resize "
+                               "PATCHes accepted).", registry=reg)
+        self.pending = Gauge("cpvpa_pod_resizes_pending", "Pods whose in-place resize the "
+                             "kubelet defers or is applying.", registry=reg)
+        self.fallbacks = Counter(
+            "cpvpa_resize_fallbacks", "In-place resizes refused, by reason, counted once per "
+            "change of the computed values; the template is patched instead.", ["reason"],
+            registry=reg)
+        self.last_success = Gauge("cpvpa_last_successful_poll_timestamp_seconds",
+                                  "Unix time of the last poll that succeeded.", registry=reg)
+        self.leader = Gauge("cpvpa_leader", "1 while this process may write (the leader, or "
+                            "no leader election), 0 while it is a follower.", registry=reg)
+        self.leader.set(1)
+        for result in ("success", "error"):
+            self.polls.labels(result)
+        for result in ("success", "error", "dry_run"):
+            self.writes.labels(result)
+        if watch_status is not None:
+            reg.register(_NodesCollector(watch_status, node_source, clock))
+        self._shown: dict[Gauge, set[_Labels]] = {}
+
+    def _set(self, gauge: Gauge, values: dict[_Labels, float]) -> None:
+        """Set ``values`` and remove the series a previous poll had and this one has not."""
+        for labels in self._shown.get(gauge, set()) - set(values):
+            gauge.remove(*labels)
+        for labels, value in values.items():
+            gauge.labels(*labels).set(value)
+        self._shown[gauge] = set(values)
+
+    def observe(self, result: VerticalPollResult) -> None:
+        """A poll observer."""
+        self.polls.labels("success" if result.ok else "error").inc()
+        self.poll_duration.observe(result.duration)
+        if result.ok:
+            self.last_success.set(self._wall())
+        if result.nodes is not None and result.cores is not None:
+            self.cluster_nodes.set(result.nodes)
+            self.cluster_cores.set(result.cores)
+        plan = result.plan
+        if plan is not None and plan.computed is not None:
+            self._set(self.computed, _by_label(plan.computed))
+        if result.written is not None:
+            if result.dry_run:
+                self.writes.labels("dry_run").inc()
+            else:
+                self.writes.labels("success").inc()
+                self._set(self.written, _by_label(result.written))
+        elif result.write_failed:
+            self.writes.labels("error").inc()
+        inplace = result.inplace
+        if inplace is not None:
+            self.resizes.inc(len(inplace.resized))
+            self.pending.set(len(inplace.pending))
+            if plan is not None and plan.computed is not None:
+                drift = dict.fromkeys(_by_label(plan.computed), 0.0)
+                drift.update({(d.container, d.kind, d.resource): 1.0 for d in result.drift})
+                self._set(self.drift, drift)
+        for reason in result.fallbacks:
+            self.fallbacks.labels(reason).inc()
+
+    def set_leader(self, leading: bool) -> None:
+        self.leader.set(1 if leading else 0)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,225 @@
+"""``/cpvpa``'s command line: CPVA v0.8.9's flags, then ours, all opt-in.
+
+CPVA's flags (cmd/cpvpa/options/options.go:54-63) keep their names, types, defaults and
+checks, so a CPVA Deployment's ``command`` works unchanged: ``--target``, ``--namespace``
+(default ``$MY_NAMESPACE``, not CPA's ``$MY_POD_NAMESPACE``), ``--default-config``,
+``--config-file``, ``--poll-period-seconds`` (10), ``--kubeconfig``, ``--version``,
+``--dry-run`` and the glog flags. The syntax is pflag's, parsed by :mod:`cpa.flags` with
+this module's table: ``_`` and ``-`` are one, ``-v=2`` works.
+
+Validation reports every problem at once, with CPVA's messages (exit 1). Ours on top of
+CPVA's checks: an empty name (``deployment/``) and a name with a ``/`` are refused here
+(CPVA fails every PATCH, or exits after discovery), and ``--default-config`` is decoded
+here, so a bad one is exit 1 before any API request (CPVA: exit 1 after discovery).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from cpa.flags import (
+    Flag,
+    FlagTable,
+    UsageError,
+    parse_bool,
+    parse_decimal_int,
+    parse_duration,
+    parse_flags,
+    parse_go_int,
+    parse_str,
+    shared,
+)
+from cpa.vertical.config import ConfigError, ScaleConfig, decode_config
+from cpa.vertical.patch import PatchTarget, TargetError, parse_target
+from cpa.vertical.state import InvalidConfigPolicy
+
+__all__ = ["TABLE", "UsageError", "VerticalOptions", "parse", "usage", "validate"]
+
+RESIZE_MODES = ("template", "in-place")
+IN_PLACE_TEMPLATE = ("when-safe", "always", "never")
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return text
+    return parse
+
+
+@dataclass(slots=True)
+class VerticalOptions:
+    """Everything ``/cpvpa`` takes from its command line (and ``$MY_NAMESPACE``)."""
+
+    target: str = ""
+    namespace: str = ""
+    default_config: str = ""
+    config_file: str = ""
+    poll_period_seconds: int = 10
+    kubeconfig: str = ""
+    version: bool = False
+    dry_run: bool = False
+    help: bool = False
+    # glog flags: accepted for compatibility; only --v changes what we do.
+    v: int = 0
+    vmodule: str = ""
+    logtostderr: bool = False
+    alsologtostderr: bool = False
+    stderrthreshold: int = 2
+    log_dir: str = ""
+    log_link: str = ""
+    logbuflevel: int = 0
+    log_backtrace_at: str = ""
+    # ours, opt-in
+    resize_mode: str = "template"
+    in_place_template: str = "when-safe"
+    resize_deferred_timeout: float = 300.0
+    invalid_config: str = InvalidConfigPolicy.REFUSE.value
+    health_port: int = 0
+    log_format: str = "text"
+    leader_elect: bool = False
+    leader_elect_lease_name: str = ""
+    leader_elect_namespace: str = ""
+    leader_elect_lease_duration: float = 15.0
+    leader_elect_renew_deadline: float = 10.0
+    leader_elect_retry_period: float = 2.0
+    # filled by validate()
+    patch_target: PatchTarget | None = None
+    default_scale_config: ScaleConfig | None = None
+
+    @property
+    def policy(self) -> InvalidConfigPolicy:
+        return InvalidConfigPolicy(self.invalid_config)
+
+    @property
+    def lease_name(self) -> str:
+        """``--leader-elect-lease-name``, else ``cpvpa-<kind>-<name>``."""
+        if self.leader_elect_lease_name:
+            return self.leader_elect_lease_name
+        target = self.patch_target
+        return f"cpvpa-{target.kind.lower()}-{target.name}" if target else "cpvpa"
+
+
+_FLAGS: tuple[Flag, ...] = (
+    Flag("target", "target", parse_str,
+         "The target object to scale: deployment/NAME, daemonset/NAME or replicaset/NAME "
+         "(not case sensitive; the name is lower-cased too, as CPVA does).",
+         metavar="string"),
+    Flag("namespace", "namespace", parse_str,
+         "The namespace of the --target (default: $MY_NAMESPACE).", metavar="string"),
+    Flag("default-config", "default_config", parse_str,
+         'The default configuration, JSON: {"<container>": {"requests"|"limits": '
+         '{"<resource>": {"base", "max", "step", "coresPerStep", "nodesPerStep"}}}}.',
+         metavar="json"),
+    Flag("config-file", "config_file", parse_str,
+         "A config file (JSON, as --default-config) decoded over the default config; re-read "
+         "when it is replaced (a mounted ConfigMap's update).", metavar="path"),
+    Flag("poll-period-seconds", "poll_period_seconds", parse_go_int,
+         "Seconds between polls of the cluster size (default 10).", metavar="int"),
+    *shared("kubeconfig"),
+    Flag("version", "version", parse_bool, "Print the version and exit.", is_bool=True),
+    Flag("dry-run", "dry_run", parse_bool,
+         "Compute and log the updates of the target but do not apply them.", is_bool=True),
+    Flag("help", "help", parse_bool, "Show this help and exit.", is_bool=True),
+    Flag("v", "v", lambda text: parse_decimal_int(text, 32),
+         "Log verbosity: 0 writes and errors, 2 the config, 4 every poll's counts and "
+         "values.", metavar="int"),
+    *shared("vmodule", "logtostderr", "alsologtostderr", "stderrthreshold", "log-dir",
+            "log-link", "logbuflevel", "log-backtrace-at"),
+    Flag("resize-mode", "resize_mode", _choice(*RESIZE_MODES),
+         "template (default, CPVA's): patch the target's pod template, which rolls its "
+         "Pods. in-place: resize the running Pods through pods/resize (Kubernetes 1.33+), "
+         "falling back to the template where the cluster refuses.", metavar="mode"),
+    Flag("in-place-template", "in_place_template", _choice(*IN_PLACE_TEMPLATE),
+         "With --resize-mode=in-place, whether the pod template is patched too: when-safe "
+         "(default: only where that restarts no Pod, a DaemonSet with updateStrategy "
+         "OnDelete or a ReplicaSet), always, never.", metavar="when"),
+    Flag("resize-deferred-timeout", "resize_deferred_timeout", parse_duration,
+         "How long an in-place resize the kubelet defers may wait before the template is "
+         "patched instead (default 5m).", metavar="duration"),
+    Flag("invalid-config", "invalid_config", _choice(*(p.value for p in InvalidConfigPolicy)),
+         "refuse (default): an invalid config file fails every poll and nothing is written "
+         "until the file changes. keep-previous: CPVA's behaviour, the previous config "
+         "keeps applying.", metavar="policy"),
+    Flag("health-port", "health_port", parse_go_int,
+         "Serve /healthz, /last-poll and /metrics on this port (default 0: off, as CPVA).",
+         metavar="int"),
+    *shared("log-format"),
+    Flag("leader-elect", "leader_elect", parse_bool,
+         "Run several replicas: only the holder of a coordination.k8s.io Lease writes. "
+         "Needs get, create, update on leases.", is_bool=True),
+    Flag("leader-elect-lease-name", "leader_elect_lease_name", parse_str,
+         "Name of the Lease (default: cpvpa-<kind>-<name> of the target).",
+         metavar="string"),
+    *shared("leader-elect-namespace", "leader-elect-lease-duration",
+            "leader-elect-renew-deadline", "leader-elect-retry-period"),
+)
+
+TABLE = FlagTable(_FLAGS)
+
+
+def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> VerticalOptions:
+    """Parse ``argv`` (without the program name); raise :class:`cpa.flags.UsageError`."""
+    env = os.environ if environ is None else environ
+    opts = VerticalOptions(namespace=env.get("MY_NAMESPACE", ""),
+                           kubeconfig=env.get("KUBECONFIG", ""))
+    args = list(argv)
+    # pflag answers -h as --help (CPVA defines no such flag; pflag does it for any set).
+    if "-h" in args[:args.index("--") if "--" in args else len(args)]:
+        opts.help = True
+        return opts
+    return parse_flags(args, TABLE, opts)
+
+
+def validate(opts: VerticalOptions) -> list[str]:
+    """Every problem, CPVA's first in CPVA's order and words; fills ``patch_target`` and
+    ``default_scale_config``."""
+    problems: list[str] = []
+    opts.target = opts.target.lower()
+    try:
+        opts.patch_target = parse_target(opts.target)
+    except TargetError as exc:
+        problems.append(str(exc) + ("" if "format error" in str(exc) else
+                                    " Pass e.g. --target=daemonset/kube-proxy."))
+    else:
+        if not opts.patch_target.name:
+            problems.append(f"--target {opts.target!r} has no name: pass e.g. "
+                            f"{opts.target}my-app")
+    if opts.namespace == "":
+        problems.append("--namespace parameter not set and failed to fallback: pass "
+                        "--namespace or set MY_NAMESPACE")
+    if opts.default_config == "" and opts.config_file == "":
+        problems.append("Either --default-config or --config-file must be specified")
+    if opts.poll_period_seconds < 1:
+        problems.append("--poll-period-seconds cannot be less than 1")
+    if opts.default_config:
+        try:
+            opts.default_scale_config = decode_config(opts.default_config)
+        except ConfigError as exc:
+            problems.append(f"invalid default config: {exc}")
+    if not 0 <= opts.health_port < 65536:
+        problems.append(f"--health-port must be between 0 (off) and 65535, got "
+                        f"{opts.health_port}")
+    if opts.resize_deferred_timeout <= 0:
+        problems.append("--resize-deferred-timeout must be positive")
+    if opts.leader_elect:
+        duration = opts.leader_elect_lease_duration
+        deadline = opts.leader_elect_renew_deadline
+        retry = opts.leader_elect_retry_period
+        if not duration > deadline:
+            problems.append("--leader-elect-lease-duration must be greater than "
+                            f"--leader-elect-renew-deadline ({duration:g}s <= {deadline:g}s)")
+        if not deadline > 1.2 * retry:  # client-go's JitterFactor
+            problems.append("--leader-elect-renew-deadline must be greater than 1.2 x "
+                            f"--leader-elect-retry-period ({deadline:g}s, {retry:g}s)")
+        if retry <= 0:
+            problems.append("--leader-elect-retry-period must be positive")
+    return problems
+
+
+def usage(prog: str) -> str:
+    from cpa.flags import usage as table_usage
+
+    return table_usage(prog, TABLE)
