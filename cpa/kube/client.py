@@ -117,9 +117,10 @@ class KubeApi:
         if deadline is not None and deadline < end:
             end, limit = deadline, max(0.0, deadline - self._clock())
         target = _target(path, query)
-        # A GET on a kept-alive connection that the server (or a middlebox) closed while it
-        # sat in the pool fails before any answer; like Go's transport, try it once more on
-        # a new connection. Never after a timeout, and never a write.
+        # A GET on a kept-alive connection that the server (or a middlebox) dropped as we
+        # sent it fails before any byte of its answer; like Go's transport, send it once
+        # more on another connection. Only then: never on a new connection, never after a
+        # byte of the answer or a timeout, and never a write.
         reconnects = 1 if method == "GET" else 0
         retries = 0
         while True:
@@ -138,7 +139,7 @@ class KubeApi:
                                f"{self.conn.server} within the request's {limit:.0f}s "
                                "deadline (connect to last byte)") from exc
             except ConnectError as exc:
-                if reconnects and exc.before_answer:
+                if reconnects and exc.retryable:
                     reconnects -= 1
                     continue
                 raise ApiError(0, "ConnectionError",

@@ -45,16 +45,42 @@ class DeadlineExceeded(TimeoutError):
 class ConnectError(OSError):
     """The connection could not be made, or broke before the server answered."""
 
-    def __init__(self, message: str, before_answer: bool = False) -> None:
+    def __init__(self, message: str, before_answer: bool = False,
+                 reused: bool = False) -> None:
         super().__init__(message)
-        self.before_answer = before_answer  # closed or reset before any response
+        self.before_answer = before_answer  # closed or reset before any response byte
+        self.reused = reused  # on a kept-alive connection that had served a request
+
+    @property
+    def retryable(self) -> bool:
+        """Go's rule (net/http ``shouldRetryRequest``) for an idempotent request: a
+        kept-alive connection that failed before a single byte of the answer came back;
+        the server or a middlebox dropped it as we sent, so the request was not handled."""
+        return self.before_answer and self.reused
 
 
 def closed_before_answer(exc: BaseException) -> bool:
-    """The connection was closed or reset under us before any response (not a timeout):
-    a kept-alive connection the server or a middlebox dropped while it sat idle."""
+    """The connection was closed or reset under us (not a timeout)."""
     return isinstance(exc, (http.client.RemoteDisconnected, ConnectionResetError,
                             BrokenPipeError, ConnectionAbortedError, ssl.SSLEOFError))
+
+
+class _Unanswered(ConnectionError):
+    """The connection broke while we waited for the first byte of the answer."""
+
+
+class _FirstByteResponse(http.client.HTTPResponse):
+    """An answer that tells a connection broken before its first byte (nothing answered:
+    safe to send a GET again) from one broken part-way through the status line or
+    headers (something answered: not)."""
+
+    def begin(self) -> None:
+        if self.fp is not None:
+            try:
+                self.fp.peek(1)  # blocks until a byte, EOF or an error; consumes nothing
+            except (ConnectionResetError, ConnectionAbortedError, ssl.SSLEOFError) as exc:
+                raise _Unanswered(f"{type(exc).__name__}: {exc}") from exc
+        super().begin()
 
 
 def _dropped(conn: http.client.HTTPConnection) -> bool:
@@ -80,6 +106,7 @@ class _Connection(http.client.HTTPConnection):
     def __init__(self, host: str, port: int, timeout: float,
                  context: ssl.SSLContext | None, server_name: str | None) -> None:
         super().__init__(host, port, timeout=timeout)
+        self.response_class = _FirstByteResponse
         self._tls = context
         self._server_name = server_name or host
 
@@ -446,6 +473,7 @@ class Pool:
         if conn is None:
             conn = self._new(connect_timeout)
         cut = self.deadlines.watch(conn, deadline) if deadline is not None else None
+        sending = False
         try:
             if fresh:
                 try:
@@ -455,7 +483,9 @@ class Pool:
             sock = conn.sock
             if sock is not None:
                 sock.settimeout(read_timeout)
+            sending = True
             conn.request(method, self._prefix + target, body=body, headers=headers)
+            sending = False
             resp = conn.getresponse()
         except BaseException as exc:
             conn.close()
@@ -467,7 +497,11 @@ class Pool:
                 raise ReadTimeoutError(f"Read timed out. (read timeout={read_timeout})"
                                        ) from exc
             if isinstance(exc, OSError | http.client.HTTPException):
-                raise ConnectError(f"{type(exc).__name__}: {exc}",
-                                   before_answer=closed_before_answer(exc)) from exc
+                # Before any answer byte: broken while sending, an empty status line
+                # (RemoteDisconnected), or reset while waiting for the first byte.
+                unanswered = (isinstance(exc, _Unanswered | http.client.RemoteDisconnected)
+                              or (sending and closed_before_answer(exc)))
+                raise ConnectError(f"{type(exc).__name__}: {exc}", before_answer=unanswered,
+                                   reused=not fresh) from exc
             raise
         return Response(self, conn, sock, resp, read_timeout, cut)

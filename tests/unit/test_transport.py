@@ -229,18 +229,84 @@ def api(url: str) -> KubeApi:
                               source="test"))
 
 
-def test_a_get_reset_before_its_answer_is_sent_once_more(
+def rst(conn: socket.socket) -> None:
+    """Close with a reset (RST), not a FIN."""
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+def answer_then(first: Callable[[socket.socket], None]) -> Handler:
+    """Connection 0 answers one request, then meets its second with ``first``; every other
+    connection answers all its requests."""
+    def handler(conn: socket.socket, index: int) -> None:
+        served = 0
+        while read_request(conn):
+            if index == 0 and served == 1:
+                first(conn)
+                return
+            answer(conn, b'{"kind":"ConfigMap"}')
+            served += 1
+    return handler
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT"])
+def test_a_request_reset_on_a_kept_alive_connection_before_any_answer_byte(
+        serve: Callable[[Handler], Server], method: str) -> None:
+    """Go's rule: a GET is sent once more on a new connection; a write never is."""
+    server = serve(answer_then(rst))
+    client = api(server.url)
+    assert client.get_json("/api/v1/x") == {"kind": "ConfigMap"}
+    assert server.accepted == 1
+    if method == "GET":
+        assert client.get_json("/api/v1/x") == {"kind": "ConfigMap"}
+        assert server.accepted == 2
+    else:
+        with pytest.raises(ApiError) as caught:
+            client.send_json(method, "/api/v1/x", {"data": {}})
+        assert caught.value.status == 0 and server.accepted == 1
+
+
+def test_a_get_reset_after_a_byte_of_its_answer_is_not_sent_again(
         serve: Callable[[Handler], Server]) -> None:
+    def half_answer(conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Ty")
+        time.sleep(0.2)
+        rst(conn)
+
+    server = serve(answer_then(half_answer))
+    client = api(server.url)
+    client.get_json("/api/v1/x")
+    with pytest.raises(ApiError) as caught:
+        client.get_json("/api/v1/x")
+    assert caught.value.status == 0 and server.accepted == 1
+
+
+def test_a_get_reset_on_a_new_connection_is_not_sent_again(
+        serve: Callable[[Handler], Server]) -> None:
+    """A new connection that fails says something about the server, not about a stale
+    connection: the error is the answer (as Go's transport)."""
     def handler(conn: socket.socket, index: int) -> None:
         read_request(conn)
-        if index == 0:  # closed under us before any answer
-            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        if index == 0:
+            rst(conn)
             return
         answer(conn, b'{"kind":"ConfigMap"}')
 
     server = serve(handler)
-    assert api(server.url).get_json("/api/v1/x") == {"kind": "ConfigMap"}
-    assert server.accepted == 2
+    with pytest.raises(ApiError) as caught:
+        api(server.url).get_json("/api/v1/x")
+    assert caught.value.status == 0 and server.accepted == 1
+
+
+def test_connect_errors_say_whether_they_may_be_sent_again(
+        serve: Callable[[Handler], Server]) -> None:
+    server = serve(answer_then(rst))
+    pool = Pool(server.url, None)
+    first = get(pool, "/x")
+    first.read()
+    first.release_conn()
+    with pytest.raises(ConnectError) as caught:
+        get(pool, "/x")
+    assert caught.value.before_answer and caught.value.reused and caught.value.retryable
 
 
 def test_a_write_is_never_sent_twice(serve: Callable[[Handler], Server]) -> None:
