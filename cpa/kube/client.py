@@ -11,6 +11,11 @@ the caller's ``deadline`` is sooner): a server that answers slowly, or drip-feed
 answer, fails the request at the deadline. A 429 (or a 5xx) with ``Retry-After`` is tried
 again after that many seconds, as client-go does (up to 10 times), but never waits more
 than :data:`~cpa.kube.api.RETRY_AFTER_CAP` at a time nor past the deadline.
+
+A GET whose connection is reset or closed is sent again, as Go and client-go do: at once
+when a kept-alive connection broke before the first byte of the answer (Go's transport),
+else after one second (client-go's rule for a GET: a connection reset or a probable EOF
+counts as ``Retry-After: 1``), within the same 10 tries and the deadline. A write never is.
 """
 
 from __future__ import annotations
@@ -26,7 +31,13 @@ from urllib.parse import urlencode
 from cpa import __version__
 from cpa.kube.api import RETRY_AFTER_CAP, ApiError, StreamResponse
 from cpa.kube.config import ConfigError, Connection
-from cpa.kube.transport import ConnectError, DeadlineExceeded, Pool, ReadTimeoutError
+from cpa.kube.transport import (
+    ConnectError,
+    DeadlineExceeded,
+    Pool,
+    ReadTimeoutError,
+    probable_eof,
+)
 from cpa.kube.wire import JSON, api_error
 
 __all__ = ["ApiError", "KubeApi"]
@@ -35,6 +46,7 @@ USER_AGENT = f"cluster-proportional-autoscaler-py/{__version__}"
 DEFAULT_TIMEOUT = 30.0  # a whole request, connect to last byte (a stream: each read)
 CONNECT_TIMEOUT = 5.0  # an API server that does not accept in 5 s is unreachable for now
 MAX_RETRIES = 10  # client-go's default for Retry-After
+RESET_RETRY_SECONDS = 1.0  # client-go's artificial Retry-After for a GET's reset or EOF
 ABORT_GRACE = 1.0  # after abort(): what a request may still take (the Lease release)
 
 
@@ -142,10 +154,16 @@ class KubeApi:
                 if reconnects and exc.retryable:
                     reconnects -= 1
                     continue
+                if self._again_after_reset(method, exc, retries, end):
+                    retries += 1
+                    continue
                 raise ApiError(0, "ConnectionError",
                                f"{method} {path}: cannot reach the API server at "
                                f"{self.conn.server}: {exc}") from exc
             except (OSError, http.client.HTTPException) as exc:
+                if self._again_after_reset(method, exc, retries, end):
+                    retries += 1
+                    continue
                 raise ApiError(0, "ConnectionError",
                                f"{method} {path}: the API server at {self.conn.server} did "
                                f"not answer: {_describe(exc)}") from exc
@@ -157,6 +175,13 @@ class KubeApi:
                 self._refused(resp.status)
                 raise api_error(resp.status, answer, resp.headers.get("Content-Type"))
             retries += 1
+
+    def _again_after_reset(self, method: str, exc: BaseException, retries: int,
+                           end: float) -> bool:
+        """client-go's rule: a GET whose connection was reset or closed (at any point) is
+        tried again after a second, up to the retry limit and within the deadline."""
+        return (method == "GET" and probable_eof(exc) and retries < MAX_RETRIES
+                and self._wait_retry(RESET_RETRY_SECONDS, end))
 
     def _wait_retry(self, seconds: float, end: float) -> bool:
         """Wait ``seconds`` before trying again; False (do not) when that would leave no

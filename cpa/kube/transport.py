@@ -46,10 +46,11 @@ class ConnectError(OSError):
     """The connection could not be made, or broke before the server answered."""
 
     def __init__(self, message: str, before_answer: bool = False,
-                 reused: bool = False) -> None:
+                 reused: bool = False, broken: bool = False) -> None:
         super().__init__(message)
         self.before_answer = before_answer  # closed or reset before any response byte
         self.reused = reused  # on a kept-alive connection that had served a request
+        self.broken = broken  # reset or closed under us (not refused, not a timeout)
 
     @property
     def retryable(self) -> bool:
@@ -63,6 +64,13 @@ def closed_before_answer(exc: BaseException) -> bool:
     """The connection was closed or reset under us (not a timeout)."""
     return isinstance(exc, (http.client.RemoteDisconnected, ConnectionResetError,
                             BrokenPipeError, ConnectionAbortedError, ssl.SSLEOFError))
+
+
+def probable_eof(exc: BaseException) -> bool:
+    """client-go's ``IsConnectionReset || IsProbableEOF``: the connection was reset or
+    closed at any point, the answer's body included (not refused, not a timeout)."""
+    return (closed_before_answer(exc) or isinstance(exc, http.client.IncompleteRead)
+            or (isinstance(exc, ConnectError) and exc.broken))
 
 
 class _Unanswered(ConnectionError):
@@ -502,6 +510,7 @@ class Pool:
                 unanswered = (isinstance(exc, _Unanswered | http.client.RemoteDisconnected)
                               or (sending and closed_before_answer(exc)))
                 raise ConnectError(f"{type(exc).__name__}: {exc}", before_answer=unanswered,
-                                   reused=not fresh) from exc
+                                   reused=not fresh,
+                                   broken=unanswered or closed_before_answer(exc)) from exc
             raise
         return Response(self, conn, sock, resp, read_timeout, cut)

@@ -253,48 +253,117 @@ def test_a_request_reset_on_a_kept_alive_connection_before_any_answer_byte(
         serve: Callable[[Handler], Server], method: str) -> None:
     """Go's rule: a GET is sent once more on a new connection; a write never is."""
     server = serve(answer_then(rst))
-    client = api(server.url)
+    client = counted(server.url)
     assert client.get_json("/api/v1/x") == {"kind": "ConfigMap"}
     assert server.accepted == 1
     if method == "GET":
         assert client.get_json("/api/v1/x") == {"kind": "ConfigMap"}
-        assert server.accepted == 2
+        assert server.accepted == 2 and client.waits == [], "at once, on a new connection"
     else:
         with pytest.raises(ApiError) as caught:
             client.send_json(method, "/api/v1/x", {"data": {}})
         assert caught.value.status == 0 and server.accepted == 1
 
 
-def test_a_get_reset_after_a_byte_of_its_answer_is_not_sent_again(
+def half_answer(conn: socket.socket) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Ty")
+    time.sleep(0.2)
+    rst(conn)
+
+
+def test_a_reset_after_a_byte_of_the_answer_is_not_retryable_at_once(
         serve: Callable[[Handler], Server]) -> None:
-    def half_answer(conn: socket.socket) -> None:
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Ty")
+    """Go's transport sends nothing again once a byte of the answer came."""
+    server = serve(answer_then(half_answer))
+    pool = Pool(server.url, None)
+    first = get(pool, "/x")
+    first.read()
+    first.release_conn()
+    with pytest.raises(ConnectError) as caught:
+        get(pool, "/x")
+    assert caught.value.reused and caught.value.broken
+    assert not caught.value.before_answer and not caught.value.retryable
+
+
+def test_a_reset_on_a_new_connection_is_not_retryable_at_once(
+        serve: Callable[[Handler], Server]) -> None:
+    """Go's transport: a new connection that fails says something about the server."""
+    def handler(conn: socket.socket, _index: int) -> None:
+        read_request(conn)
+        rst(conn)
+
+    server = serve(handler)
+    with pytest.raises(ConnectError) as caught:
+        get(Pool(server.url, None), "/x")
+    assert caught.value.before_answer and caught.value.broken
+    assert not caught.value.reused and not caught.value.retryable
+
+
+class CountedWaits(KubeApi):
+    """The client with its retry pauses recorded and not slept."""
+
+    waits: list[float]
+
+    def _wait_retry(self, seconds: float, end: float) -> bool:
+        self.waits.append(seconds)
+        return True
+
+
+def counted(url: str) -> CountedWaits:
+    client = CountedWaits(Connection(server=url, ssl_context=None,
+                                     authorization=lambda: "Bearer t", source="test"))
+    client.waits = []
+    return client
+
+
+@pytest.mark.parametrize("where", ["new connection", "part-way through the answer",
+                                   "in the body"])
+def test_a_get_reset_anywhere_else_is_sent_again_after_a_second(
+        serve: Callable[[Handler], Server], where: str) -> None:
+    """client-go's rule for a GET: a reset or an EOF counts as ``Retry-After: 1``."""
+    def body_cut(conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n{\"kind\"")
         time.sleep(0.2)
         rst(conn)
 
-    server = serve(answer_then(half_answer))
-    client = api(server.url)
-    client.get_json("/api/v1/x")
-    with pytest.raises(ApiError) as caught:
-        client.get_json("/api/v1/x")
-    assert caught.value.status == 0 and server.accepted == 1
-
-
-def test_a_get_reset_on_a_new_connection_is_not_sent_again(
-        serve: Callable[[Handler], Server]) -> None:
-    """A new connection that fails says something about the server, not about a stale
-    connection: the error is the answer (as Go's transport)."""
     def handler(conn: socket.socket, index: int) -> None:
-        read_request(conn)
-        if index == 0:
+        if not read_request(conn):
+            return
+        if index == 0 and where == "new connection":
             rst(conn)
             return
         answer(conn, b'{"kind":"ConfigMap"}')
+        if index == 0 and read_request(conn):
+            (half_answer if where == "part-way through the answer" else body_cut)(conn)
+            return
+        while read_request(conn):
+            answer(conn, b'{"kind":"ConfigMap"}')
 
     server = serve(handler)
-    with pytest.raises(ApiError) as caught:
-        api(server.url).get_json("/api/v1/x")
-    assert caught.value.status == 0 and server.accepted == 1
+    client = counted(server.url)
+    if where != "new connection":
+        client.get_json("/api/v1/x")
+    assert client.get_json("/api/v1/x") == {"kind": "ConfigMap"}
+    assert client.waits == [1.0] and server.accepted == 2
+
+
+def test_a_write_reset_in_its_answer_is_not_sent_again(
+        serve: Callable[[Handler], Server]) -> None:
+    server = serve(answer_then(half_answer))
+    client = counted(server.url)
+    client.get_json("/api/v1/x")
+    with pytest.raises(ApiError):
+        client.send_json("PUT", "/api/v1/x", {"data": {}})
+    assert client.waits == [] and server.accepted == 1
+
+
+def test_a_refused_connection_is_not_tried_again() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    client = counted(f"http://127.0.0.1:{port}")
+    with pytest.raises(ApiError):
+        client.get_json("/api/v1/x")
+    assert client.waits == []
 
 
 def test_connect_errors_say_whether_they_may_be_sent_again(
@@ -307,6 +376,7 @@ def test_connect_errors_say_whether_they_may_be_sent_again(
     with pytest.raises(ConnectError) as caught:
         get(pool, "/x")
     assert caught.value.before_answer and caught.value.reused and caught.value.retryable
+    assert caught.value.broken
 
 
 def test_a_write_is_never_sent_twice(serve: Callable[[Handler], Server]) -> None:
