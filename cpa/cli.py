@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -18,12 +19,14 @@ from typing import TYPE_CHECKING
 from cpa import VERSION_TEXT, __version__, flags, logs
 
 if TYPE_CHECKING:  # imported for real only on the daemon's path, below
+    from cpa.daemon.health import HealthState
     from cpa.daemon.leaderelection import LeaderElector
     from cpa.daemon.loop import LoopConfig, PollResult
     from cpa.daemon.metrics import Metrics
-    from cpa.kube.api import Api
+    from cpa.kube.api import Api, RawApi
+    from cpa.kube.client import KubeApi
     from cpa.kube.scale import Target
-    from cpa.nodes.watch import WatchStatus
+    from cpa.nodes.watch import NodeReflector, WatchStatus
 
 DAEMON_NAME = "cluster-proportional-autoscaler"
 LABEL_LIST_WAIT = 30.0
@@ -65,8 +68,10 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
         print(f"{prog}: failed to validate all input parameters", file=sys.stderr)
         return flags.EXIT_INVALID
 
+    raise_open_files_limit()
     # Imported here so --help/--version and flag errors stay instant; only what starting
-    # the Node list needs comes first (the rest is imported while the list is in flight).
+    # the health server and the Node list needs comes first (the rest is imported while the
+    # list is in flight).
     from cpa.kube.client import KubeApi
     from cpa.kube.config import ConfigError, load
     from cpa.nodes.store import NodeStore
@@ -92,7 +97,22 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
     api = KubeApi(conn)
     store = NodeStore()
     watch = NodeReflector(api, store, opts.nodelabels)
+    # The health server answers before anything touches the API (ours: upstream serves
+    # nothing until its informer synced): /healthz 200, /last-poll 500 saying why we wait,
+    # /metrics counting it. It is a few sockets and one thread, ~1 ms before the list.
+    from cpa.daemon.health import HealthState, serve
+
+    health = HealthState(WAITING)
+    metrics = _LateMetrics(opts.targets, watch.status, opts.dry_run)
+    try:
+        server = serve(health, opts.health_port, metrics=metrics.exposition)
+    except OSError as exc:
+        print(f"{prog}: cannot serve health on port {opts.health_port}: {exc} "
+              "(choose another with --health-port)", file=sys.stderr)
+        return flags.EXIT_INVALID
     watch.start()
+    # SIGTERM cuts the requests in flight: a hung request must not hold the exit.
+    threading.Thread(target=_abort_on_stop, args=(stop, api), name="stop", daemon=True).start()
     # Events until the first poll is done are held and written after it (cpa.logs): the
     # logging library is not imported before the first write. While the API server answers
     # the Node list, the first poll's code is imported.
@@ -104,7 +124,6 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
              leader_elect=opts.leader_elect)
     if opts.dry_run:
         _dry_run(opts)
-    from cpa.daemon.health import HealthState, serve
     from cpa.daemon.loop import Autoscaler
 
     if any(target.custom for target in opts.targets):
@@ -112,22 +131,20 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
         if unresolved is not None:
             print(f"{prog}: {unresolved}", file=sys.stderr)
             watch.stop()
+            server.shutdown()
             return flags.EXIT_INVALID
-    while not watch.wait_synced(1.0):
-        if stop.is_set():
-            watch.stop()
-            return 0
-    health = HealthState()
-    metrics = _LateMetrics(opts.targets, watch.status, opts.dry_run)
-    try:
-        server = serve(health, opts.health_port, metrics=metrics.exposition)
-    except OSError as exc:
-        print(f"{prog}: cannot serve health on port {opts.health_port}: {exc} "
-              "(choose another with --health-port)", file=sys.stderr)
+    if not _wait_for_the_first_list(watch, stop, health, metrics, opts.poll_period_seconds):
         watch.stop()
-        return flags.EXIT_INVALID
+        server.shutdown()
+        return 0
     elector = _leader_elector(opts, api) if opts.leader_elect else None
-    autoscaler = Autoscaler(loop_config(opts), api, store.counts,
+    writer: RawApi = api
+    if elector is not None:
+        from cpa.daemon.leaderelection import GuardedApi
+
+        writer = GuardedApi(api, elector)  # every write checks the Lease just before it
+        health.record(None)  # a follower has no poll of its own to report
+    autoscaler = Autoscaler(loop_config(opts), writer, store.counts,
                             observers=[_ReleaseLogs(), health.observe, metrics.observe],
                             watch_status=watch.status,
                             may_write=elector.is_leader if elector is not None else None,
@@ -137,7 +154,7 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
 
         instance = os.environ.get("HOSTNAME") or DAEMON_NAME
         autoscaler.add_observer(
-            EventRecorder(api, opts.namespace, opts.configmap, instance).observe)
+            EventRecorder(writer, opts.namespace, opts.configmap, instance).observe)
     if elector is not None:
         def on_change(leading: bool) -> None:
             metrics.set_leader(leading)
@@ -156,6 +173,48 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
     server.shutdown()
     log.info("stopped", exit_code=code, signal=received[0] if received else None)
     return code
+
+
+WAITING = "waiting for the first Node list"
+
+
+def raise_open_files_limit() -> None:
+    """Raise the soft limit of open files to the hard one, as Go programs do at start
+    (since Go 1.19; upstream is one). containerd 2.x gives a container a soft limit of
+    1,024 under a hard one of ~500,000; CPython leaves it at 1,024."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError):
+        pass  # not permitted or not POSIX: keep the limit we were given
+
+
+def _abort_on_stop(stop: threading.Event, api: KubeApi) -> None:
+    stop.wait()
+    api.abort()
+
+
+def _wait_for_the_first_list(watch: NodeReflector, stop: threading.Event,
+                             health: HealthState, metrics: _LateMetrics,
+                             period: float) -> bool:
+    """Wait until the node store is synced (as upstream waits for its informer); False when
+    told to stop first. Meanwhile ``/last-poll`` says why, and each poll period that passes
+    with the list failing counts as a failed poll in ``/metrics`` (not towards
+    ``--max-sync-failures``: upstream polls only after the sync)."""
+    next_count: float | None = None
+    while not watch.wait_synced(0.5):
+        if stop.is_set():
+            return False
+        error = watch.status().error
+        health.record(WAITING if error is None else f"{WAITING}: {error}")
+        now = time.monotonic()
+        if error is not None and (next_count is None or now >= next_count):
+            metrics.failed_before_sync()
+            next_count = now + period
+    return True
 
 
 def _resolve_targets(opts: flags.Options, api: Api, stop: threading.Event) -> str | None:
@@ -254,6 +313,9 @@ class _LateMetrics:
             real = self._real
         if real is not None:
             real.set_leader(leading)
+
+    def failed_before_sync(self) -> None:
+        self._get().failed_before_sync()
 
     def exposition(self) -> bytes:
         return self._get().exposition()

@@ -46,6 +46,8 @@ class FakeApi:
         """Every POST and PUT raises this (a 403, a dropped connection, ...)."""
         self.conflicts: dict[str, int] = {}
         """path -> how many PUTs to refuse with 409, as if another writer got there first."""
+        self.deadlines: list[tuple[str, str, float | None]] = []
+        """(method, path, deadline) of every request, as the caller bounded it."""
 
     # --- the test's side -------------------------------------------------------------------
     def put(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -66,16 +68,20 @@ class FakeApi:
         return int(self.objects[path]["spec"]["replicas"])
 
     # --- the Api protocol ----------------------------------------------------------------
-    def get_json(self, path: str, query: Mapping[str, str] | None = None) -> dict[str, Any]:
+    def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
+                 deadline: float | None = None) -> dict[str, Any]:
         self.calls.append(("GET", path))
+        self.deadlines.append(("GET", path, deadline))
         if self.down:
             raise ApiError(0, "ConnectionError", "connection refused")
         if path not in self.objects:
             raise ApiError(404, "NotFound", f"{path} not found")
         return copy.deepcopy(self.objects[path])
 
-    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
+    def send_json(self, method: str, path: str, body: Any, *,
+                  deadline: float | None = None) -> dict[str, Any]:
         self.calls.append((method, path))
+        self.deadlines.append((method, path, deadline))
         if self.down:
             raise ApiError(0, "ConnectionError", "connection refused")
         if self.fail_writes is not None:
@@ -93,8 +99,8 @@ class FakeApi:
                                             "resourceVersion")
         return self.put(path, body)
 
-    def send_raw(self, method: str, path: str, data: bytes, content_type: str
-                 ) -> dict[str, Any]:
+    def send_raw(self, method: str, path: str, data: bytes, content_type: str, *,
+                 deadline: float | None = None) -> dict[str, Any]:
         """A JSON merge patch (the HPA floor's), with the API server's precondition: a
         resourceVersion in the patch must be the object's."""
         self.calls.append((method, path))
@@ -195,7 +201,7 @@ class ScriptedApi:
         return ApiError(0, "ConnectionError", "script over")
 
     def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
-               accept: str = JSON) -> StreamResponse:
+               accept: str = JSON, deadline: float | None = None) -> StreamResponse:
         if self.on_stream is not None:
             self.on_stream()
         self.stream_calls.append((dict(query), read_timeout))
@@ -221,10 +227,12 @@ class ScriptedApi:
             return PROTOBUF, page
         return JSON, json.dumps(page).encode()
 
-    def get_json(self, path: str, query: Mapping[str, str] | None = None) -> dict[str, Any]:
+    def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
+                 deadline: float | None = None) -> dict[str, Any]:
         raise AssertionError("the node watch makes no single JSON requests")
 
-    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
+    def send_json(self, method: str, path: str, body: Any, *,
+                  deadline: float | None = None) -> dict[str, Any]:
         raise AssertionError("the node watch writes nothing")
 
 

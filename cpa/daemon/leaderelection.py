@@ -6,32 +6,48 @@ node watch warm so that a takeover costs one Lease duration, not a cold sync.
 
 The algorithm is client-go's ``tryAcquireOrRenew``: a follower takes the Lease only when
 its record has not changed for ``lease_duration`` by the follower's own clock (never the
-server's timestamps, so clock skew cannot cause two leaders); the leader renews every
-``retry_period`` and stops writing when it has not renewed for ``renew_deadline``, which is
-shorter than ``lease_duration``. :meth:`LeaderElector.is_leader` is checked before each
-poll and also turns false on its own once the deadline passes, even while a renewal request
-hangs. On a clean shutdown the leader releases the Lease (empty holder, 1 s) so that a
-follower takes over at once.
+server's timestamps, so clock skew cannot cause two leaders). The leader's loop is
+client-go's ``renew``: ``retry_period`` after each renewal a round begins, which tries every
+``retry_period`` until one renewal succeeds; a round that has not succeeded
+``renew_deadline`` after it began ends the leadership, at that moment, even while a request
+hangs (each Lease request's deadline is the round's, as client-go's context). On a clean
+shutdown the leader releases the Lease (empty holder, 1 s) so that a follower takes over at
+once.
+
+Writes. Being the leader is checked before each poll, and :class:`GuardedApi` checks again
+just before every write (each scale PUT, the 409 retry, a ConfigMap create, an Event): it
+is sent only if it can be complete, connect to last byte, before ``renew_deadline`` after
+the START of the last successful renewal, and its deadline is cut to that moment. A
+follower cannot take over before ``lease_duration`` after that same renewal reached the API
+server (it must see the record unchanged that long), so the old leader's last write ends at
+least ``lease_duration - renew_deadline`` (5 s by default) before a new leader can begin:
+no write after losing the Lease, whatever the network does to a single request.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from cpa import logs
-from cpa.kube.api import Api, ApiError
+from cpa.kube.api import Api, ApiError, RawApi
 
-__all__ = ["LeaderElector", "LeaseConfig", "default_identity"]
+__all__ = ["GuardedApi", "LeaderElector", "LeaseConfig", "default_identity"]
+
+RELEASE_SECONDS = 1.0  # the Lease release at exit: SIGTERM is honoured within 2 s
+MIN_WRITE_SECONDS = 0.5
+"""A write is not sent with less time than this left before the renew deadline: it could
+not be complete in time anyway."""
 
 
 def default_identity() -> str:
@@ -78,7 +94,10 @@ class LeaderElector:
                       f"/leases/{config.name}")
         self._lock = threading.Lock()
         self._leading = False
-        self._renewed_at = 0.0
+        self._renewed_at = -math.inf  # when the last successful renewal began
+        self._renewed_end = -math.inf  # ... and when it was done
+        self._round_start = 0.0
+        self._round_deadline: float | None = None  # of the renewal round under way
         self._observed: str | None = None  # the last Lease spec we saw, as JSON text
         self._observed_at = 0.0
         self._observed_holder = ""
@@ -88,12 +107,39 @@ class LeaderElector:
 
     # --- what the rest of the daemon asks ------------------------------------------------
     def is_leader(self) -> bool:
+        """Leading, as client-go counts it: until a renewal round fails (its deadline), and
+        never beyond ``retry_period + renew_deadline`` after the last renewal ended (the
+        latest a round that began on time can end), even if this thread were stuck."""
         with self._lock:
-            return self._leading and self._clock() - self._renewed_at < self._cfg.renew_deadline
+            return self._leading_at(self._clock())
+
+    def _leading_at(self, now: float) -> bool:
+        if not self._leading:
+            return False
+        cfg = self._cfg
+        if self._round_deadline is not None and now >= self._round_deadline:
+            return False
+        return now - self._renewed_end < cfg.retry_period + cfg.renew_deadline
+
+    def write_deadline(self) -> float | None:
+        """When a write must be complete to be sent under this leadership: the start of the
+        last successful renewal plus ``renew_deadline``; None when not leading."""
+        with self._lock:
+            if not self._leading_at(self._clock()):
+                return None
+            return self._renewed_at + self._cfg.renew_deadline
+
+    def last_renewal_age(self) -> float:
+        with self._lock:
+            return self._clock() - self._renewed_at
 
     @property
     def holder(self) -> str:
         return self._observed_holder
+
+    @property
+    def renew_deadline(self) -> float:
+        return self._cfg.renew_deadline
 
     # --- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -113,22 +159,48 @@ class LeaderElector:
             self._stop.wait(self.tick())
 
     def tick(self) -> float:
-        """One attempt and its consequences; returns how long to wait before the next."""
-        ok = self.try_acquire_or_renew()
+        """One step of client-go's acquire or renew loop; returns how long to wait before
+        the next."""
+        cfg = self._cfg
         now = self._clock()
         with self._lock:
-            was = self._leading
-            if ok:
-                self._leading, self._renewed_at = True, now
-            elif was and now - self._renewed_at >= self._cfg.renew_deadline:
-                self._leading = False
             leading = self._leading
-        if leading != was:
-            self._changed(leading)
-        pause = self._cfg.retry_period
-        if not leading:
-            pause *= 1.0 + self._rng.uniform(0.0, 1.2)  # client-go's JitterFactor
-        return pause
+            if leading and self._round_deadline is None:  # a renewal round begins
+                self._round_start, self._round_deadline = now, now + cfg.renew_deadline
+            round_deadline = self._round_deadline
+        if leading:
+            assert round_deadline is not None
+            if now >= round_deadline:
+                self._step_down()
+                return cfg.retry_period * (1.0 + self._rng.uniform(0.0, 1.2))
+            if self.try_acquire_or_renew(deadline=round_deadline, started=now):
+                with self._lock:
+                    self._round_deadline = None
+                return cfg.retry_period  # the next round, as client-go's wait.Until
+            after = self._clock()
+            if after >= round_deadline:
+                self._step_down()
+                return cfg.retry_period * (1.0 + self._rng.uniform(0.0, 1.2))
+            # The next try of this round, on its retry_period tick, or the deadline.
+            with self._lock:
+                start = self._round_start
+            ticks = (after - start) // cfg.retry_period + 1
+            return max(0.0, min(start + ticks * cfg.retry_period, round_deadline) - after)
+        # Acquiring: client-go's acquire bounds each try by nothing but the client's timeout;
+        # we bound it by renew_deadline, which is shorter.
+        if self.try_acquire_or_renew(deadline=now + cfg.renew_deadline, started=now):
+            with self._lock:
+                self._leading, self._round_deadline = True, None
+            self._changed(True)
+            return 0.0  # the renew loop begins at once, as client-go's
+        return cfg.retry_period * (1.0 + self._rng.uniform(0.0, 1.2))  # JitterFactor 1.2
+
+    def _step_down(self) -> None:
+        with self._lock:
+            was = self._leading
+            self._leading, self._round_deadline = False, None
+        if was:
+            self._changed(False)
 
     def _changed(self, leading: bool) -> None:
         if leading:
@@ -138,8 +210,9 @@ class LeaderElector:
         else:
             self._log.warning("leader.stopped", lease=f"{self._cfg.namespace}/{self._cfg.name}",
                               identity=self._cfg.identity,
-                              hint="could not renew the Lease in time; not writing until "
-                                   "it is acquired again")
+                              renewed_seconds_ago=round(self.last_renewal_age(), 1),
+                              hint="could not renew the Lease within the renew deadline; "
+                                   "not writing until it is acquired again")
         if self.on_change is not None:
             self.on_change(leading)
 
@@ -150,10 +223,14 @@ class LeaderElector:
                 "acquireTime": acquire or _micro_time(now), "renewTime": _micro_time(now),
                 "leaseTransitions": transitions}
 
-    def try_acquire_or_renew(self) -> bool:
-        """One attempt; True when we hold the Lease afterwards. Never raises."""
+    def try_acquire_or_renew(self, deadline: float | None = None,
+                             started: float | None = None) -> bool:
+        """One attempt, its requests complete by ``deadline``; True when we hold the Lease
+        afterwards (then it counts as renewed when the attempt ``started``). Never
+        raises."""
+        started = self._clock() if started is None else started
         try:
-            return self._try()
+            ok = self._try(deadline)
         except ApiError as exc:
             self._log.warning("leader.lease_failed", error=str(exc)[:300],
                               hint="the Lease needs get, create and update in "
@@ -162,11 +239,15 @@ class LeaderElector:
         except Exception as exc:
             self._log.warning("leader.lease_failed", error=f"{type(exc).__name__}: {exc}"[:300])
             return False
+        if ok:
+            with self._lock:
+                self._renewed_at, self._renewed_end = started, self._clock()
+        return ok
 
-    def _try(self) -> bool:
+    def _try(self, deadline: float | None) -> bool:
         now_wall, now = self._wall(), self._clock()
         try:
-            lease = self._api.get_json(self._path)
+            lease = self._api.get_json(self._path, deadline=deadline)
         except ApiError as exc:
             if not exc.not_found:
                 raise
@@ -175,7 +256,7 @@ class LeaderElector:
                     "spec": self._spec(now_wall, None, 0)}
             try:
                 created = self._api.send_json(
-                    "POST", self._path.rsplit("/", 1)[0], body)
+                    "POST", self._path.rsplit("/", 1)[0], body, deadline=deadline)
             except ApiError as create_exc:
                 if create_exc.conflict:  # someone else created it first
                     return False
@@ -193,7 +274,7 @@ class LeaderElector:
         acquire = str(spec.get("acquireTime")) if mine and spec.get("acquireTime") else None
         lease["spec"] = self._spec(now_wall, acquire, transitions if mine else transitions + 1)
         try:
-            updated = self._api.send_json("PUT", self._path, lease)
+            updated = self._api.send_json("PUT", self._path, lease, deadline=deadline)
         except ApiError as exc:
             if exc.conflict:  # changed since our GET: look again next time
                 return False
@@ -207,24 +288,67 @@ class LeaderElector:
             self._observed, self._observed_at = text, now
             self._observed_holder = str(spec.get("holderIdentity") or "")
 
-    def release(self) -> bool:
-        """Give the Lease up (if we hold it) so that a follower takes over at once."""
+    def release(self, timeout: float = RELEASE_SECONDS) -> bool:
+        """Give the Lease up (if we hold it) so that a follower takes over at once; within
+        ``timeout`` (a stopping process does not wait on a hung API server)."""
         with self._lock:
             was = self._leading
             self._leading = False
         if not was:
             return False
+        deadline = self._clock() + timeout
         try:
-            lease = self._api.get_json(self._path)
+            lease = self._api.get_json(self._path, deadline=deadline)
             spec = lease.get("spec") or {}
             if spec.get("holderIdentity") != self._cfg.identity:
                 return False
             now = _micro_time(self._wall())
             lease["spec"] = {"leaseDurationSeconds": 1, "acquireTime": now, "renewTime": now,
                              "leaseTransitions": int(spec.get("leaseTransitions") or 0)}
-            self._api.send_json("PUT", self._path, lease)
+            self._api.send_json("PUT", self._path, lease, deadline=deadline)
         except Exception as exc:
             self._log.warning("leader.release_failed", error=f"{type(exc).__name__}: {exc}"[:300])
             return False
         self._log.info("leader.released", lease=f"{self._cfg.namespace}/{self._cfg.name}")
         return True
+
+
+class GuardedApi:
+    """The API as the poll, the ConfigMap create and the Events see it under
+    ``--leader-elect``: reads pass through; each write is checked just before it is sent
+    (:meth:`LeaderElector.write_deadline`) and carries that deadline, so it is complete, or
+    abandoned, before the renew deadline of the last renewal. A write refused here fails
+    with :class:`ApiError` saying why (the poll reports it)."""
+
+    def __init__(self, api: RawApi, elector: LeaderElector,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._api = api
+        self._elector = elector
+        self._clock = clock
+
+    def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
+                 deadline: float | None = None) -> dict[str, Any]:
+        return self._api.get_json(path, query, deadline=deadline)
+
+    def _until(self, method: str, path: str, deadline: float | None) -> float:
+        """The write's deadline, or ApiError when this replica may have lost the Lease."""
+        until = self._elector.write_deadline()
+        now = self._clock()
+        if until is None or until - now < MIN_WRITE_SECONDS:
+            age = self._elector.last_renewal_age()
+            ago = f"{age:.1f}s ago" if math.isfinite(age) else "never"
+            raise ApiError(0, "NotLeader",
+                           f"{method} {path}: not sent: this replica may no longer hold the "
+                           f"Lease (last renewed {ago}; writes stop "
+                           f"{self._elector.renew_deadline:g}s after a renewal)")
+        return until if deadline is None else min(until, deadline)
+
+    def send_json(self, method: str, path: str, body: Any, *,
+                  deadline: float | None = None) -> dict[str, Any]:
+        return self._api.send_json(method, path, body,
+                                   deadline=self._until(method, path, deadline))
+
+    def send_raw(self, method: str, path: str, data: bytes, content_type: str, *,
+                 deadline: float | None = None) -> dict[str, Any]:
+        return self._api.send_raw(method, path, data, content_type,
+                                  deadline=self._until(method, path, deadline))

@@ -188,6 +188,12 @@ class Metrics:
         for overwrite in result.overwritten:
             self.overwritten.labels(str(overwrite.target)).inc()
 
+    def failed_before_sync(self) -> None:
+        """A poll period that passed with the first Node list failing (the API server
+        down, nodes forbidden): no poll could run, and it counts as a failed one, so that
+        the alerts on failed polls fire from the first minute."""
+        self.polls.labels("error").inc()
+
     def set_leader(self, leading: bool) -> None:
         self.leader.set(1 if leading else 0)
 

@@ -1,9 +1,11 @@
-"""Two things a poll watches for beside its own job, each logged once per episode.
+"""Three things a poll watches for beside its own job, each logged once per episode.
 
 * :class:`StaleCounts`: the node watch has been down for more than a few poll periods, so
   the counts may be out of date (the poll still decides on them, and says so);
 * :class:`OtherWriters`: a target's replicas are not what we last wrote (or found right)
-  there: an HPA, a second autoscaler or a person changes them, and we are about to undo it;
+  there: an HPA, a second autoscaler or a person changes them, and we are about to undo it.
+  The same object only: a target deleted and created again (another UID) starts afresh
+  with the replicas of its manifest, which no one overwrote;
 * :class:`FloorClamps` (ours, HPA floor targets): the HPA's bounds keep its minReplicas
   from the count the parameters give (above maxReplicas, or 0).
 
@@ -71,13 +73,23 @@ class OtherWriters:
 
     def __init__(self) -> None:
         self._written: dict[Target, int] = {}
+        self._uids: dict[Target, str] = {}  # the object we wrote to
         self._fighting: set[Target] = set()  # targets in an episode of another writer
         self._log = logs.get_logger("autoscaler")
 
     def check(self, res: ScaleResult) -> Overwrite | None:
         """Look at one target's scale result; warn once per episode, return every
         overwrite (for the metric)."""
-        target, ours = res.target, self._written.get(res.target)
+        target = res.target
+        if res.uid is not None:
+            known = self._uids.get(target)
+            if known is not None and known != res.uid:  # deleted and created again
+                self._written.pop(target, None)
+                self._fighting.discard(target)
+                if logs.v(1):
+                    self._log.info("scale.target_recreated", target=str(target), uid=res.uid)
+            self._uids[target] = res.uid
+        ours = self._written.get(target)
         found: Overwrite | None = None
         if ours is not None and res.previous is not None and res.previous != ours:
             found = Overwrite(target, ours, res.previous)

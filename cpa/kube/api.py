@@ -11,6 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
+RETRY_AFTER_CAP = 10.0
+"""The longest we wait at once because an answer said ``Retry-After`` (client-go has no cap
+but its request's context; a daemon must not sleep for an hour on one header)."""
+
 
 class ApiError(Exception):
     """A failed API request; ``status`` 0 means no HTTP answer (connection problem)."""
@@ -20,6 +24,8 @@ class ApiError(Exception):
         self.status = status
         self.reason = reason
         self.message = message
+        self.retry_after: int | None = None
+        """Seconds the server asked us to wait before trying again (``Retry-After``)."""
 
     @property
     def not_found(self) -> bool:
@@ -39,13 +45,19 @@ class ApiError(Exception):
 
 
 class Api(Protocol):
-    """Single JSON requests: all the poll makes (ConfigMap GET/POST, scale GET/PUT)."""
+    """Single JSON requests: all the poll makes (ConfigMap GET/POST, scale GET/PUT).
 
-    def get_json(self, path: str, query: Mapping[str, str] | None = None) -> dict[str, Any]:
+    ``deadline`` (a :func:`time.monotonic` time) is when the request must be complete,
+    connect to last byte, if that is sooner than the client's own timeout: a Lease renewal
+    within its renew deadline, a write while the Lease is still ours."""
+
+    def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
+                 deadline: float | None = None) -> dict[str, Any]:
         """GET a JSON object; raise :class:`ApiError` on failure."""
         ...
 
-    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
+    def send_json(self, method: str, path: str, body: Any, *,
+                  deadline: float | None = None) -> dict[str, Any]:
         """POST/PUT/PATCH a JSON body; return the answer's object."""
         ...
 
@@ -81,7 +93,7 @@ class StreamingApi(Api, Protocol):
         ...
 
     def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
-               accept: str = ...) -> StreamResponse:
+               accept: str = ..., deadline: float | None = ...) -> StreamResponse:
         """Open a long-running GET and return the unread response."""
         ...
 
@@ -90,7 +102,7 @@ class RawApi(Api, Protocol):
     """Requests whose body the caller encoded: the vertical autoscaler's strategic-merge
     patches (``application/strategic-merge-patch+json``), whose bytes are Go's."""
 
-    def send_raw(self, method: str, path: str, data: bytes, content_type: str
-                 ) -> dict[str, Any]:
+    def send_raw(self, method: str, path: str, data: bytes, content_type: str, *,
+                 deadline: float | None = ...) -> dict[str, Any]:
         """Send ``data`` as ``content_type``; return the answer's object."""
         ...

@@ -5,27 +5,49 @@ tiny (a ConfigMap and a Scale per target) and the node watch must decode bytes s
 trimmed records; the generated models would cost tens of MiB to import and gigabytes to hold
 a large NodeList. Errors become :class:`ApiError` carrying the HTTP status and the server's
 message.
+
+Every request but a watch has one deadline, connect to last byte (``timeout``, 30 s unless
+the caller's ``deadline`` is sooner): a server that answers slowly, or drip-feeds its
+answer, fails the request at the deadline. A 429 (or a 5xx) with ``Retry-After`` is tried
+again after that many seconds, as client-go does (up to 10 times), but never waits more
+than :data:`~cpa.kube.api.RETRY_AFTER_CAP` at a time nor past the deadline.
+
+A GET whose connection is reset or closed is sent again, as Go and client-go do: at once
+when a kept-alive connection broke before the first byte of the answer (Go's transport),
+else after one second (client-go's rule for a GET: a connection reset or a probable EOF
+counts as ``Retry-After: 1``), within the same 10 tries and the deadline. A write never is.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
 from cpa import __version__
-from cpa.kube.api import ApiError, StreamResponse
-from cpa.kube.config import Connection
-from cpa.kube.transport import ConnectError, Pool, ReadTimeoutError
+from cpa.kube.api import RETRY_AFTER_CAP, ApiError, StreamResponse
+from cpa.kube.config import ConfigError, Connection
+from cpa.kube.transport import (
+    ConnectError,
+    DeadlineExceeded,
+    Pool,
+    ReadTimeoutError,
+    probable_eof,
+)
 from cpa.kube.wire import JSON, api_error
 
 __all__ = ["ApiError", "KubeApi"]
 
 USER_AGENT = f"cluster-proportional-autoscaler-py/{__version__}"
-DEFAULT_TIMEOUT = 30.0  # a whole request (a stream: connecting and each read)
+DEFAULT_TIMEOUT = 30.0  # a whole request, connect to last byte (a stream: each read)
 CONNECT_TIMEOUT = 5.0  # an API server that does not accept in 5 s is unreachable for now
+MAX_RETRIES = 10  # client-go's default for Retry-After
+RESET_RETRY_SECONDS = 1.0  # client-go's artificial Retry-After for a GET's reset or EOF
+ABORT_GRACE = 1.0  # after abort(): what a request may still take (the Lease release)
 
 
 def _target(path: str, query: Mapping[str, str] | None) -> str:
@@ -38,99 +60,184 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def retry_after(status: int, headers: Mapping[str, str]) -> int | None:
+    """The seconds a 429 or 5xx answer asks us to wait (``Retry-After`` in whole seconds,
+    the only form client-go reads), else None: such an answer is not retried."""
+    if status != 429 and status < 500:
+        return None
+    value = headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        seconds = int(value.strip())
+    except ValueError:
+        return None
+    return max(0, seconds)
+
+
 class KubeApi:
     """A thread-safe client for one API server connection: implements
     :class:`cpa.kube.api.StreamingApi`."""
 
-    def __init__(self, conn: Connection, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, conn: Connection, timeout: float = DEFAULT_TIMEOUT,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.conn = conn
         self.timeout = timeout
-        self._pool = Pool(conn.server, conn.ssl_context)
+        self._clock = clock
+        self._pool = Pool(conn.server, conn.ssl_context, conn.server_name, clock)
+        self._aborted = threading.Event()
+
+    def abort(self, grace: float = ABORT_GRACE) -> None:
+        """Cut every request in flight and end every Retry-After wait (SIGTERM); requests
+        made afterwards get at most ``grace`` seconds."""
+        self._aborted.set()
+        self._pool.abort(grace)
 
     def _headers(self, content_type: str | None = None, accept: str = JSON
                  ) -> dict[str, str]:
         headers = {"Accept": accept, "User-Agent": USER_AGENT}
-        auth = self.conn.authorization()
+        try:
+            auth = self.conn.authorization()
+        except ConfigError as exc:  # an exec plugin that fails to refresh its token
+            raise ApiError(0, "Unauthorized", f"no credentials for the API server: {exc}"
+                           ) from exc
         if auth:
             headers["Authorization"] = auth
         if content_type:
             headers["Content-Type"] = content_type
         return headers
 
+    def _refused(self, status: int) -> None:
+        """A 401: let the credentials know (an exec plugin's token is fetched again)."""
+        if status == 401 and self.conn.unauthorized is not None:
+            self.conn.unauthorized()
+
     def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
-                body: Any = None, timeout: float | None = None, raw: bytes | None = None,
+                body: Any = None, timeout: float | None = None,
+                deadline: float | None = None, raw: bytes | None = None,
                 content_type: str = JSON) -> bytes:
         """Send one request; return the body of a 2xx answer, raise :class:`ApiError`.
 
+        It must be complete by ``timeout`` seconds from now (the client's, 30 s, unless
+        given) or by ``deadline`` (a :func:`time.monotonic` time) if that comes first.
         ``body`` is encoded as JSON; ``raw`` is sent as it is, as ``content_type`` (a
         strategic-merge patch, whose bytes the caller wrote)."""
         data = raw if raw is not None else (
             json.dumps(body).encode() if body is not None else None)
-        # A GET on a kept-alive connection that the server (or a middlebox) closed while it
-        # sat in the pool fails before any answer; like Go's transport, try it once more on
-        # a new connection. Never after a timeout, and never a write.
-        attempts = 2 if method == "GET" else 1
         limit = timeout or self.timeout
-        for attempt in range(attempts):
+        end = self._clock() + limit
+        if deadline is not None and deadline < end:
+            end, limit = deadline, max(0.0, deadline - self._clock())
+        target = _target(path, query)
+        # A GET on a kept-alive connection that the server (or a middlebox) dropped as we
+        # sent it fails before any byte of its answer; like Go's transport, send it once
+        # more on another connection. Only then: never on a new connection, never after a
+        # byte of the answer or a timeout, and never a write.
+        reconnects = 1 if method == "GET" else 0
+        retries = 0
+        while True:
             try:
                 resp = self._pool.request(
-                    method, _target(path, query), body=data,
+                    method, target, body=data,
                     headers=self._headers(content_type if data is not None else None),
-                    connect_timeout=min(CONNECT_TIMEOUT, limit), read_timeout=limit)
+                    connect_timeout=CONNECT_TIMEOUT, read_timeout=limit, deadline=end)
                 try:
                     answer = resp.read()
                 finally:
                     resp.release_conn()
-                break
+            except DeadlineExceeded as exc:
+                raise ApiError(0, "Timeout",
+                               f"{method} {path}: no complete answer from the API server at "
+                               f"{self.conn.server} within the request's {limit:.0f}s "
+                               "deadline (connect to last byte)") from exc
             except ConnectError as exc:
-                if attempt + 1 < attempts and exc.before_answer:
+                if reconnects and exc.retryable:
+                    reconnects -= 1
+                    continue
+                if self._again_after_reset(method, exc, retries, end):
+                    retries += 1
                     continue
                 raise ApiError(0, "ConnectionError",
                                f"{method} {path}: cannot reach the API server at "
                                f"{self.conn.server}: {exc}") from exc
             except (OSError, http.client.HTTPException) as exc:
+                if self._again_after_reset(method, exc, retries, end):
+                    retries += 1
+                    continue
                 raise ApiError(0, "ConnectionError",
                                f"{method} {path}: the API server at {self.conn.server} did "
                                f"not answer: {_describe(exc)}") from exc
-        if not 200 <= resp.status < 300:
-            raise api_error(resp.status, answer, resp.headers.get("Content-Type"))
-        return answer
+            if 200 <= resp.status < 300:
+                return answer
+            wait = retry_after(resp.status, resp.headers)
+            if (wait is None or retries >= MAX_RETRIES
+                    or not self._wait_retry(min(wait, RETRY_AFTER_CAP), end)):
+                self._refused(resp.status)
+                raise api_error(resp.status, answer, resp.headers.get("Content-Type"))
+            retries += 1
 
-    def get_json(self, path: str, query: Mapping[str, str] | None = None) -> dict[str, Any]:
-        doc = json.loads(self.request("GET", path, query=query))
+    def _again_after_reset(self, method: str, exc: BaseException, retries: int,
+                           end: float) -> bool:
+        """client-go's rule: a GET whose connection was reset or closed (at any point) is
+        tried again after a second, up to the retry limit and within the deadline."""
+        return (method == "GET" and probable_eof(exc) and retries < MAX_RETRIES
+                and self._wait_retry(RESET_RETRY_SECONDS, end))
+
+    def _wait_retry(self, seconds: float, end: float) -> bool:
+        """Wait ``seconds`` before trying again; False (do not) when that would leave no
+        time before ``end``, or when aborted."""
+        if self._clock() + seconds >= end:
+            return False
+        return not self._aborted.wait(seconds)
+
+    def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
+                 deadline: float | None = None) -> dict[str, Any]:
+        doc = json.loads(self.request("GET", path, query=query, deadline=deadline))
         if not isinstance(doc, dict):
             raise ApiError(0, "BadResponse", f"GET {path}: expected a JSON object")
         return doc
 
-    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
-        doc = json.loads(self.request(method, path, body=body))
+    def send_json(self, method: str, path: str, body: Any, *,
+                  deadline: float | None = None) -> dict[str, Any]:
+        doc = json.loads(self.request(method, path, body=body, deadline=deadline))
         return doc if isinstance(doc, dict) else {}
 
-    def send_raw(self, method: str, path: str, data: bytes, content_type: str
-                 ) -> dict[str, Any]:
+    def send_raw(self, method: str, path: str, data: bytes, content_type: str, *,
+                 deadline: float | None = None) -> dict[str, Any]:
         """Send bytes the caller encoded (a strategic-merge patch) as ``content_type``;
         return the answer's object."""
-        doc = json.loads(self.request(method, path, raw=data, content_type=content_type))
+        doc = json.loads(self.request(method, path, raw=data, content_type=content_type,
+                                      deadline=deadline))
         return doc if isinstance(doc, dict) else {}
 
     def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
-               accept: str = JSON) -> StreamResponse:
+               accept: str = JSON, deadline: float | None = None) -> StreamResponse:
         """Open a long-running GET (a watch) and return the unread response.
 
         The caller reads it with :func:`cpa.kube.wire.lines` (JSON) or
         :func:`cpa.kube.wire.frames` (protobuf), as its Content-Type says, and must
-        ``release_conn()`` it.
+        ``release_conn()`` it. A watch has no deadline (``read_timeout`` bounds each read);
+        an error answer's ``Retry-After`` is in the :class:`ApiError`, for the caller's
+        backoff.
         """
         try:
             resp = self._pool.request(
                 "GET", _target(path, query), body=None, headers=self._headers(accept=accept),
-                connect_timeout=min(CONNECT_TIMEOUT, self.timeout), read_timeout=read_timeout)
+                connect_timeout=min(CONNECT_TIMEOUT, self.timeout), read_timeout=read_timeout,
+                deadline=deadline)
             if not 200 <= resp.status < 300:
                 try:
                     data = resp.read()
                 finally:
                     resp.release_conn()
-                raise api_error(resp.status, data, resp.headers.get("Content-Type"))
+                self._refused(resp.status)
+                error = api_error(resp.status, data, resp.headers.get("Content-Type"))
+                error.retry_after = retry_after(resp.status, resp.headers)
+                raise error
+        except DeadlineExceeded as exc:
+            raise ApiError(0, "Timeout", f"GET {path}: no complete answer from the API server "
+                                         f"at {self.conn.server} within the request's "
+                                         "deadline (connect to last byte)") from exc
         except (OSError, http.client.HTTPException) as exc:
             raise ApiError(0, "ConnectionError",
                            f"GET {path}: cannot reach the API server at {self.conn.server}: "
@@ -140,21 +247,25 @@ class KubeApi:
     def get_raw(self, path: str, query: Mapping[str, str], accept: str = JSON
                 ) -> tuple[str, bytearray]:
         """A GET whose body the caller decodes itself (a NodeList page, into trimmed records):
-        (Content-Type, body).
+        (Content-Type, body), within the client's deadline.
 
         The body is read in chunks into one bytearray: a whole ``read()`` plus a copy would
         hold a large page twice (measured 59.6 -> 52.8 MiB peak for a
         paginated sync of 65,000 nodes, with the smaller page size).
         """
-        resp = self.stream(path, query, read_timeout=self.timeout, accept=accept)
+        resp = self.stream(path, query, read_timeout=self.timeout, accept=accept,
+                           deadline=self._clock() + self.timeout)
         content_type = resp.headers.get("Content-Type") or ""
         body = bytearray()
         try:
             for chunk in resp.stream(65536, decode_content=True):
                 body += chunk
+        except DeadlineExceeded as exc:
+            raise ApiError(0, "Timeout", f"GET {path}: no complete answer within the "
+                                         f"request's {self.timeout:.0f}s deadline (connect "
+                                         "to last byte)") from exc
         except (OSError, http.client.HTTPException) as exc:
             raise ApiError(0, "ConnectionError", f"GET {path}: {_describe(exc)}") from exc
         finally:
             resp.release_conn()
         return content_type, body
-

@@ -1,15 +1,20 @@
 """Where the API server is and how to authenticate to it.
 
 In a pod (upstream's only mode) this reads the service-account files. Outside a cluster it
-reads a kubeconfig. We read the common kubeconfig fields ourselves and hand only exotic auth
-(``exec`` plugins, ``auth-provider``) to the official ``kubernetes`` client's loader: importing
-that package costs about 31 MiB of RSS, which alone would eat half of a 64 MiB budget, so
-the daemon's common paths never import it.
+reads a kubeconfig, as client-go reads one: each field has client-go's type (a string where
+a bool belongs is an error naming the field, never Python's truthiness), client-go's
+refusals apply (``insecure-skip-tls-verify`` with a CA, two auth methods, a certificate
+without its key), ``tls-server-name`` is the name verified, and a broken CA or key is one
+line saying which field. ``exec`` plugins run here (:mod:`cpa.kube.execplugin`); only
+``auth-provider`` goes to the official ``kubernetes`` client's loader: importing that
+package costs about 31 MiB of RSS, which alone would eat half of a 64 MiB budget, so the
+daemon's common paths never import it.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import os
 import ssl
 import threading
@@ -35,6 +40,11 @@ class Connection:
     ssl_context: ssl.SSLContext | None
     authorization: Callable[[], str | None]  # the Authorization header value, or None
     source: str  # "in-cluster" or the kubeconfig path, for logs
+    server_name: str | None = None
+    """The name the server's certificate must carry, when not the server's host (a
+    kubeconfig's ``tls-server-name``); also sent as SNI."""
+    unauthorized: Callable[[], None] | None = None
+    """Told when the API server answers 401 (an exec plugin's token is fetched again)."""
 
 
 class FileToken:
@@ -64,13 +74,33 @@ class FileToken:
             return f"Bearer {self._value}"
 
 
-def _context(ca_file: str | None, ca_data: bytes | None, insecure: bool) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(
-        cafile=ca_file, cadata=ca_data.decode() if ca_data is not None else None)
+def _context(ca_file: str | None, ca_data: bytes | None, insecure: bool,
+             what: str = "certificate-authority") -> ssl.SSLContext:
+    """A TLS context trusting ``ca_file`` or ``ca_data`` (PEM), or verifying nothing;
+    unreadable or broken CA certificates are a one-line :class:`ConfigError`."""
+    try:
+        cadata = ca_data.decode("ascii") if ca_data is not None else None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{what} holds no PEM certificate (binary data)") from None
+    try:
+        ctx = ssl.create_default_context(cafile=ca_file, cadata=cadata)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"cannot read {what} {ca_file}: {exc.strerror}") from None
+    except (ssl.SSLError, ValueError) as exc:
+        raise ConfigError(f"{what} holds no usable PEM certificate: {_ssl_reason(exc)}"
+                          ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {ca_file}: {exc}") from None
     if insecure:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     return ctx
+
+
+def _ssl_reason(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None)
+    text = str(reason or exc)
+    return " ".join(text.split())
 
 
 def in_cluster() -> Connection:
@@ -91,12 +121,9 @@ def in_cluster() -> Connection:
         host = f"[{host}]"
     token = FileToken(token_path)
     token()
-    return Connection(f"https://{host}:{port}", _context(str(ca_path), None, False), token,
-                      "in-cluster")
-
-
-def _b64(value: str) -> bytes:
-    return base64.b64decode(value)
+    return Connection(f"https://{host}:{port}",
+                      _context(str(ca_path), None, False, f"the service account's {ca_path}"),
+                      token, "in-cluster")
 
 
 def _resolve(base: Path, path: str) -> str:
@@ -104,12 +131,155 @@ def _resolve(base: Path, path: str) -> str:
     return str(p if p.is_absolute() else base / p)
 
 
-def _named(items: Any, name: str, what: str, path: Path) -> dict[str, Any]:
-    for item in items or []:
-        if isinstance(item, dict) and item.get("name") == name:
-            inner = item.get(what)
-            return inner if isinstance(inner, dict) else {}
-    raise ConfigError(f"kubeconfig {path}: no {what} named {name!r}")
+def _describe(value: object) -> str:
+    if isinstance(value, bool):
+        return f"the bool {str(value).lower()}"
+    if isinstance(value, str):
+        return f'the string "{value}"'
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a map"
+    return f"the {type(value).__name__} {value}"
+
+
+class _Fields:
+    """One object of a kubeconfig (the file, a cluster, a user, a context), its fields read
+    with the types client-go's ``clientcmd/api/v1`` gives them. client-go refuses a file
+    whose field has the wrong type (``insecure-skip-tls-verify: "false"`` is a string, not
+    a bool), and so do we: Python's truthiness would read that string as true."""
+
+    def __init__(self, doc: dict[str, Any], where: str, file: Path) -> None:
+        self._doc = doc
+        self.where = where
+        self.file = file
+
+    def error(self, message: str) -> ConfigError:
+        return ConfigError(f"kubeconfig {self.file}: {message}")
+
+    def _at(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def _wrong(self, key: str, want: str, value: object) -> ConfigError:
+        return self.error(f"{self._at(key)} must be {want}, not {_describe(value)} "
+                          "(client-go refuses this kubeconfig too)")
+
+    def has(self, key: str) -> bool:
+        return self._doc.get(key) is not None
+
+    def string(self, key: str) -> str:
+        value = self._doc.get(key)
+        if value is None:  # absent or null: Go's zero value
+            return ""
+        if not isinstance(value, str):
+            raise self._wrong(key, "a string", value)
+        return value
+
+    def boolean(self, key: str) -> bool:
+        value = self._doc.get(key)
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise self._wrong(key, "a bool (true or false, without quotes)", value)
+        return value
+
+    def data(self, key: str) -> bytes | None:
+        """A ``[]byte`` field: base64 in the file, as Go's encoding/json writes it."""
+        text = self.string(key)
+        if not text:
+            return None
+        try:
+            return base64.b64decode(text.replace("\n", "").replace("\r", ""), validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise self.error(f"{self._at(key)} is not valid base64 ({exc})") from None
+
+    def strings(self, key: str) -> list[str]:
+        value = self._doc.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self._wrong(key, "a list of strings", value)
+        return list(value)
+
+    def mapping(self, key: str) -> _Fields | None:
+        value = self._doc.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise self._wrong(key, "a map", value)
+        return _Fields(value, self._at(key), self.file)
+
+    def mappings(self, key: str) -> list[_Fields]:
+        value = self._doc.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise self._wrong(key, "a list of maps", value)
+        return [_Fields(v, f"{self._at(key)}[{i}]", self.file) for i, v in enumerate(value)]
+
+
+def _named(top: _Fields, key: str, name: str, what: str) -> _Fields:
+    """The ``what`` inside the item named ``name`` of the list ``key`` (clusters, ...)."""
+    for item in top.mappings(key):
+        if item.string("name") == name:
+            inner = item.mapping(what)
+            where = f'{key}["{name}"].{what}'
+            return _Fields(inner._doc if inner is not None else {}, where, top.file)
+    raise top.error(f"no {what} named {name!r}")
+
+
+_IMPERSONATION = ("as", "as-uid", "as-groups", "as-user-extra")
+
+
+def _check_user(user: _Fields) -> None:
+    """client-go's refusals of a user entry (clientcmd's validateAuthInfo), and ours of
+    impersonation, which we do not send: acting as the wrong identity silently is worse than
+    not starting."""
+    methods = [m for m, keys in (("token", ("token",)), ("basicAuth", ("username", "password")))
+               if any(user.string(k) for k in keys)]
+    if len(methods) > 1:
+        raise user.error(f"{user.where}: more than one authentication method found "
+                         f"({', '.join(methods)}); only one is allowed")
+    if user.string("client-certificate") and user.data("client-certificate-data"):
+        raise user.error(f"{user.where}: client-certificate and client-certificate-data are "
+                         "both given; keep one")
+    if user.string("client-key") and user.data("client-key-data"):
+        raise user.error(f"{user.where}: client-key and client-key-data are both given; "
+                         "keep one")
+    has_cert = bool(user.string("client-certificate") or user.data("client-certificate-data"))
+    has_key = bool(user.string("client-key") or user.data("client-key-data"))
+    if has_cert and not has_key:
+        raise user.error(f"{user.where}: client-key-data or client-key must be given to use a "
+                         "client certificate")
+    if user.has("exec") and user.has("auth-provider"):
+        raise user.error(f"{user.where}: auth-provider cannot be given with an exec plugin")
+    user.string("tokenFile")
+    user.string("username")
+    user.string("password")
+    for key in _IMPERSONATION:
+        if user.has(key):
+            raise user.error(f"{user.where}.{key}: impersonation is not supported by this "
+                             "autoscaler; remove it, or grant the rights to the user itself")
+
+
+def _check_cluster(cluster: _Fields) -> tuple[str | None, bytes | None, bool]:
+    """client-go's refusals of a cluster entry: (CA file, CA data, insecure)."""
+    ca_file = cluster.string("certificate-authority") or None
+    ca_data = cluster.data("certificate-authority-data")
+    insecure = cluster.boolean("insecure-skip-tls-verify")
+    cluster.string("tls-server-name")
+    cluster.string("proxy-url")
+    cluster.boolean("disable-compression")
+    if ca_file and ca_data:
+        raise cluster.error(f"{cluster.where}: certificate-authority-data and "
+                            "certificate-authority are both given; keep one")
+    if insecure and (ca_file or ca_data):
+        raise cluster.error(f"{cluster.where}: specifying a root certificates file with the "
+                            "insecure flag is not allowed (insecure-skip-tls-verify with "
+                            "certificate-authority; client-go refuses it too): drop one")
+    return ca_file, ca_data, insecure
 
 
 def from_kubeconfig(path: str, context_name: str = "") -> Connection:
@@ -120,70 +290,155 @@ def from_kubeconfig(path: str, context_name: str = "") -> Connection:
     file = Path(os.path.expanduser(path.split(os.pathsep)[0]))
     try:
         doc = yaml.safe_load(file.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
+    except OSError as exc:
         raise ConfigError(f"cannot read kubeconfig {file}: {exc}") from exc
-    ctx_name = context_name or doc.get("current-context")
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"cannot read kubeconfig {file}: {' '.join(str(exc).split())}"
+                          ) from exc
+    if not isinstance(doc, dict):
+        raise ConfigError(f"kubeconfig {file} is not a map of fields ({_describe(doc)})")
+    top = _Fields(doc, "", file)
+    ctx_name = context_name or top.string("current-context")
     if not ctx_name:
         raise ConfigError(f"kubeconfig {file} has no current-context")
-    context = _named(doc.get("contexts"), ctx_name, "context", file)
-    cluster = _named(doc.get("clusters"), context.get("cluster", ""), "cluster", file)
-    user = _named(doc.get("users"), context.get("user", ""), "user", file) \
-        if context.get("user") else {}
-    if "exec" in user or "auth-provider" in user:
-        return _via_official_client(str(file), cluster)
-    server = str(cluster.get("server", "")).rstrip("/")
+    context = _named(top, "contexts", ctx_name, "context")
+    cluster = _named(top, "clusters", context.string("cluster"), "cluster")
+    user_name = context.string("user")
+    user = _named(top, "users", user_name, "user") if user_name \
+        else _Fields({}, "user", file)
+    _check_user(user)
+    ca_file, ca_data, insecure = _check_cluster(cluster)
+    if user.has("auth-provider"):
+        return _via_official_client(str(file), cluster._doc)
+    server = cluster.string("server").rstrip("/")
     if not server:
         raise ConfigError(f"kubeconfig {file}: cluster of context {ctx_name!r} has no server")
     base = file.parent
     ssl_ctx: ssl.SSLContext | None = None
     if server.startswith("https://"):
-        ca_file = _resolve(base, cluster["certificate-authority"]) \
-            if cluster.get("certificate-authority") else None
-        ca_data = _b64(cluster["certificate-authority-data"]) \
-            if cluster.get("certificate-authority-data") else None
-        ssl_ctx = _context(ca_file, ca_data, bool(cluster.get("insecure-skip-tls-verify")))
+        where = f"kubeconfig {file}: {cluster.where}"
+        try:
+            ssl_ctx = _context(_resolve(base, ca_file) if ca_file else None, ca_data,
+                               insecure, "certificate-authority" if ca_file
+                               else "certificate-authority-data")
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
         _load_client_cert(ssl_ctx, user, base)
-    header: str | None = None
-    if user.get("token"):
-        header = f"Bearer {user['token']}"
-    elif user.get("tokenFile"):
-        return Connection(server, ssl_ctx, FileToken(Path(_resolve(base, user["tokenFile"]))),
-                          str(file))
-    elif user.get("username") and user.get("password"):
-        basic = base64.b64encode(f"{user['username']}:{user['password']}".encode()).decode()
+    conn = Connection(server, ssl_ctx, lambda: None, str(file),
+                      server_name=cluster.string("tls-server-name") or None)
+    exec_stanza = user.mapping("exec")
+    if exec_stanza is not None:
+        _use_exec_plugin(conn, exec_stanza, cluster, base)
+    elif user.string("token"):
+        header = f"Bearer {user.string('token')}"
+        conn.authorization = lambda: header
+    elif user.string("tokenFile"):
+        conn.authorization = FileToken(Path(_resolve(base, user.string("tokenFile"))))
+    elif user.string("username") or user.string("password"):
+        basic = base64.b64encode(
+            f"{user.string('username')}:{user.string('password')}".encode()).decode()
         header = f"Basic {basic}"
-    return Connection(server, ssl_ctx, lambda: header, str(file))
+        conn.authorization = lambda: header
+    return conn
 
 
-def _load_client_cert(ctx: ssl.SSLContext, user: dict[str, Any], base: Path) -> None:
-    cert_file = user.get("client-certificate")
-    key_file = user.get("client-key")
+def _use_exec_plugin(conn: Connection, stanza: _Fields, cluster: _Fields, base: Path) -> None:
+    """Run the exec plugin once now: a plugin that fails is an error at start."""
+    from cpa.kube import execplugin  # only for a kubeconfig with an exec plugin
+
+    env: list[tuple[str, str]] = []
+    for item in stanza.mappings("env"):
+        env.append((item.string("name"), item.string("value")))
+    api_version = stanza.string("apiVersion")
+    mode = stanza.string("interactiveMode")
+    if not mode and api_version.endswith(("/v1beta1", "/v1alpha1")):
+        mode = "IfAvailable"  # client-go's default for the older versions
+    config = execplugin.ExecConfig(
+        command=execplugin.resolve_command(stanza.string("command"), base),
+        args=tuple(stanza.strings("args")), env=tuple(env), api_version=api_version,
+        install_hint=stanza.string("installHint"),
+        provide_cluster_info=stanza.boolean("provideClusterInfo"),
+        interactive_mode=mode, where=stanza.where)
+    info: dict[str, Any] = {"server": conn.server}
+    for key in ("tls-server-name", "proxy-url"):
+        if cluster.string(key):
+            info[key] = cluster.string(key)
+    if cluster.boolean("insecure-skip-tls-verify"):
+        info["insecure-skip-tls-verify"] = True
+    if cluster.string("certificate-authority-data"):
+        info["certificate-authority-data"] = cluster.string("certificate-authority-data")
+    try:
+        plugin = execplugin.ExecPlugin(config, info)
+        first = plugin.credential()
+    except execplugin.PluginError as exc:
+        raise ConfigError(f"kubeconfig {conn.source}: {exc}") from None
+    if first.cert_pem is not None and first.key_pem is not None and conn.ssl_context:
+        _load_pair(conn.ssl_context, first.cert_pem, first.key_pem,
+                   f"kubeconfig {conn.source}: the exec plugin's client certificate")
+
+    def authorization() -> str | None:
+        try:
+            return plugin.authorization()
+        except execplugin.PluginError as exc:
+            raise ConfigError(str(exc)) from None
+
+    conn.authorization = authorization
+    conn.unauthorized = plugin.unauthorized
+
+
+def _load_client_cert(ctx: ssl.SSLContext, user: _Fields, base: Path) -> None:
+    what = f"kubeconfig {user.file}: {user.where}"
+    cert_file = user.string("client-certificate")
+    key_file = user.string("client-key")
+    cert_data = user.data("client-certificate-data")
+    key_data = user.data("client-key-data")
     if cert_file and key_file:
-        ctx.load_cert_chain(_resolve(base, cert_file), _resolve(base, key_file))
+        try:
+            ctx.load_cert_chain(_resolve(base, cert_file), _resolve(base, key_file))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"{what}: cannot read {exc.filename}: {exc.strerror}") from None
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(f"{what}: client-certificate and client-key are not a usable "
+                              f"PEM certificate and key: {_ssl_reason(exc)}") from None
         return
-    cert_data = user.get("client-certificate-data")
-    key_data = user.get("client-key-data")
-    if cert_data and key_data:
-        # ssl can only load a key pair from files; keep them only as long as loading takes.
-        import tempfile  # only for a kubeconfig with inline client certificates
+    if (cert_file or cert_data) and (key_file or key_data):
+        cert = cert_data if cert_data is not None else _read(base, cert_file, what)
+        key = key_data if key_data is not None else _read(base, key_file, what)
+        _load_pair(ctx, cert, key, f"{what}: the client certificate and key")
 
-        with tempfile.TemporaryDirectory() as tmp:
-            cert_path, key_path = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
-            cert_path.write_bytes(_b64(cert_data))
-            key_path.write_bytes(_b64(key_data))
-            key_path.chmod(0o600)
+
+def _read(base: Path, name: str, what: str) -> bytes:
+    try:
+        return Path(_resolve(base, name)).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{what}: cannot read {name}: {exc.strerror or exc}") from None
+
+
+def _load_pair(ctx: ssl.SSLContext, cert: bytes, key: bytes, what: str) -> None:
+    """ssl can only load a key pair from files; keep them only as long as loading takes."""
+    import tempfile  # only for a kubeconfig with inline client certificates
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cert_path, key_path = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
+        cert_path.write_bytes(cert)
+        key_path.write_bytes(key)
+        key_path.chmod(0o600)
+        try:
             ctx.load_cert_chain(str(cert_path), str(key_path))
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(f"{what} are not a usable PEM certificate and key: "
+                              f"{_ssl_reason(exc)}") from None
 
 
 def _via_official_client(path: str, cluster: dict[str, Any]) -> Connection:
-    """exec / auth-provider users: let the official client run the plugin and refresh it."""
+    """auth-provider users (oidc, ...): let the official client run and refresh them."""
     try:
         from kubernetes import client, config  # heavy import, only on this path
     except ImportError as exc:  # the container image leaves the client out
         raise ConfigError(
-            f"{path} authenticates with an exec or auth-provider plugin, which needs the "
+            f"{path} authenticates with an auth-provider plugin, which needs the "
             "official kubernetes Python client: install it (pip install kubernetes), or use "
-            "a kubeconfig with a token or client certificate") from exc
+            "a kubeconfig with a token, a client certificate or an exec plugin") from exc
 
     cfg = client.Configuration()
     config.load_kube_config(config_file=path, client_configuration=cfg)  # type: ignore[no-untyped-call]
@@ -275,6 +530,13 @@ def _absolute(entry: dict[str, Any], section: str, base: Path) -> dict[str, Any]
         value = fixed.get(name)
         if isinstance(value, str) and value:
             fixed[name] = _resolve(base, value)
+    stanza = fixed.get("exec")
+    if isinstance(stanza, dict) and isinstance(stanza.get("command"), str):
+        # An exec plugin's relative path (./bin/login) is its own file's too; a bare name
+        # stays a PATH lookup.
+        from cpa.kube.execplugin import resolve_command
+
+        fixed["exec"] = {**stanza, "command": resolve_command(stanza["command"], base)}
     return {**entry, inner_key: fixed}
 
 
@@ -366,6 +628,9 @@ def _from_merged(doc: dict[str, Any], context: str, shown: str) -> Connection:
         path = Path(tmp, "config")
         path.touch(mode=0o600)
         path.write_text(yaml.safe_dump(doc))
-        conn = from_kubeconfig(str(path), context)
+        try:
+            conn = from_kubeconfig(str(path), context)
+        except ConfigError as exc:  # name the operator's files, not the private one
+            raise ConfigError(str(exc).replace(str(path), shown)) from None
     conn.source = shown
     return conn

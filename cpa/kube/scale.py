@@ -143,6 +143,7 @@ class ScaleResult:
     replicas: int
     changed: bool
     error: str | None = None
+    uid: str | None = None  # the target object's (a deleted and recreated one has another)
     clamped_from: int | None = None
     """An HPA floor: the count asked for, when the HPA's bounds (1..maxReplicas) changed it
     into ``replicas``; else None."""
@@ -156,6 +157,13 @@ def _replicas(scale: dict[str, Any]) -> int:
     spec = scale.get("spec") or {}
     value = spec.get("replicas", 0) if isinstance(spec, dict) else 0
     return int(value or 0)
+
+
+def _uid(scale: dict[str, Any]) -> str | None:
+    """The target's UID: the API server fills a Scale's metadata from its object's."""
+    meta = scale.get("metadata")
+    uid = meta.get("uid") if isinstance(meta, dict) else None
+    return str(uid) if uid else None
 
 
 def _hpa_bounds(hpa: dict[str, Any]) -> tuple[int, int | None]:
@@ -215,26 +223,27 @@ def ensure_replicas(api: RawApi, namespace: str, target: Target, replicas: int,
         return ensure_floor(api, namespace, target, replicas, shape, dry_run)
     path = scale_path(namespace, target)
     previous: int | None = None
+    uid: str | None = None
     try:
         for attempt in range(2):
             scale = api.get_json(path)
-            previous = _replicas(scale)
+            previous, uid = _replicas(scale), _uid(scale)
             if shape is not None:
                 replicas = shape(previous)
             if previous == replicas or dry_run:
-                return ScaleResult(target, previous, replicas, False, dry_run=dry_run)
+                return ScaleResult(target, previous, replicas, False, uid=uid, dry_run=dry_run)
             scale.setdefault("spec", {})["replicas"] = replicas
             scale.pop("status", None)
             try:
                 api.send_json("PUT", path, scale)
-                return ScaleResult(target, previous, replicas, True)
+                return ScaleResult(target, previous, replicas, True, uid=uid)
             except ApiError as exc:
                 if not exc.conflict or attempt == 1:
                     raise
         raise AssertionError("unreachable")
     except ApiError as exc:
         return ScaleResult(target, previous, replicas, False,
-                           f"{target}: cannot scale to {replicas}: {exc}")
+                           f"{target}: cannot scale to {replicas}: {exc}", uid)
 
 
 def ensure_floor(api: RawApi, namespace: str, target: Target, replicas: int,
@@ -251,9 +260,11 @@ def ensure_floor(api: RawApi, namespace: str, target: Target, replicas: int,
     path = object_path(namespace, target)
     previous: int | None = None
     wanted = replicas
+    uid: str | None = None
     try:
         for attempt in range(2):
             hpa = api.get_json(path)
+            uid = _uid(hpa)
             previous, maximum = _hpa_bounds(hpa)
             if shape is not None:
                 wanted = shape(previous)
@@ -261,14 +272,14 @@ def ensure_floor(api: RawApi, namespace: str, target: Target, replicas: int,
             clamped = wanted if floor != wanted else None
             if previous == floor or dry_run:
                 return ScaleResult(target, previous, floor, False, clamped_from=clamped,
-                                   max_replicas=maximum, dry_run=dry_run)
+                                   max_replicas=maximum, dry_run=dry_run, uid=uid)
             meta = hpa.get("metadata") or {}
             patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
                      "spec": {"minReplicas": floor}}
             try:
                 api.send_raw("PATCH", path, json.dumps(patch).encode(), MERGE_PATCH)
                 return ScaleResult(target, previous, floor, True, clamped_from=clamped,
-                                   max_replicas=maximum)
+                                   max_replicas=maximum, uid=uid)
             except ApiError as exc:
                 if not exc.conflict or attempt == 1:
                     raise
@@ -276,4 +287,4 @@ def ensure_floor(api: RawApi, namespace: str, target: Target, replicas: int,
     except ApiError as exc:
         return ScaleResult(target, previous, wanted, False,
                            f"{target}: cannot set minReplicas to {hpa_floor(wanted, None)}: "
-                           f"{exc}")
+                           f"{exc}", uid)

@@ -36,8 +36,10 @@ __all__ = [
     "INITIAL_EVENTS_END",
     "JSON",
     "MAGIC",
+    "MAX_FRAME_BYTES",
     "PROTOBUF",
     "Buffer",
+    "OversizeFrame",
     "ProtoError",
     "Status",
     "api_error",
@@ -61,6 +63,9 @@ PROTOBUF = "application/vnd.kubernetes.protobuf"
 # Protobuf where the server can encode it, JSON otherwise (a server, aggregated API or proxy
 # without protobuf answers JSON to this): the response's Content-Type says which came.
 ACCEPT_PROTOBUF = f"{PROTOBUF}, {JSON}"
+MAX_FRAME_BYTES = 16 * 1024 * 1024
+"""The largest watch frame (or JSON line) read: client-go's streaming decoder's limit. A
+length prefix beyond it is a corrupt or hostile stream, not a Node to wait 4 GiB for."""
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 """The annotation of the bookmark that ends a streaming list's initial events."""
 MAGIC = b"k8s\x00"
@@ -87,6 +92,10 @@ class Status(NamedTuple):
 
 class ProtoError(ValueError):
     """Bytes that are not the protobuf we expect (truncated, wrong magic, bad wire type)."""
+
+
+class OversizeFrame(ValueError):
+    """A watch frame or line longer than :data:`MAX_FRAME_BYTES`."""
 
 
 # --- the protobuf wire ----------------------------------------------------------------------
@@ -255,14 +264,19 @@ def api_error(status: int, data: bytes, content_type: str | None = None) -> ApiE
     return ApiError(status, reason, message or f"HTTP {status}")
 
 
-def lines(resp: StreamResponse, chunk: int = 65536) -> Iterator[bytes]:
-    """Split a streamed watch response into its newline-delimited JSON events."""
+def lines(resp: StreamResponse, chunk: int = 65536,
+          limit: int = MAX_FRAME_BYTES) -> Iterator[bytes]:
+    """Split a streamed watch response into its newline-delimited JSON events (each at
+    most ``limit`` bytes)."""
     pending = b""
     for data in resp.stream(chunk, decode_content=True):
         if not data:
             continue
         pending += data
         if b"\n" not in data:
+            if len(pending) > limit:
+                raise OversizeFrame(f"a watch event longer than {limit} bytes (the limit, "
+                                    "as client-go's): a corrupt stream")
             continue
         *complete, pending = pending.split(b"\n")
         for line in complete:
@@ -272,11 +286,14 @@ def lines(resp: StreamResponse, chunk: int = 65536) -> Iterator[bytes]:
         yield pending
 
 
-def frames(resp: StreamResponse, chunk: int = 65536) -> Iterator[bytearray]:
+def frames(resp: StreamResponse, chunk: int = 65536,
+           limit: int = MAX_FRAME_BYTES) -> Iterator[bytearray]:
     """Split a streamed protobuf watch into its frames: each a 4-byte big-endian length and
     that many bytes (k8s.io/apimachinery's LengthDelimitedFramer); yields the payloads.
 
-    A stream that ends inside a frame was cut: that raises, as a torn JSON line does."""
+    A frame longer than ``limit`` raises :class:`OversizeFrame` as soon as its length is
+    read. A stream that ends inside a frame was cut: that raises, as a torn JSON line
+    does."""
     buf = bytearray()
     pos = 0
     for data in resp.stream(chunk, decode_content=True):
@@ -286,6 +303,9 @@ def frames(resp: StreamResponse, chunk: int = 65536) -> Iterator[bytearray]:
         have = len(buf)
         while have - pos >= 4:
             size = int.from_bytes(buf[pos:pos + 4], "big")
+            if size > limit:
+                raise OversizeFrame(f"a watch frame of {size} bytes, over the {limit}-byte "
+                                    "limit (client-go's): a corrupt stream")
             if have - pos - 4 < size:
                 break
             yield buf[pos + 4:pos + 4 + size]

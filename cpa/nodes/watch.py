@@ -28,6 +28,13 @@ records the way a ``410 Gone`` does.
 Whether the counts are current is public (:meth:`NodeReflector.status`): the poll loop
 reports stale counts instead of hiding them.
 
+Corrupt streams. Bytes that do not decode (a frame longer than client-go's 16 MiB limit, a
+truncated message, an ADDED event without ``metadata.name``) are never applied: the watch
+is down from that moment, with the reason, and the Nodes are listed again (after the usual
+backoff, so a stream that stays corrupt costs one list per backoff period, not a spin). The
+counts are "up" again only once that list is complete. An answer's ``Retry-After`` (a 429)
+lengthens the backoff to what it asks, up to :data:`~cpa.kube.api.RETRY_AFTER_CAP`.
+
 Encoding. Lists and watches ask for Kubernetes' protobuf and accept JSON
 (:data:`~cpa.kube.wire.ACCEPT_PROTOBUF`); each response is decoded as its Content-Type says,
 so a server (or proxy) that answers JSON is served as before. Protobuf costs the API server
@@ -45,7 +52,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from cpa import logs
-from cpa.kube.api import ApiError, StreamingApi, StreamResponse
+from cpa.kube.api import RETRY_AFTER_CAP, ApiError, StreamingApi, StreamResponse
 from cpa.kube.wire import ACCEPT_PROTOBUF, JSON, Status, frames, is_protobuf, lines
 from cpa.nodes import proto as nodeproto
 from cpa.nodes.records import Event, ListPage
@@ -63,6 +70,10 @@ BACKOFF_START, BACKOFF_MAX = 0.8, 10.0
 
 class _Relist(Exception):
     """The watch's resourceVersion is too old (410 Gone): list again."""
+
+
+class _Corrupt(Exception):
+    """The stream carried bytes we cannot apply as a Node event: list again."""
 
 
 class _StreamEnded(ApiError):
@@ -207,9 +218,17 @@ class NodeReflector:
                     break
                 if self._relist.is_set():  # relist() closed the stream under our feet
                     continue
+                pause = delay * self._rng.uniform(0.8, 1.2)
+                if isinstance(exc, _Corrupt):
+                    need_list = True  # what the stream dropped is unknown: list again
+                if isinstance(exc, ApiError) and exc.retry_after:
+                    pause = max(pause, min(float(exc.retry_after), RETRY_AFTER_CAP))
                 self._down(_reason(exc))
-                self._log.warning("watch.failed", error=self._error, retry_in=round(delay, 2))
-            if self._wait(self._stop, delay * self._rng.uniform(0.8, 1.2)):
+                self._log.warning("watch.failed", error=self._error, retry_in=round(pause, 2),
+                                  relist=need_list)
+            else:
+                pause = delay * self._rng.uniform(0.8, 1.2)
+            if self._wait(self._stop, pause):
                 break
             delay = min(delay * 2, BACKOFF_MAX)
 
@@ -266,8 +285,9 @@ class NodeReflector:
                     cont = ""
                     continue
                 raise
-            self._contact()
             for node in page.items:
+                if not node.name:
+                    raise _Corrupt("the Node list holds a Node without metadata.name")
                 self._store.upsert(node)
                 seen.add(node.name)
             cont = page.continue_token
@@ -275,19 +295,23 @@ class NodeReflector:
             if not cont:
                 break
         self._store.retain(seen)
+        self._contact()  # the counts are whole again
 
     def _page(self, content_type: str, body: bytes | bytearray) -> ListPage:
-        if is_protobuf(content_type):
-            self.encoding = "protobuf"
+        try:
+            if is_protobuf(content_type):
+                self.encoding = "protobuf"
+                if self._label:
+                    return nodeproto.decode_list_page(body, label=self._label)
+                return self._decode_page(body)
+            self.encoding = "json"
+            # The fallback: its library (msgspec) is loaded only when a JSON answer comes.
+            from cpa.nodes import json as nodejson
             if self._label:
-                return nodeproto.decode_list_page(body, label=self._label)
-            return self._decode_page(body)
-        self.encoding = "json"
-        # The fallback: its library (msgspec) is loaded only when a JSON answer comes.
-        from cpa.nodes import json as nodejson
-        if self._label:
-            return nodejson.decode_list_page(body, label=self._label)
-        return nodejson.decode_list_page(body, self._capacity)
+                return nodejson.decode_list_page(body, label=self._label)
+            return nodejson.decode_list_page(body, self._capacity)
+        except ValueError as exc:  # ProtoError, msgspec's DecodeError, bad UTF-8
+            raise _Corrupt(f"a Node list page that does not decode: {exc}") from exc
 
     def _events(self, resp: StreamResponse) -> Iterator[Event]:
         """The stream's events, decoded as its Content-Type says."""
@@ -332,6 +356,7 @@ class NodeReflector:
 
     def _mark_synced(self, method: str) -> None:
         self.lists += 1
+        self._contact()  # the counts are whole again
         if self._labelled is not None:
             self._labelled.labels_listed(self._label)
         if not self._synced.is_set():
@@ -371,19 +396,30 @@ class NodeReflector:
         count = 0
         complete = initial is None
         read_to_the_end = False
+        watching = initial is None  # a streaming list's counts are whole only at its end
         try:
             # stop() sets the flag, then shuts down whatever self._resp is; checking the flag
             # after publishing self._resp means one of the two always sees the other.
             if self._stop.is_set():
                 return count, complete
-            self._contact()
-            for event in self._events(resp):
-                if self._stop.is_set():
-                    break
+            if watching:
                 self._contact()
+            events = self._events(resp)
+            while True:
+                try:
+                    event = next(events, None)
+                except ValueError as exc:  # oversize frame, ProtoError, DecodeError
+                    raise _Corrupt(f"the node watch stream does not decode: {exc}") from exc
+                if event is None or self._stop.is_set():
+                    break
+                if watching:
+                    self._contact()
                 count += 1
                 kind = event.type
                 node = event.node
+                if kind in ("ADDED", "MODIFIED", "DELETED") and (node is None or not node.name):
+                    raise _Corrupt(f"a watch event {kind} without metadata.name (no Node in "
+                                   "it): not applied")
                 if node is not None and kind in ("ADDED", "MODIFIED"):
                     self._store.upsert(node)
                     if initial is not None:
@@ -422,12 +458,18 @@ def _discard(resp: StreamResponse) -> None:
         resp.release_conn()
 
 
+NODES_RULE = ('a ClusterRole rule apiGroups [""], resources ["nodes"], verbs ["list", "watch"] '
+              "bound to this ServiceAccount")
+
+
 def _reason(exc: BaseException) -> str:
     """One line for the log and ``/last-poll``."""
     name = type(exc).__name__
     if "ReadTimeout" in name or "Read timed out" in str(exc):
         return (f"the node watch carried no bytes for {READ_IDLE_SECONDS:.0f}s (a dead "
                 "connection?); replacing it")
-    if isinstance(exc, ApiError):
+    if isinstance(exc, ApiError) and exc.forbidden:
+        return f"{str(exc)[:300]}: grant it with {NODES_RULE}"
+    if isinstance(exc, ApiError | _Corrupt):
         return str(exc)[:300]
     return f"{name}: {exc}"[:300]

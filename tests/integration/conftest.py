@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.controlplane import ControlPlane
-from tests.integration.support import AutoscalerProcess, delete_all_nodes
+from tests.integration.httpproxy import HttpFaultProxy
+from tests.integration.support import AutoscalerProcess, delete_all_nodes, via_address
 
 
 @pytest.fixture
@@ -26,10 +27,11 @@ def start(controlplane: ControlPlane, tmp_path: Path
     """Start autoscaler processes; each is stopped by PID when the test ends."""
     procs: list[AutoscalerProcess] = []
 
-    def _start(*args: str, poll_period: int = 1,
-               kubeconfig: Path | None = None) -> AutoscalerProcess:
+    def _start(*args: str, poll_period: int = 1, kubeconfig: Path | None = None,
+               nofile: tuple[int, int] | None = None) -> AutoscalerProcess:
         proc = AutoscalerProcess(kubeconfig or controlplane.autoscaler_kubeconfig, list(args),
-                                 tmp_path / f"autoscaler-{len(procs)}.log", poll_period)
+                                 tmp_path / f"autoscaler-{len(procs)}.log", poll_period,
+                                 nofile=nofile)
         procs.append(proc)
         return proc
 
@@ -38,3 +40,24 @@ def start(controlplane: ControlPlane, tmp_path: Path
         proc.stop()
 
 
+
+
+@pytest.fixture
+def http_proxy(controlplane: ControlPlane, tmp_path: Path
+               ) -> Iterator[Callable[..., tuple[HttpFaultProxy, Path]]]:
+    """Make HTTPS fault proxies in front of the API server: each call gives a proxy and a
+    kubeconfig (the autoscaler's, or the one given) pointed at it. All are closed when the
+    test ends."""
+    proxies: list[HttpFaultProxy] = []
+
+    def make(kubeconfig: Path | None = None) -> tuple[HttpFaultProxy, Path]:
+        proxy = HttpFaultProxy(controlplane.port, controlplane.cert_dir / "apiserver.crt",
+                               controlplane.cert_dir / "apiserver.key", controlplane.ca_file)
+        proxies.append(proxy)
+        moved = via_address(proxy.address, kubeconfig or controlplane.autoscaler_kubeconfig,
+                            tmp_path / f"via-proxy-{len(proxies)}.kubeconfig")
+        return proxy, moved
+
+    yield make
+    for proxy in proxies:
+        proxy.close()

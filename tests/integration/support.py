@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -22,8 +23,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import urllib3
+import yaml
 
-from tests.controlplane import AdminClient, ApiError
+from tests.controlplane import AdminClient, ApiError, ControlPlane
 
 T = TypeVar("T")
 
@@ -78,18 +80,55 @@ def log_events(text: str, name: str) -> list[dict[str, Any]]:
     return out
 
 
+def _limit_files(nofile: tuple[int, int]) -> Callable[[], None]:
+    def preexec() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
+    return preexec
+
+
+def rss_mib(pid: int) -> float:
+    """A process's resident set size now (VmRSS), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+def open_files_limit(pid: int) -> tuple[int, int]:
+    """A process's (soft, hard) limit of open files, from /proc/PID/limits."""
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            soft, hard = line.split()[3:5]
+            return int(soft), int(hard)
+    raise AssertionError(f"no open-files limit for pid {pid}")
+
+
+def via_address(address: str, kubeconfig: Path, out: Path) -> Path:
+    """The same kubeconfig, its server moved to ``address`` (host:port of a proxy on
+    127.0.0.1, for which the API server's certificate is valid)."""
+    doc = yaml.safe_load(kubeconfig.read_text())
+    for cluster in doc["clusters"]:
+        cluster["cluster"]["server"] = f"https://{address}"
+    out.write_text(yaml.safe_dump(doc))
+    return out
+
+
 class LoggedProcess:
     """A process under test: stdout+stderr to a log file; stopped by PID only."""
 
     def __init__(self, argv: Sequence[str], log_path: Path,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None,
+                 nofile: tuple[int, int] | None = None) -> None:
+        """``nofile``: the process's (soft, hard) limit of open files, as a container
+        runtime would set it (e.g. containerd 2.x's 1,024)."""
         self.argv = list(argv)
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.started = time.monotonic()
         self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL,
-                                     env=dict(env) if env is not None else None)
+                                     env=dict(env) if env is not None else None,
+                                     preexec_fn=_limit_files(nofile) if nofile else None)
 
     @property
     def pid(self) -> int:
@@ -134,6 +173,7 @@ class AutoscalerProcess(LoggedProcess):
 
     def __init__(self, kubeconfig: Path, args: Sequence[str], log_path: Path,
                  poll_period: int = 1, verbosity: int = 2,
+                 nofile: tuple[int, int] | None = None,
                  command: Sequence[str] | None = None, prefix: str = "cpa") -> None:
         self.health_port = free_port()
         self.prefix = prefix
@@ -143,7 +183,7 @@ class AutoscalerProcess(LoggedProcess):
                 "--log-format=json", *args]
         env = {k: v for k, v in os.environ.items()
                if k not in ("KUBECONFIG", "MY_POD_NAMESPACE", "MY_NAMESPACE")}
-        super().__init__(argv, log_path, env)
+        super().__init__(argv, log_path, env, nofile)
         self._http = urllib3.PoolManager(retries=False, timeout=2.0)
 
     def health(self, path: str) -> tuple[int, str]:
@@ -325,3 +365,38 @@ def run_cli(args: Sequence[str], timeout: float = 60.0) -> subprocess.CompletedP
     cmd = [exe] if exe else [sys.executable, "-m", "cpa"]
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout,
                           check=False)
+
+
+# --- identities -------------------------------------------------------------------------
+ADDON_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create"]},
+    {"apiGroups": ["apps"], "resources": ["deployments/scale"], "verbs": ["get", "update"]},
+]
+LEASE_RULE: dict[str, Any] = {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                              "verbs": ["get", "create", "update"]}
+
+
+def service_account(plane: ControlPlane, namespace: str, name: str,
+                    extra: Sequence[dict[str, Any]] = (), nodes: bool = True) -> Path:
+    """A ServiceAccount with the addon's rules in ``namespace`` plus ``extra``, and (unless
+    ``nodes`` is False: the most common RBAC mistake) list/watch on Nodes; its kubeconfig."""
+    admin = plane.admin()
+    rbac = "rbac.authorization.k8s.io/v1"
+    subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+    if nodes:
+        admin.apply({"apiVersion": rbac, "kind": "ClusterRole",
+                     "metadata": {"name": f"{namespace}-{name}"},
+                     "rules": [{"apiGroups": [""], "resources": ["nodes"],
+                                "verbs": ["list", "watch"]}]})
+        admin.apply({"apiVersion": rbac, "kind": "ClusterRoleBinding",
+                     "metadata": {"name": f"{namespace}-{name}"}, "subjects": subject,
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                 "kind": "ClusterRole", "name": f"{namespace}-{name}"}})
+    admin.apply({"apiVersion": rbac, "kind": "Role",
+                 "metadata": {"name": name, "namespace": namespace},
+                 "rules": [*ADDON_RULES, *extra]})
+    admin.apply({"apiVersion": rbac, "kind": "RoleBinding",
+                 "metadata": {"name": name, "namespace": namespace}, "subjects": subject,
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                             "name": name}})
+    return plane.kubeconfig_for(f"system:serviceaccount:{namespace}:{name}", [])

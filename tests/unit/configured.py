@@ -3,6 +3,7 @@ and then the keys every mode has, in the order the ConfigMap's documentation lis
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from cpa.decide.behavior import Behavior
@@ -26,8 +27,8 @@ def linear_params(cores: float = 0.0, nodes: float = 0.0, min: int = 1, max: int
                       SharedParams(include, behavior, counting))
 
 
-def ladder_params(cores: Table = (), nodes: Table = (), include: bool = False,
-                  behavior: Behavior | None = None, counting: Counting = NO_COUNTING
-                  ) -> Configured[LadderParams]:
-    return Configured(ladder.MODE, LadderParams(cores, nodes),
+def ladder_params(cores: Sequence[tuple[int, int]] = (), nodes: Sequence[tuple[int, int]] = (),
+                  include: bool = False, behavior: Behavior | None = None,
+                  counting: Counting = NO_COUNTING) -> Configured[LadderParams]:
+    return Configured(ladder.MODE, LadderParams(Table(cores), Table(nodes)),
                       SharedParams(include, behavior, counting))

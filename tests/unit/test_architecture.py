@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "cpa"
 DOC = REPO / "docs" / "architecture.md"
 # What the pure core may use of the standard library: computing, no I/O, no clock.
-DECIDE_STDLIB = frozenset({"__future__", "bisect", "collections", "dataclasses", "decimal",
+DECIDE_STDLIB = frozenset({"__future__", "array", "bisect", "collections", "dataclasses", "decimal",
                            "fractions", "math", "re", "typing"})
 
 

@@ -396,6 +396,21 @@ def test_another_writer_is_warned_once_per_episode_and_counted(
     assert events.count("scale.overwritten.ended") == 1
 
 
+def test_a_target_deleted_and_created_again_is_not_another_writer() -> None:
+    api = FakeApi()
+    api.put(COREDNS, {"kind": "Scale", "metadata": {"uid": "first"}, "spec": {"replicas": 1}})
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    a = make(api, counts(3, 3))
+    a.poll_once()  # we write 3 on the first object
+    api.put(COREDNS, {"kind": "Scale", "metadata": {"uid": "second"},
+                      "spec": {"replicas": 1}})  # deleted, created again from its manifest
+    result = a.poll_once()
+    assert result.overwritten == [] and result.scales[0].uid == "second"
+    assert api.objects[COREDNS]["spec"]["replicas"] == 3
+    api.objects[COREDNS]["spec"]["replicas"] = 5  # but the same object changed is
+    assert len(a.poll_once().overwritten) == 1
+
+
 def test_the_parameters_counting_policy_reaches_the_node_store() -> None:
     from cpa.nodes.counts import DEFAULT_POLICY, CountingPolicy
 

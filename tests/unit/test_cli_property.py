@@ -50,7 +50,7 @@ DAEMON_STOP_AFTER = 1.5  # seconds a started daemon runs before its SIGTERM
 
 _json_bits = st.sampled_from(['{"nodesPerReplica":', '{"coresToReplicas":[[', "[", "]",
                               '"zones":{', '"minPerZone":', '"topologyKey":',
-                              '"excludeNodesWithTaints":["@lifecycle"', 
+                              '"excludeNodesWithTaints":["@lifecycle"',
                               "{", "}", ",", ":", "1e400", "-1", "9" * 30, "null", '"x"',
                               "true", "0.5", '"behavior":{"scaleDown":{', "2147483648"])
 _json_text = st.lists(st.one_of(_json_bits, st.text(max_size=8)), max_size=10).map("".join)

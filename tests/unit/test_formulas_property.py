@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 
 from hypothesis import given, settings
@@ -61,7 +62,7 @@ def reference_linear(configured: Configured[LinearParams], c: ClusterCounts) -> 
     return int(answer)
 
 
-def reference_lookup(count: int, table: tuple[tuple[int, int], ...]) -> int:
+def reference_lookup(count: int, table: Sequence[tuple[int, int]]) -> int:
     if len(table) == 0:
         return 0
     answer = table[0][1]

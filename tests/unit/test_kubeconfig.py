@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+import json
 import ssl
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -128,15 +130,183 @@ def test_rotated_token_is_picked_up(tmp_path: Path) -> None:
     assert source() == "Bearer new"  # a vanished file keeps the last good token
 
 
-def test_exec_plugin_without_the_official_client_says_what_to_install(
+def test_an_auth_provider_without_the_official_client_says_what_to_install(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The container image has no kubernetes client; an exec kubeconfig must not end in
-    an ImportError traceback."""
-    import sys
-
+    """The container image has no kubernetes client; an auth-provider kubeconfig must not
+    end in an ImportError traceback."""
     monkeypatch.setitem(sys.modules, "kubernetes", None)  # makes `import kubernetes` fail
     path = write_config(tmp_path, {"server": "https://127.0.0.1:6443"},
-                        {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
-                                  "command": "get-token"}})
-    with pytest.raises(ConfigError, match=r"exec or auth-provider plugin.*pip install kubernetes"):
+                        {"auth-provider": {"name": "oidc", "config": {}}})
+    with pytest.raises(ConfigError, match=r"auth-provider plugin.*pip install kubernetes"):
         from_kubeconfig(str(path))
+
+
+# --- client-go's types and refusals ------------------------------------------------------
+@pytest.mark.parametrize(("cluster", "user", "fragment"), [
+    ({"insecure-skip-tls-verify": "false"}, {"token": "t"},
+     r'clusters\["k"\]\.cluster\.insecure-skip-tls-verify must be a bool .* not the string '
+     r'"false"'),
+    ({"insecure-skip-tls-verify": 1}, {"token": "t"}, "must be a bool .* not the number 1"),
+    ({"server": 6443}, {"token": "t"}, r"cluster\.server must be a string, not the number"),
+    ({"tls-server-name": True}, {"token": "t"}, "tls-server-name must be a string"),
+    ({"certificate-authority-data": "%%%"}, {"token": "t"},
+     "certificate-authority-data is not valid base64"),
+    ({"certificate-authority-data": base64.b64encode(b"not a certificate").decode()},
+     {"token": "t"}, "certificate-authority-data holds no usable PEM certificate"),
+    ({"certificate-authority": "/nonexistent/ca.crt"}, {"token": "t"},
+     "cannot read certificate-authority /nonexistent/ca.crt"),
+    ({"insecure-skip-tls-verify": True, "certificate-authority-data":
+      base64.b64encode(b"x").decode()}, {"token": "t"},
+     "root certificates file with the insecure flag is not allowed"),
+    ({"certificate-authority": "/a", "certificate-authority-data":
+      base64.b64encode(b"x").decode()}, {"token": "t"}, "are both given"),
+    ({}, {"token": "t", "username": "a", "password": "b"}, "more than one authentication"),
+    ({}, {"client-certificate-data": base64.b64encode(b"x").decode()},
+     "client-key-data or client-key must be given"),
+    ({}, {"token": "t", "as": "admin"}, r"\.as: impersonation is not supported"),
+    ({}, {"token": 5}, r'users\["u"\]\.user\.token must be a string'),
+    ({}, {"exec": {"command": "x", "apiVersion": "client.authentication.k8s.io/v1",
+                   "interactiveMode": "Never"}, "auth-provider": {"name": "oidc"}},
+     "auth-provider cannot be given with an exec plugin"),
+])
+def test_client_go_refuses_these_and_so_do_we(tmp_path: Path, cluster: dict[str, object],
+                                               user: dict[str, object], fragment: str) -> None:
+    path = write_config(tmp_path, {"server": "https://h:1", **cluster}, user)
+    with pytest.raises(ConfigError, match=fragment) as caught:
+        from_kubeconfig(str(path))
+    assert "\n" not in str(caught.value)
+
+
+def test_a_client_certificate_that_is_not_pem_is_one_line(tmp_path: Path) -> None:
+    junk = base64.b64encode(b"junk").decode()
+    path = write_config(tmp_path, {"server": "https://h:1"},
+                        {"client-certificate-data": junk, "client-key-data": junk})
+    with pytest.raises(ConfigError, match="not a usable PEM certificate and key"):
+        from_kubeconfig(str(path))
+
+
+def test_tls_server_name_is_handed_to_the_connection(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"server": "https://10.0.0.1:443",
+                                   "tls-server-name": "kubernetes"}, {"token": "t"})
+    assert from_kubeconfig(str(path)).server_name == "kubernetes"
+    path = write_config(tmp_path, {"server": "https://10.0.0.1:443"}, {"token": "t"})
+    assert from_kubeconfig(str(path)).server_name is None
+
+
+def test_a_yaml_error_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "config"
+    path.write_text("clusters: [\n  - name: a\n  bad: {\n")
+    with pytest.raises(ConfigError, match="cannot read kubeconfig") as caught:
+        from_kubeconfig(str(path))
+    assert "\n" not in str(caught.value)
+
+
+# --- exec plugins ------------------------------------------------------------------------
+def plugin(tmp_path: Path, body: str, name: str = "get-token") -> str:
+    path = tmp_path / name
+    path.write_text(f"#!{sys.executable}\nimport json, os, sys\n{body}")
+    path.chmod(0o755)
+    return str(path)
+
+
+def exec_user(command: str, **extra: object) -> dict[str, object]:
+    return {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": command,
+                     "interactiveMode": "Never", **extra}}
+
+
+def credential(token: str, expires: str | None = None) -> str:
+    status: dict[str, str] = {"token": token}
+    if expires:
+        status["expirationTimestamp"] = expires
+    return json.dumps({"apiVersion": "client.authentication.k8s.io/v1",
+                       "kind": "ExecCredential", "status": status})
+
+
+def test_a_failing_exec_plugin_names_itself_and_its_stderr(tmp_path: Path) -> None:
+    command = plugin(tmp_path, "print('line one', file=sys.stderr)\n"
+                               "print('token expired: run get-token login', file=sys.stderr)\n"
+                               "sys.exit(3)\n")
+    path = write_config(tmp_path, {"server": "https://h:1"}, exec_user(command))
+    with pytest.raises(ConfigError) as caught:
+        from_kubeconfig(str(path))
+    message = str(caught.value)
+    assert "get-token" in message and "exit code 3" in message
+    assert "line one | token expired: run get-token login" in message
+    assert "\n" not in message
+
+
+def test_a_missing_exec_plugin_gives_its_install_hint(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"server": "https://h:1"},
+                        exec_user("no-such-login-plugin",
+                                  installHint="brew install no-such-login-plugin"))
+    with pytest.raises(ConfigError, match="'no-such-login-plugin' not found: brew install"):
+        from_kubeconfig(str(path))
+
+
+@pytest.mark.parametrize(("body", "fragment"), [
+    ("print('hello')\n", "printed no ExecCredential JSON"),
+    ("print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1beta1', "
+     "'status': {'token': 't'}}))\n", "configured for API version"),
+    ("print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'status': {}}))\n",
+     "neither a token nor a client certificate"),
+])
+def test_an_unusable_exec_answer_is_an_error_at_start(tmp_path: Path, body: str,
+                                                       fragment: str) -> None:
+    path = write_config(tmp_path, {"server": "https://h:1"},
+                        exec_user(plugin(tmp_path, body)))
+    with pytest.raises(ConfigError, match=fragment):
+        from_kubeconfig(str(path))
+
+
+def test_exec_plugin_stanza_checks(tmp_path: Path) -> None:
+    for stanza, fragment in (
+            ({"command": "x"}, "apiVersion must be given"),
+            ({"command": "x", "apiVersion": "client.authentication.k8s.io/v1"},
+             "interactiveMode must be given"),
+            ({"command": "x", "apiVersion": "client.authentication.k8s.io/v1",
+              "interactiveMode": "Always"}, "wants a terminal"),
+            ({"command": "x", "apiVersion": "client.authentication.k8s.io/v1",
+              "interactiveMode": "Never", "env": [{"value": "v"}]}, "needs a name")):
+        path = write_config(tmp_path, {"server": "https://h:1"}, {"exec": stanza})
+        with pytest.raises(ConfigError, match=fragment):
+            from_kubeconfig(str(path))
+
+
+def test_an_exec_token_is_used_cached_and_fetched_again_when_refused(
+        tmp_path: Path) -> None:
+    counter = tmp_path / "runs"
+    body = (f"runs = int(open({str(counter)!r}).read()) + 1 "
+            f"if os.path.exists({str(counter)!r}) else 1\n"
+            f"open({str(counter)!r}, 'w').write(str(runs))\n"
+            "info = json.loads(os.environ['KUBERNETES_EXEC_INFO'])\n"
+            "assert info['spec']['interactive'] is False, info\n"
+            "assert os.environ['FROM_KUBECONFIG'] == 'yes'\n"
+            "assert sys.argv[1:] == ['--flag']\n"
+            f"print({credential('SECRET')!r}.replace('SECRET', f'tok{{runs}}'))\n")
+    user = exec_user(plugin(tmp_path, body), args=["--flag"],
+                     env=[{"name": "FROM_KUBECONFIG", "value": "yes"}])
+    conn = from_kubeconfig(str(write_config(tmp_path, {"server": "https://h:1"}, user)))
+    assert conn.authorization() == "Bearer tok1"
+    assert conn.authorization() == "Bearer tok1", "cached: no expiry given"
+    assert conn.unauthorized is not None
+    conn.unauthorized()  # the API server answered 401 to it
+    assert conn.authorization() == "Bearer tok2"
+
+
+def test_an_expired_exec_token_is_fetched_again(tmp_path: Path) -> None:
+    past = "2020-01-01T00:00:00Z"
+    command = plugin(tmp_path, f"print({credential('old', past)!r})\n")
+    conn = from_kubeconfig(str(write_config(tmp_path, {"server": "https://h:1"},
+                                            exec_user(command))))
+    assert conn.authorization() == "Bearer old"
+    (tmp_path / "get-token").write_text(f"#!{sys.executable}\nprint({credential('new')!r})\n")
+    assert conn.authorization() == "Bearer new"
+
+
+def test_v1beta1_plugins_default_to_if_available(tmp_path: Path) -> None:
+    answer = credential("t").replace("/v1", "/v1beta1")
+    command = plugin(tmp_path, f"print({answer!r})\n")
+    user: dict[str, object] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1",
+                                        "command": command}}
+    conn = from_kubeconfig(str(write_config(tmp_path, {"server": "https://h:1"}, user)))
+    assert conn.authorization() == "Bearer t"

@@ -133,3 +133,21 @@ def test_garbage_is_one_config_error(tmp_path: Path, text: str) -> None:
     path.write_text(text)
     with pytest.raises(ConfigError):
         load_like_kubectl(environ={"KUBECONFIG": str(path)}, home=tmp_path)
+
+
+def test_a_relative_exec_plugin_resolves_against_its_own_file(tmp_path: Path) -> None:
+    """Merged from two KUBECONFIG files, a user's ``./bin/login`` is the one beside the file
+    that names it (as client-go resolves it), not beside the merged document."""
+    plugin = tmp_path / "creds" / "bin" / "login"
+    plugin.parent.mkdir(parents=True)
+    plugin.write_text("#!/bin/sh\necho '{\"apiVersion\": \"client.authentication.k8s.io/v1\", "
+                      "\"kind\": \"ExecCredential\", \"status\": {\"token\": \"from-exec\"}}'\n")
+    plugin.chmod(0o755)
+    users = kubeconfig_file(tmp_path / "creds" / "users", current=None, users={"u": {"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1", "command": "./bin/login",
+        "interactiveMode": "Never"}}})
+    main = kubeconfig_file(tmp_path / "main", contexts={"a": ("k", "u")},
+                           clusters={"k": {"server": "http://k:1"}})
+    env = {"KUBECONFIG": os.pathsep.join([str(main), str(users)])}
+    conn = load_like_kubectl(environ=env, home=tmp_path)
+    assert conn.authorization() == "Bearer from-exec"

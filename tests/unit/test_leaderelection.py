@@ -7,8 +7,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cpa.daemon.leaderelection import LeaderElector, LeaseConfig
+import pytest
+
+from cpa.daemon.leaderelection import GuardedApi, LeaderElector, LeaseConfig
 from cpa.kube.api import ApiError
+from cpa.kube.scale import Target, ensure_replicas
 from tests.fakes import FakeApi
 
 PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/dns"
@@ -70,21 +73,114 @@ def test_one_leader_and_takeover_after_the_lease_duration() -> None:
     assert changes == [("a", True), ("b", True)]
 
 
-def test_a_leader_that_cannot_renew_stops_writing_by_the_deadline() -> None:
+def test_a_leader_that_cannot_renew_stops_at_the_round_deadline_as_client_go() -> None:
     api, clock, changes = FakeApi(), Clock(), Changes()
     a = elector(api, clock, "a", changes)
-    a.tick()
-    assert a.is_leader()
+    assert a.tick() == 0.0  # acquired: the renew loop begins at once
+    assert a.tick() == 2.0  # renewed (at 1000); the next round in a retry period
     api.down = True
-    clock.now += 9.9
-    assert a.is_leader()
-    clock.now += 0.2  # 10.1 s since the last renewal: even a hung request cannot help
-    assert not a.is_leader()
+    clock.now += 2  # 1002: a round begins, with its deadline at 1012
     a.tick()
-    assert changes == [("a", True), ("a", False)]
+    assert a.is_leader()
+    while True:
+        wait = a.tick()
+        if changes[-1] == ("a", False):
+            break
+        clock.now += wait
+        assert clock.now <= 1012, "no try is scheduled past the round's deadline"
+    assert clock.now == 1012, "stopped leading at the round's deadline, not later"
+    assert not a.is_leader() and changes == [("a", True), ("a", False)]
     api.down = False
     a.tick()  # the record is still ours: renewed, leading again
     assert a.is_leader() and changes[-1] == ("a", True)
+
+
+def test_lease_requests_carry_the_round_deadline_and_a_hung_one_ends_the_leadership_on_time(
+        ) -> None:
+    """A Lease request that hangs is cut at the round's deadline (the transport enforces
+    the deadline it is given): leader.stopped and cpa_leader come at that moment."""
+
+    class Hanging(FakeApi):
+        hang = False
+
+        def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
+                     deadline: float | None = None) -> dict[str, Any]:
+            if self.hang:
+                assert deadline is not None, "a Lease request without a deadline"
+                clock.now = deadline  # it hangs until the transport cuts it
+                raise ApiError(0, "Timeout", "no complete answer within the deadline")
+            return super().get_json(path, query, deadline=deadline)
+
+    api, clock = Hanging(), Clock()
+    stopped_at: list[float] = []
+    a = elector(api, clock, "a", [])
+    a.on_change = lambda leading: None if leading else stopped_at.append(clock.now)
+    a.tick()
+    a.tick()
+    api.hang = True
+    clock.now += 2
+    a.tick()
+    assert stopped_at == [1012.0]
+    assert not a.is_leader()
+
+
+def test_writes_stop_at_the_renew_deadline_of_the_last_renewal() -> None:
+    api, clock = FakeApi(), Clock()
+    a = elector(api, clock, "a", [])
+    guarded = GuardedApi(api, a, clock)
+    api.add_scale("/scale", 1)
+    a.tick()  # acquired at 1000
+    a.tick()  # renewed, an attempt that began at 1000
+    guarded.send_json("PUT", "/scale", {"kind": "Scale", "spec": {"replicas": 2},
+                                        "metadata": {"resourceVersion": "101"}})
+    assert api.deadlines[-1] == ("PUT", "/scale", 1010.0), "cut to the renew deadline"
+    api.down = True  # renewals fail from now on
+    clock.now += 2
+    a.tick()
+    clock.now = 1009.4
+    body = api.objects["/scale"]
+    api.down = False
+    guarded.send_json("PUT", "/scale", body)  # 0.6 s left: sent, with that deadline
+    assert api.deadlines[-1][2] == 1010.0
+    clock.now = 1009.6
+    sent = len(api.calls)
+    with pytest.raises(ApiError, match="not sent: this replica may no longer hold the Lease"):
+        guarded.send_json("PUT", "/scale", api.objects["/scale"])
+    assert len(api.calls) == sent, "a refused write never reaches the API server"
+    assert a.is_leader(), "still leading (client-go's round ends at 1012), yet not writing"
+    assert guarded.get_json("/scale")["spec"]["replicas"] == 2, "reads pass through"
+
+
+def test_the_409_retry_is_guarded_too() -> None:
+    """ensure_replicas GETs again and PUTs once more after a 409: that PUT is checked
+    again, just before it is sent."""
+
+    class SlowConflict(FakeApi):
+        def send_json(self, method: str, path: str, body: Any, *,
+                      deadline: float | None = None) -> dict[str, Any]:
+            if path == "/apis/apps/v1/namespaces/ns/deployments/dns/scale":
+                clock.now += 9.6  # the first PUT took long, then conflicted
+            return super().send_json(method, path, body, deadline=deadline)
+
+    api, clock = SlowConflict(), Clock()
+    a = elector(api, clock, "a", [])
+    a.tick()
+    a.tick()
+    path = "/apis/apps/v1/namespaces/ns/deployments/dns/scale"
+    api.add_scale(path, 1)
+    api.conflicts[path] = 1
+    result = ensure_replicas(GuardedApi(api, a, clock), "ns", Target("deployment", "dns"), 3)
+    assert result.error is not None and "not sent" in result.error
+    assert [c for c in api.calls if c == ("PUT", path)] == [("PUT", path)], "one PUT, not two"
+
+
+def test_a_follower_writes_nothing() -> None:
+    api, clock = FakeApi(), Clock()
+    a, b = elector(api, clock, "a", []), elector(api, clock, "b", [])
+    a.tick()
+    b.tick()
+    with pytest.raises(ApiError, match="not sent"):
+        GuardedApi(api, b, clock).send_json("POST", "/x", {"metadata": {"name": "n"}})
 
 
 def test_release_hands_over_at_once() -> None:
@@ -107,10 +203,10 @@ def test_a_lost_race_is_not_leadership() -> None:
 
         raced = False
 
-        def get_json(self, path: str, query: Mapping[str, str] | None = None
-                     ) -> dict[str, Any]:
+        def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
+                     deadline: float | None = None) -> dict[str, Any]:
             try:
-                return super().get_json(path, query)
+                return super().get_json(path, query, deadline=deadline)
             finally:
                 if not self.raced:
                     self.raced = True
@@ -124,11 +220,19 @@ def test_a_lost_race_is_not_leadership() -> None:
 
 def test_forbidden_lease_is_reported_not_raised() -> None:
     class Forbidden(FakeApi):
-        def get_json(self, path: str, query: Mapping[str, str] | None = None
-                     ) -> dict[str, Any]:
+        def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
+                     deadline: float | None = None) -> dict[str, Any]:
             raise ApiError(403, "Forbidden", "leases is forbidden")
 
     clock = Clock()
     a = elector(Forbidden(), clock, "a", [])
     assert a.tick() > 0
     assert not a.is_leader()
+
+
+def test_release_is_bounded() -> None:
+    api, clock = FakeApi(), Clock()
+    a = elector(api, clock, "a", [])
+    a.tick()
+    assert a.release(timeout=1.0)
+    assert [d for d in api.deadlines if d[0] == "PUT"][-1][2] == 1001.0

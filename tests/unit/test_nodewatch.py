@@ -248,8 +248,8 @@ def test_stop_while_a_watch_is_being_opened_does_not_wait_for_the_watch() -> Non
 
     class StopDuringConnect(ScriptedApi):
         def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
-                   accept: str = JSON) -> StreamResponse:
-            response = super().stream(path, query, read_timeout, accept)
+                   accept: str = JSON, deadline: float | None = None) -> StreamResponse:
+            response = super().stream(path, query, read_timeout, accept, deadline)
             if "sendInitialEvents" not in query:
                 h.reflector.stop(timeout=0)
             return response
@@ -322,6 +322,77 @@ def test_paginated_list_in_protobuf() -> None:
     assert h.names() == ["a", "b", "c"] and h.reflector.resource_version == "6"
     assert api.page_calls[1]["continue"] == "tok" and api.accepts[0] == ACCEPT_PROTOBUF
     assert h.reflector.encoding == "protobuf" and h.store.counts().schedulable_nodes == 3
+
+
+# --- corrupt streams, throttling, forbidden -----------------------------------------------
+def test_an_oversize_frame_is_refused_at_once_and_the_nodes_listed_again() -> None:
+    api = ScriptedApi([streaming_list(node_json("a")),
+                       FakeResponse(b"\xff\xff\xff\xff" + b"x" * 100,
+                                    content_type="application/vnd.kubernetes.protobuf;"
+                                                 "stream=watch"),
+                       streaming_list(node_json("a"), node_json("b"), rv="40")])
+    h = Harness(api)
+    h.run()
+    down = h.statuses[2]  # as the relist opens, after one backoff
+    assert not down.up and "4294967295 bytes, over the 16777216-byte limit" in (
+        down.error or "")
+    assert "sendInitialEvents" in api.stream_calls[2][0], "a corrupt stream is relisted"
+    assert len(h.waits) >= 1, "with a backoff: a stream that stays corrupt must not spin"
+    assert h.names() == ["a", "b"]
+
+
+@pytest.mark.parametrize("obj", [{"kind": "Node", "apiVersion": "v1"},
+                                 {"kind": "Node", "metadata": {"name": ""}}])
+def test_an_added_event_without_a_name_is_never_a_node(obj: dict[str, Any]) -> None:
+    api = ScriptedApi([streaming_list(node_json("a")),
+                       FakeResponse(event("ADDED", obj)),
+                       streaming_list(node_json("a"), rv="40")])
+    h = Harness(api)
+    seen: list[int] = []
+    record = api.on_stream
+
+    def on_stream() -> None:
+        seen.append(len(h.store))
+        if record is not None:
+            record()
+
+    api.on_stream = on_stream
+    h.run()
+    assert seen[:3] == [0, 1, 1] and max(seen) == 1, "the nameless Node was never counted"
+    assert "ADDED without metadata.name" in (h.statuses[2].error or "")
+    assert "sendInitialEvents" in api.stream_calls[2][0]
+
+
+def test_a_stream_being_relisted_is_not_up_until_the_list_is_whole() -> None:
+    """The counts missed what the corrupt stream dropped: not current until relisted."""
+    api = ScriptedApi([streaming_list(node_json("a")),
+                       FakeResponse(b"\xff\xff\xff\xff"),
+                       FakeResponse(event("ADDED", node_json("a")))])  # cut before its end
+    h = Harness(api)
+    h.run()
+    assert not h.reflector.status().up
+
+
+def test_retry_after_lengthens_the_backoff_up_to_the_cap() -> None:
+    throttled = ApiError(429, "TooManyRequests", "slow down")
+    throttled.retry_after = 7
+    forever = ApiError(429, "TooManyRequests", "slow down")
+    forever.retry_after = 3600
+    api = ScriptedApi([streaming_list(node_json("a")), throttled, forever, FakeResponse(b"")])
+    h = Harness(api)
+    h.run()
+    assert h.waits[0] >= 7
+    assert 9 <= h.waits[1] <= 10.0 * 1.2
+
+
+def test_forbidden_nodes_name_the_rbac_rule_to_add() -> None:
+    forbidden = ApiError(403, "Forbidden", 'nodes is forbidden: User "x" cannot list '
+                                           'resource "nodes"')
+    api = ScriptedApi([forbidden, forbidden])
+    h = Harness(api)
+    h.run()
+    error = h.statuses[1].error or ""
+    assert 'resources ["nodes"], verbs ["list", "watch"]' in error
 
 
 # --- a label for the zones (opt-in) -------------------------------------------------------

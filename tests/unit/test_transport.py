@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import struct
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -227,18 +229,154 @@ def api(url: str) -> KubeApi:
                               source="test"))
 
 
-def test_a_get_reset_before_its_answer_is_sent_once_more(
-        serve: Callable[[Handler], Server]) -> None:
+def rst(conn: socket.socket) -> None:
+    """Close with a reset (RST), not a FIN."""
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+def answer_then(first: Callable[[socket.socket], None]) -> Handler:
+    """Connection 0 answers one request, then meets its second with ``first``; every other
+    connection answers all its requests."""
     def handler(conn: socket.socket, index: int) -> None:
+        served = 0
+        while read_request(conn):
+            if index == 0 and served == 1:
+                first(conn)
+                return
+            answer(conn, b'{"kind":"ConfigMap"}')
+            served += 1
+    return handler
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT"])
+def test_a_request_reset_on_a_kept_alive_connection_before_any_answer_byte(
+        serve: Callable[[Handler], Server], method: str) -> None:
+    """Go's rule: a GET is sent once more on a new connection; a write never is."""
+    server = serve(answer_then(rst))
+    client = counted(server.url)
+    assert client.get_json("/api/v1/x") == {"kind": "ConfigMap"}
+    assert server.accepted == 1
+    if method == "GET":
+        assert client.get_json("/api/v1/x") == {"kind": "ConfigMap"}
+        assert server.accepted == 2 and client.waits == [], "at once, on a new connection"
+    else:
+        with pytest.raises(ApiError) as caught:
+            client.send_json(method, "/api/v1/x", {"data": {}})
+        assert caught.value.status == 0 and server.accepted == 1
+
+
+def half_answer(conn: socket.socket) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Ty")
+    time.sleep(0.2)
+    rst(conn)
+
+
+def test_a_reset_after_a_byte_of_the_answer_is_not_retryable_at_once(
+        serve: Callable[[Handler], Server]) -> None:
+    """Go's transport sends nothing again once a byte of the answer came."""
+    server = serve(answer_then(half_answer))
+    pool = Pool(server.url, None)
+    first = get(pool, "/x")
+    first.read()
+    first.release_conn()
+    with pytest.raises(ConnectError) as caught:
+        get(pool, "/x")
+    assert caught.value.reused and caught.value.broken
+    assert not caught.value.before_answer and not caught.value.retryable
+
+
+def test_a_reset_on_a_new_connection_is_not_retryable_at_once(
+        serve: Callable[[Handler], Server]) -> None:
+    """Go's transport: a new connection that fails says something about the server."""
+    def handler(conn: socket.socket, _index: int) -> None:
         read_request(conn)
-        if index == 0:  # closed under us before any answer
-            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            return
-        answer(conn, b'{"kind":"ConfigMap"}')
+        rst(conn)
 
     server = serve(handler)
-    assert api(server.url).get_json("/api/v1/x") == {"kind": "ConfigMap"}
-    assert server.accepted == 2
+    with pytest.raises(ConnectError) as caught:
+        get(Pool(server.url, None), "/x")
+    assert caught.value.before_answer and caught.value.broken
+    assert not caught.value.reused and not caught.value.retryable
+
+
+class CountedWaits(KubeApi):
+    """The client with its retry pauses recorded and not slept."""
+
+    waits: list[float]
+
+    def _wait_retry(self, seconds: float, end: float) -> bool:
+        self.waits.append(seconds)
+        return True
+
+
+def counted(url: str) -> CountedWaits:
+    client = CountedWaits(Connection(server=url, ssl_context=None,
+                                     authorization=lambda: "Bearer t", source="test"))
+    client.waits = []
+    return client
+
+
+@pytest.mark.parametrize("where", ["new connection", "part-way through the answer",
+                                   "in the body"])
+def test_a_get_reset_anywhere_else_is_sent_again_after_a_second(
+        serve: Callable[[Handler], Server], where: str) -> None:
+    """client-go's rule for a GET: a reset or an EOF counts as ``Retry-After: 1``."""
+    def body_cut(conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n{\"kind\"")
+        time.sleep(0.2)
+        rst(conn)
+
+    def handler(conn: socket.socket, index: int) -> None:
+        if not read_request(conn):
+            return
+        if index == 0 and where == "new connection":
+            rst(conn)
+            return
+        answer(conn, b'{"kind":"ConfigMap"}')
+        if index == 0 and read_request(conn):
+            (half_answer if where == "part-way through the answer" else body_cut)(conn)
+            return
+        while read_request(conn):
+            answer(conn, b'{"kind":"ConfigMap"}')
+
+    server = serve(handler)
+    client = counted(server.url)
+    if where != "new connection":
+        client.get_json("/api/v1/x")
+    assert client.get_json("/api/v1/x") == {"kind": "ConfigMap"}
+    assert client.waits == [1.0] and server.accepted == 2
+
+
+def test_a_write_reset_in_its_answer_is_not_sent_again(
+        serve: Callable[[Handler], Server]) -> None:
+    server = serve(answer_then(half_answer))
+    client = counted(server.url)
+    client.get_json("/api/v1/x")
+    with pytest.raises(ApiError):
+        client.send_json("PUT", "/api/v1/x", {"data": {}})
+    assert client.waits == [] and server.accepted == 1
+
+
+def test_a_refused_connection_is_not_tried_again() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    client = counted(f"http://127.0.0.1:{port}")
+    with pytest.raises(ApiError):
+        client.get_json("/api/v1/x")
+    assert client.waits == []
+
+
+def test_connect_errors_say_whether_they_may_be_sent_again(
+        serve: Callable[[Handler], Server]) -> None:
+    server = serve(answer_then(rst))
+    pool = Pool(server.url, None)
+    first = get(pool, "/x")
+    first.read()
+    first.release_conn()
+    with pytest.raises(ConnectError) as caught:
+        get(pool, "/x")
+    assert caught.value.before_answer and caught.value.reused and caught.value.retryable
+    assert caught.value.broken
 
 
 def test_a_write_is_never_sent_twice(serve: Callable[[Handler], Server]) -> None:
@@ -358,3 +496,176 @@ def test_connections_disable_nagle(serve: Callable[[Handler], Server]) -> None:
     assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
     resp.read()
     resp.release_conn()
+
+
+# --- deadlines ----------------------------------------------------------------------------
+def drip(body: bytes, interval: float) -> Handler:
+    """Answer with the head at once, then the body one byte per ``interval`` (no read
+    ever waits long: a per-read timeout never fires)."""
+    def handler(conn: socket.socket, _index: int) -> None:
+        read_request(conn)
+        conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {len(body)}\r\n\r\n".encode())
+        for i in range(len(body)):
+            conn.sendall(body[i:i + 1])
+            time.sleep(interval)
+    return handler
+
+
+def test_a_drip_fed_answer_fails_at_the_requests_deadline(
+        serve: Callable[[Handler], Server]) -> None:
+    server = serve(drip(b'{"data":"' + b"x" * 100 + b'"}', 0.1))
+    began = time.monotonic()
+    with pytest.raises(ApiError, match=r"within the request's 1s deadline \(connect to last"):
+        KubeApi(Connection(server.url, None, lambda: None, "test"), timeout=1.0
+                ).get_json("/api/v1/x")
+    assert time.monotonic() - began < 3
+
+
+def test_a_caller_deadline_sooner_than_the_timeout_wins(
+        serve: Callable[[Handler], Server]) -> None:
+    server = serve(drip(b'{"a":"' + b"x" * 100 + b'"}', 0.1))
+    began = time.monotonic()
+    with pytest.raises(ApiError, match="deadline"):
+        api(server.url).get_json("/api/v1/x", deadline=time.monotonic() + 0.5)
+    assert time.monotonic() - began < 2.5
+
+
+def test_a_request_whose_deadline_has_passed_is_not_sent(
+        serve: Callable[[Handler], Server]) -> None:
+    server = serve(keep_alive([b"{}"]))
+    with pytest.raises(ApiError, match="deadline"):
+        api(server.url).send_json("PUT", "/apis/x", {"spec": {}},
+                                  deadline=time.monotonic() - 0.1)
+    assert server.accepted == 0
+
+
+def test_a_request_cut_at_its_deadline_does_not_leave_its_connection_in_the_pool(
+        serve: Callable[[Handler], Server]) -> None:
+    def handler(conn: socket.socket, index: int) -> None:
+        read_request(conn)
+        if index == 0:
+            time.sleep(2)  # the first answer never comes in time
+            return
+        answer(conn, b'{"ok":true}')
+
+    server = serve(handler)
+    client = api(server.url)
+    with pytest.raises(ApiError, match="deadline"):
+        client.get_json("/slow", deadline=time.monotonic() + 0.3)
+    assert client.get_json("/fast") == {"ok": True}
+    assert server.accepted == 2
+
+
+def test_abort_cuts_requests_in_flight_and_bounds_later_ones(
+        serve: Callable[[Handler], Server]) -> None:
+    def handler(conn: socket.socket, _index: int) -> None:
+        read_request(conn)
+        time.sleep(5)
+
+    server = serve(handler)
+    client = api(server.url)
+    threading.Timer(0.3, client.abort, kwargs={"grace": 0.5}).start()
+    began = time.monotonic()
+    with pytest.raises(ApiError):
+        client.get_json("/hung")
+    assert time.monotonic() - began < 2
+    began = time.monotonic()
+    with pytest.raises(ApiError, match="deadline"):
+        client.get_json("/also-hung")
+    assert time.monotonic() - began < 2, "a request after abort() has the grace only"
+
+
+# --- Retry-After ----------------------------------------------------------------------------
+def throttled(times: int, header: str | None, status: str = "429 Too Many Requests"
+              ) -> Handler:
+    def handler(conn: socket.socket, _index: int) -> None:
+        for _ in range(times):
+            read_request(conn)
+            extra = f"Retry-After: {header}\r\n" if header is not None else ""
+            body = b'{"kind":"Status","reason":"TooManyRequests","message":"slow down"}'
+            conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{extra}"
+                         f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        while read_request(conn):
+            answer(conn, b'{"ok":true}')
+    return handler
+
+
+@pytest.mark.parametrize("status", ["429 Too Many Requests", "503 Service Unavailable"])
+def test_retry_after_is_waited_and_the_request_sent_again(
+        serve: Callable[[Handler], Server], status: str) -> None:
+    server = serve(throttled(2, "0", status))
+    assert api(server.url).get_json("/x") == {"ok": True}
+
+
+def test_without_retry_after_a_429_is_the_answer(serve: Callable[[Handler], Server]) -> None:
+    server = serve(throttled(1, None))
+    with pytest.raises(ApiError) as caught:
+        api(server.url).get_json("/x")
+    assert caught.value.status == 429
+
+
+def test_retry_after_is_capped(serve: Callable[[Handler], Server],
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from cpa.kube import client as kubeclient
+
+    monkeypatch.setattr(kubeclient, "RETRY_AFTER_CAP", 0.3)
+    server = serve(throttled(1, "3600"))
+    began = time.monotonic()
+    assert api(server.url).get_json("/x") == {"ok": True}
+    assert time.monotonic() - began < 2
+
+
+def test_a_retry_after_past_the_deadline_is_not_waited(
+        serve: Callable[[Handler], Server]) -> None:
+    server = serve(throttled(1, "5"))
+    began = time.monotonic()
+    with pytest.raises(ApiError) as caught:
+        KubeApi(Connection(server.url, None, lambda: None, "test"), timeout=1.0
+                ).get_json("/x")
+    assert caught.value.status == 429 and time.monotonic() - began < 1
+
+
+def test_a_watch_that_is_throttled_carries_the_retry_after(
+        serve: Callable[[Handler], Server]) -> None:
+    server = serve(throttled(1, "7"))
+    with pytest.raises(ApiError) as caught:
+        api(server.url).stream("/api/v1/nodes", {"watch": "1"}, read_timeout=1)
+    assert caught.value.retry_after == 7
+
+
+# --- tls-server-name ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def named_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed certificate for the name ``kubernetes`` only (not 127.0.0.1)."""
+    d = tmp_path_factory.mktemp("tls")
+    key, crt = d / "tls.key", d / "tls.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=kubernetes", "-addext", "subjectAltName=DNS:kubernetes",
+                    "-keyout", str(key), "-out", str(crt)], check=True, capture_output=True)
+    return str(crt), str(key)
+
+
+def tls_answer(cert: tuple[str, str], sni: list[str | None]) -> Handler:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(*cert)
+    ctx.sni_callback = lambda sock, name, _ctx: sni.append(name)
+
+    def handler(conn: socket.socket, _index: int) -> None:
+        with ctx.wrap_socket(conn, server_side=True) as tls:
+            read_request(tls)
+            answer(tls, b'{"ok":true}')
+    return handler
+
+
+def test_tls_server_name_is_the_name_verified_and_sent(
+        serve: Callable[[Handler], Server], named_cert: tuple[str, str]) -> None:
+    sni: list[str | None] = []
+    server = serve(tls_answer(named_cert, sni))
+    url = f"https://127.0.0.1:{server.port}"
+    ctx = ssl.create_default_context(cafile=named_cert[0])
+    with pytest.raises(ApiError, match="certificate verify failed"):
+        KubeApi(Connection(url, ctx, lambda: None, "test")).get_json("/x")
+    named = KubeApi(Connection(url, ctx, lambda: None, "test", server_name="kubernetes"))
+    assert named.get_json("/x") == {"ok": True}
+    assert "kubernetes" in sni

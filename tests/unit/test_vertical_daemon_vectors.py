@@ -33,14 +33,16 @@ class RecordingApi:
         self.patches: list[tuple[str, str, str]] = []
         self.fail = False
 
-    def get_json(self, path: str, query: Any = None) -> dict[str, Any]:
+    def get_json(self, path: str, query: Any = None, *,
+                 deadline: float | None = None) -> dict[str, Any]:
         raise ApiError(403, "Forbidden", f"cannot get {path}")
 
-    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
+    def send_json(self, method: str, path: str, body: Any, *,
+                  deadline: float | None = None) -> dict[str, Any]:
         raise AssertionError("the writer sends raw strategic-merge bytes")
 
-    def send_raw(self, method: str, path: str, data: bytes, content_type: str
-                 ) -> dict[str, Any]:
+    def send_raw(self, method: str, path: str, data: bytes, content_type: str, *,
+                 deadline: float | None = None) -> dict[str, Any]:
         assert method == "PATCH"
         self.patches.append((path, data.decode(), content_type))
         if self.fail:

@@ -89,17 +89,19 @@ class PatchApi:
         self.gets: list[str] = []
         self.sent: list[tuple[str, str, bytes, str]] = []
 
-    def get_json(self, path: str, query: Mapping[str, str] | None = None) -> dict[str, Any]:
+    def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
+                 deadline: float | None = None) -> dict[str, Any]:
         self.gets.append(path)
         if isinstance(self.get, ApiError):
             raise self.get
         return self.get
 
-    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
+    def send_json(self, method: str, path: str, body: Any, *,
+                  deadline: float | None = None) -> dict[str, Any]:
         raise AssertionError("not JSON")
 
-    def send_raw(self, method: str, path: str, data: bytes, content_type: str
-                 ) -> dict[str, Any]:
+    def send_raw(self, method: str, path: str, data: bytes, content_type: str, *,
+                 deadline: float | None = None) -> dict[str, Any]:
         self.sent.append((method, path, data, content_type))
         if isinstance(self.answer, ApiError):
             raise self.answer
@@ -181,10 +183,12 @@ class NodesApi:
         self.streams: list[Mapping[str, str]] = []
         self.capacities = ["4", "8"]
 
-    def get_json(self, path: str, query: Mapping[str, str] | None = None) -> dict[str, Any]:
+    def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
+                 deadline: float | None = None) -> dict[str, Any]:
         raise AssertionError
 
-    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
+    def send_json(self, method: str, path: str, body: Any, *,
+                  deadline: float | None = None) -> dict[str, Any]:
         raise AssertionError
 
     def get_raw(self, path: str, query: Mapping[str, str], accept: str = "") -> tuple[
@@ -197,7 +201,7 @@ class NodesApi:
             {"metadata": {"resourceVersion": "7"}, "items": items}).encode()
 
     def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
-               accept: str = "") -> Any:
+               accept: str = "", deadline: float | None = None) -> Any:
         self.streams.append(query)
         if self.watch is not None:
             raise self.watch

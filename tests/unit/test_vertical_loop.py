@@ -51,7 +51,8 @@ class Cluster:
                 "spec": {"containers": containers},
                 "status": {"phase": "Running", "qosClass": "Burstable"}}
 
-    def get_json(self, path: str, query: Mapping[str, str] | None = None) -> dict[str, Any]:
+    def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
+                 deadline: float | None = None) -> dict[str, Any]:
         if path == DS_PATH:
             return copy.deepcopy(self.ds)
         if path == "/api/v1/namespaces/ns/pods":
@@ -59,11 +60,12 @@ class Cluster:
             return {"items": copy.deepcopy(self.pods)}
         raise ApiError(404, "NotFound", path)
 
-    def send_json(self, method: str, path: str, body: Any) -> dict[str, Any]:
+    def send_json(self, method: str, path: str, body: Any, *,
+                  deadline: float | None = None) -> dict[str, Any]:
         raise AssertionError
 
-    def send_raw(self, method: str, path: str, data: bytes, content_type: str
-                 ) -> dict[str, Any]:
+    def send_raw(self, method: str, path: str, data: bytes, content_type: str, *,
+                 deadline: float | None = None) -> dict[str, Any]:
         body = json.loads(data)
         if path == DS_PATH:
             if self.patch_error is not None:

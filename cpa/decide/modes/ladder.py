@@ -9,25 +9,83 @@ No min, max or floor: a ladder may give 0 (``[[0, 0], [6, 1]]`` scales from zero
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, overload
 
 from cpa.decide.gojson import GoJsonError, JsonValue, describe, go_int
 from cpa.decide.modes.mode import Mode, larger_reading
 from cpa.decide.steps import Step, plural
 
-__all__ = ["MODE", "LadderParams", "replicas"]
+__all__ = ["MODE", "LadderParams", "Table", "replicas"]
 
-Table = tuple[tuple[int, int], ...]
+
+class Table(Sequence[tuple[int, int]]):
+    """A ladder's ``(threshold, replicas)`` pairs, as given (the decoder sorts them), held
+    in two arrays of int64 (Go's int) rather than a tuple of tuples.
+
+    Why: a ConfigMap may hold tens of thousands of steps. As tuples of Python ints they
+    take ~90 bytes a step, spread over the small-object allocator's arenas, and whatever
+    the daemon allocates while they are in force lands in those arenas and keeps them
+    resident after the table is replaced (a 70,000-step ladder left ~6 MiB behind). Two
+    arrays take 16 bytes a step in two blocks that go back to the system with the table,
+    and the lookup bisects the thresholds in place instead of copying them every poll."""
+
+    __slots__ = ("_at", "_replicas")
+
+    def __init__(self, pairs: Iterable[tuple[int, int]] = ()) -> None:
+        self._at = array("q")
+        self._replicas = array("q")
+        for threshold, count in pairs:
+            self._at.append(threshold)
+            self._replicas.append(count)
+
+    @property
+    def thresholds(self) -> Sequence[int]:
+        return self._at
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[int, int]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Table: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[int, int] | Table:
+        if isinstance(index, slice):
+            return Table(zip(self._at[index], self._replicas[index], strict=True))
+        return self._at[index], self._replicas[index]
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return zip(self._at, self._replicas, strict=True)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Table):
+            return self._at == other._at and self._replicas == other._replicas
+        if isinstance(other, tuple | list):
+            return list(self) == [tuple(pair) for pair in other]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self._at.tobytes(), self._replicas.tobytes()))
+
+    def __repr__(self) -> str:
+        return f"Table({list(self)!r})"
+
+
+_EMPTY: Final = Table()
 
 
 @dataclass(frozen=True, slots=True)
 class LadderParams:
     """Ladder mode's own keys; each table is ``(threshold, replicas)`` pairs, stably sorted."""
 
-    cores_to_replicas: Table = ()
-    nodes_to_replicas: Table = ()
+    cores_to_replicas: Table = _EMPTY
+    nodes_to_replicas: Table = _EMPTY
 
     def fields(self) -> dict[str, object]:
         """The parameters as the ConfigMap spells them, for logs and ``explain``."""
@@ -110,16 +168,14 @@ class _Decoder:
             )
             # sorted() is stable: among equal thresholds the later pair stays later and so
             # wins the lookup, as Go's insertion sort does for tables of up to 12 pairs.
-            tables.append(tuple(sorted(pairs, key=lambda pair: pair[0])))
+            tables.append(Table(sorted(pairs, key=lambda pair: pair[0])))
         return LadderParams(*tables), problems
 
 
 # --- the formula ------------------------------------------------------------------------------
 
 
-def _lookup(
-    axis: str, noun: str, count: int, table: tuple[tuple[int, int], ...], steps: list[Step]
-) -> int:
+def _lookup(axis: str, noun: str, count: int, table: Table, steps: list[Step]) -> int:
     """upstream ``getExpectedReplicasFromEntries``: binary search on the sorted table."""
     field = f"{axis}ToReplicas"
     label = f"{noun}s"
@@ -128,7 +184,7 @@ def _lookup(
             f"{axis}.lookup", f"{field} is empty, so the {label} table gives 0 replicas."
         ))
         return 0
-    position = bisect_right([threshold for threshold, _ in table], count)
+    position = bisect_right(table.thresholds, count)
     if position == 0:
         threshold, replicas = table[0]
         steps.append(Step(

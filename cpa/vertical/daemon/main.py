@@ -18,10 +18,14 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from cpa import VERTICAL_VERSION_TEXT, __version__, logs
 from cpa.flags import EXIT_INVALID, EXIT_USAGE, UsageError
 from cpa.vertical import options
+
+if TYPE_CHECKING:
+    from cpa.kube.api import RawApi
 
 __all__ = ["run_vertical"]
 
@@ -120,9 +124,6 @@ def _run(argv: list[str], prog: str) -> int:
     def stale() -> str | None:
         return watchdog.check() if nodes.mode == "watch" else None
 
-    resizer = (InPlaceResizer(api, opts.namespace, target, template=opts.in_place_template,
-                              deferred_timeout=opts.resize_deferred_timeout)
-               if in_place else None)
     elector = None
     if opts.leader_elect:
         from cpa.daemon.leaderelection import LeaderElector, LeaseConfig, default_identity
@@ -135,11 +136,20 @@ def _run(argv: list[str], prog: str) -> int:
         log.info("leader.election", lease=f"{lease.namespace}/{lease.name}",
                  identity=lease.identity)
         elector = LeaderElector(api, lease)
+    writer: RawApi = api
+    if elector is not None:
+        from cpa.daemon.leaderelection import GuardedApi
+
+        writer = GuardedApi(api, elector)  # every write checks the Lease just before it
+    resizer = (InPlaceResizer(writer, opts.namespace, target,
+                              template=opts.in_place_template,
+                              deferred_timeout=opts.resize_deferred_timeout)
+               if in_place else None)
 
     autoscaler = VerticalAutoscaler(
         VerticalLoopConfig(period, in_place), nodes.counts, ConfigFile(opts.config_file),
         VerticalState(opts.default_scale_config, opts.policy),
-        TemplateWriter(api, opts.namespace, target, dry_run=opts.dry_run),
+        TemplateWriter(writer, opts.namespace, target, dry_run=opts.dry_run),
         resizer=resizer, observers=observers, stale=stale,
         may_write=elector.is_leader if elector is not None else None, warm=nodes.warm)
 
