@@ -1,10 +1,11 @@
-# The README's two commands: `make demo` (runs the autoscaler against a local real control
-# plane) and `make test` (unit + integration tests). Everything else supports those.
+# The two commands (docs/development.md): `make demo` (runs the autoscaler against a local
+# real control plane) and `make test` (unit + integration tests). Everything else supports
+# those.
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
 .PHONY: help install controlplane test unit integration lint demo bench bench-quick e2e chart-test \
-	image image-test image-reproducible push deploy cluster-e2e clean
+	image image-test image-reproducible push deploy cluster-e2e monitoring-test clean
 
 help:
 	@echo "make install       install the package and test tools (pip, editable)"
@@ -21,8 +22,9 @@ help:
 	@echo "                   the others, under qemu) as a kubelet would (root; host lock)"
 	@echo "make image-reproducible  build twice (the second from nothing) and compare digests"
 	@echo "make cluster-e2e   a real single-node cluster here (kubelet, containerd, kube-proxy, ...):"
-	@echo "                   the manifest and the chart as Pods scaling CoreDNS (root; see README)"
+	@echo "                   the manifest and the chart as Pods scaling CoreDNS (root; docs/development.md)"
 	@echo "make e2e           kind end-to-end (needs Docker + kind; skips otherwise)"
+	@echo "make monitoring-test  the alert rules with promtool (built from its Go module once)"
 
 # Installed once per change of pyproject.toml, so `make test` / `make demo` work on a fresh
 # machine without a separate step.
@@ -96,6 +98,11 @@ e2e:
 chart-test:
 	bash scripts/install-helm.sh
 	$(PYTHON) -m pytest -q tests/unit/test_chart.py
+
+# The alert rules (promtool check/test rules) and the dashboard's queries.
+monitoring-test:
+	bash scripts/install-promtool.sh
+	$(PYTHON) -m pytest -q tests/unit/test_monitoring.py
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -6,6 +6,7 @@ Thin shells: parse flags, wire the pieces, map outcomes to upstream's exit codes
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -346,7 +347,8 @@ def daemon_main() -> None:
         print(f"{DAEMON_NAME}: a cluster-proportional-vertical-autoscaler command line; "
               "running /cpvpa", file=sys.stderr)
         vertical_main()
-    sys.exit(run_daemon(args, os.path.basename(sys.argv[0]) or DAEMON_NAME))
+    prog = os.path.basename(sys.argv[0]) or DAEMON_NAME
+    sys.exit(guarded(prog, lambda: run_daemon(args, prog)))
 
 
 def _is_cpva_command_line(args: Sequence[str]) -> bool:
@@ -364,7 +366,51 @@ def vertical_main() -> None:
     CPVA v0.8.9's drop-in (:mod:`cpa.vertical`)."""
     from cpa.vertical.daemon.main import run_vertical
 
-    sys.exit(run_vertical(sys.argv[1:], os.path.basename(sys.argv[0]) or "cpvpa"))
+    prog = os.path.basename(sys.argv[0]) or "cpvpa"
+    sys.exit(guarded(prog, lambda: run_vertical(sys.argv[1:], prog)))
+
+
+def guarded(prog: str, command: Callable[[], int]) -> int:
+    """Run a command as a user meets it: never a traceback.
+
+    * A reader that goes away (``cpa explain ... | head -1``) is not an error: the rest of
+      the output is dropped quietly and the exit code is 0 (the output was cut by request).
+    * Ctrl-C ends a one-shot command with 130, as a shell expects.
+    * Anything unexpected is a bug of ours: one line saying where, asking for a report,
+      exit 1 (never the raw exception).
+    """
+    try:
+        code = command()
+        sys.stdout.flush()  # a closed pipe shows here, not at exit where it would print
+        return code
+    except BrokenPipeError:
+        _drop_output()
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except (RecursionError, MemoryError):
+        _say(prog, "the input is too large or nested too deeply to handle")
+        return flags.EXIT_INVALID
+    except Exception as exc:
+        from cpa.tools.inputs import internal_error
+
+        _say(prog, internal_error(exc))
+        return flags.EXIT_INVALID
+
+
+def _drop_output() -> None:
+    """Point stdout and stderr at /dev/null: the interpreter flushes them at exit, which
+    would fail again on the closed pipe and print a warning."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # not a real file (a test's capture)
+            os.dup2(devnull, stream.fileno())
+    os.close(devnull)
+
+
+def _say(prog: str, message: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        print(f"{prog}: {message}", file=sys.stderr)
 
 
 _CPA_USAGE = """usage: cpa [--version] <command> [flags]
@@ -375,16 +421,27 @@ commands:
             (--vertical: what /cpvpa, the vertical autoscaler, would write)
   simulate  replay a timeline of node/core counts through the formula and its behavior
 
-`cpa <command> --help` describes a command's flags."""
+`cpa <command> --help` (or `cpa help <command>`) describes a command's flags."""
+
+_COMMANDS = ("run", "explain", "simulate")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``cpa`` (and ``python -m cpa``)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    return guarded("cpa", lambda: _main(args))
+
+
+def _main(args: list[str]) -> int:
+    if args[:1] == ["help"] and args[1:2] and args[1] in _COMMANDS:
+        args = [args[1], "--help"]
     if not args or args[0] in ("-h", "--help", "help"):
-        print(_CPA_USAGE)
-        return 0 if args else flags.EXIT_USAGE
-    if args[0] == "--version":
+        if args:
+            print(_CPA_USAGE)
+            return 0
+        print(_CPA_USAGE, file=sys.stderr)
+        return flags.EXIT_USAGE
+    if args[0] in ("--version", "-version", "version"):
         print(VERSION_TEXT)
         return 0
     command, rest = args[0], args[1:]
@@ -402,4 +459,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         from cpa.tools.simulate import simulate_main
 
         return simulate_main(rest)
-    return _usage_exit("cpa", f"unknown command {command!r}: use run, explain or simulate")
+    return _usage_exit("cpa", f"unknown command {command[:40]!r}: use run, explain or "
+                              "simulate")

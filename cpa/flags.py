@@ -302,8 +302,11 @@ class FlagTable:
     def __init__(self, flags: Sequence[_Flag]) -> None:
         self.flags = tuple(flags)
         self.by_name: dict[str, _Flag] = {f.name: f for f in self.flags}
-        # pflag.PFlagFromGoFlag gives one-letter Go flags a shorthand: "-v=2" works.
+        # pflag.PFlagFromGoFlag gives one-letter Go flags a shorthand: "-v=2" works; and
+        # pflag answers -h with the usage, as --help.
         self.shorthands: dict[str, _Flag] = {f.name: f for f in self.flags if len(f.name) == 1}
+        if "help" in self.by_name and "h" not in self.shorthands:
+            self.shorthands["h"] = self.by_name["help"]
 
 
 CPA_FLAGS = FlagTable(_FLAGS)
@@ -352,14 +355,14 @@ def parse_flags(argv: Sequence[str], table: FlagTable, opts: _OptionsT) -> _Opti
             has_value = bool(equals)
             flag = table.by_name.get(_normalize(name))
             if flag is None or name.startswith("-") or not name:
-                raise UsageError(f"unknown flag: --{name}")
+                raise UsageError(f"unknown flag: --{_cut(name)}".replace("\n", " "))
             shown = f"--{name}"
         else:
             body = arg[1:]
             letter, rest = body[:1], body[1:]
             flag = table.shorthands.get(letter)
             if flag is None:
-                raise UsageError(f"unknown shorthand flag: {letter!r} in {arg}")
+                raise UsageError(f"unknown shorthand flag: {letter!r} in {_cut(arg)}")
             has_value = bool(rest)
             value = rest[1:] if rest.startswith("=") else rest
             shown = f"-{letter}"
@@ -377,9 +380,14 @@ def parse_flags(argv: Sequence[str], table: FlagTable, opts: _OptionsT) -> _Opti
             detail = str(exc)
             reason = f": {detail}" if detail and detail != value else ""
             raise UsageError(
-                f"invalid argument {value!r} for {shown} flag{reason}"
-            ) from exc
+                f"invalid argument {_cut(value)!r} for {shown} flag{_cut(reason, 300)}"
+            ) from None
     return opts
+
+
+def _cut(text: str, limit: int = 100) -> str:
+    """A value quoted back in a message, shortened: a one-line error stays one line."""
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} characters)"
 
 
 def validate(opts: Options) -> list[str]:
@@ -432,5 +440,5 @@ def usage(prog: str, table: FlagTable = CPA_FLAGS) -> str:
 
 
 def flag_names() -> list[str]:
-    """Every accepted flag name, for the README's table and its test."""
+    """Every accepted flag name (the README's flag table is checked against it)."""
     return [f.name for f in _FLAGS]

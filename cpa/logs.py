@@ -14,6 +14,7 @@ are kept, stamped with the time they happened, and written right after that poll
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from collections.abc import MutableMapping
@@ -89,18 +90,15 @@ def _setup() -> None:
     import structlog
 
     fmt = _format
-    renderer: Any
-    if fmt == "json":
-        renderer = structlog.processors.JSONRenderer(sort_keys=False)
-    else:
-        renderer = structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0,
-                                                 exception_formatter=structlog.dev.plain_traceback)
+    renderer: Any = structlog.processors.JSONRenderer(sort_keys=False) if fmt == "json" \
+        else logfmt
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
             _stamp,
             structlog.processors.StackInfoRenderer(),
-            structlog.processors.format_exc_info if fmt == "json" else _identity,
+            structlog.processors.format_exc_info,
+            _ordered,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
@@ -110,8 +108,71 @@ def _setup() -> None:
     _ready = True
 
 
-def _identity(_logger: Any, _name: str, event: Any) -> Any:
-    return event
+_FIRST = ("timestamp", "level", "event", "component")
+_BARE = frozenset(range(0x21, 0x7F)) - {ord('"'), ord("="), ord("\\")}
+
+
+def _ordered(_logger: Any, _name: str, event: MutableMapping[str, Any]
+             ) -> MutableMapping[str, Any]:
+    """The documented key order for both formats (docs/observability.md): ``timestamp
+    level event component``, then the event's fields as logged. structlog adds the first
+    three last, so without this a JSON line would start with ``component`` and end with
+    ``timestamp``; parsers do not care, people reading ``kubectl logs`` do."""
+    return {k: event[k] for k in (*[k for k in _FIRST if k in event],
+                                  *[k for k in event if k not in _FIRST])}
+
+
+def logfmt(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> str:
+    """One event as one logfmt line (``--log-format=text``): ``timestamp=... level=info
+    event=scale.changed component=autoscaler target=deployment/coredns old=2 new=3``.
+
+    The same keys as the JSON format, in the same order (the four above first, then the
+    event's fields as logged), so a logfmt parser (Loki's ``| logfmt``, ``hl``, ``lnav``)
+    gets what a JSON parser gets. Values are written as values, never as Python reprs: a
+    list of plain values comma-joined (``targets=deployment/a,deployment/b``), nested data
+    as compact JSON, None as an empty value (``nodelabels=``), booleans ``true``/``false``;
+    a value with a space, ``=``, a quote or a control character is quoted and escaped as
+    a JSON string, so every event stays on one line."""
+    keys = [k for k in _FIRST if k in event] + [k for k in event if k not in _FIRST]
+    return " ".join(f"{_logfmt_key(k)}={_logfmt_value(event[k])}" for k in keys)
+
+
+def _logfmt_key(key: object) -> str:
+    text = str(key)
+    return "".join(c if ord(c) in _BARE else "_" for c in text) or "_"
+
+
+def _logfmt_value(value: object) -> str:
+    return _quoted(_plain(value))
+
+
+def _plain(value: object) -> str:
+    """A value's text before quoting."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, list | tuple | set | frozenset):
+        items = sorted(value, key=str) if isinstance(value, set | frozenset) else list(value)
+        if all(v is None or isinstance(v, str | int | float) for v in items):
+            return ",".join(_plain(v) for v in items)
+    if isinstance(value, dict | list | tuple | set | frozenset):
+        import json
+
+        return json.dumps(value, separators=(",", ":"), default=str, ensure_ascii=False)
+    return str(value)
+
+
+def _quoted(text: str) -> str:
+    if all(ord(c) in _BARE or (ord(c) > 0x7F and c.isprintable()) for c in text):
+        return text
+    import json
+
+    return json.dumps(text, ensure_ascii=False)
 
 
 class _StderrLogger:
@@ -124,7 +185,8 @@ class _StderrLogger:
     _lock = threading.Lock()
 
     def msg(self, message: str) -> None:
-        with self._lock:
+        # stderr closed, or a broken pipe: a log line must never stop the daemon.
+        with self._lock, contextlib.suppress(OSError, ValueError):
             print(message, file=sys.stderr, flush=True)
 
     debug = info = warning = warn = error = critical = exception = fatal = log = msg

@@ -141,6 +141,9 @@ class Autoscaler:
         self._params_rv: str | None = None
         self._params: Params | None = None
         self._params_error: str | None = None
+        self._mode: str | None = None
+        """The mode of the last valid parameters: an invalid version in between does not
+        change it, so ``mode.changed`` names the mode that was really in force before."""
         self._params_size = 0  # of the ConfigMap version in force, in characters
         self._give_back = 0  # polls that still end with return_free_memory()
         self._stale = (StaleCounts(watch_status, clock, config.poll_period_seconds)
@@ -212,8 +215,8 @@ class Autoscaler:
                             hint="fix the ConfigMap; nothing is scaled until then")
             raise _InvalidParams(self._params_error) from exc
         self._params, self._params_error = params, None
-        mode = params.name
-        previous = old.name if old is not None else None
+        mode, previous = params.name, self._mode
+        self._mode = mode
         if mode != previous and logs.v(1):
             self._log.info("mode.changed", mode=mode, previous=previous)
         if logs.v(2):  # once per resourceVersion, not once per poll

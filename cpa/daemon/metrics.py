@@ -63,6 +63,11 @@ class _WatchCollector(Collector):
         yield stale
 
 
+def _whole(value: object) -> int:
+    """A bound from the parameters' fields; 0 when the mode has none."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 class Metrics:
     """The daemon's metrics in a registry of their own, plus the library's process ones."""
 
@@ -108,6 +113,13 @@ class Metrics:
         self.params_info = Gauge(
             "cpa_params_info", "1 for the mode of the parameters in force, 0 for the others.",
             ["mode"], registry=reg)
+        self.params_min = Gauge(
+            "cpa_params_min_replicas", "The min of the parameters in force (linear mode; 0 "
+            "when the mode has none).", registry=reg)
+        self.params_max = Gauge(
+            "cpa_params_max_replicas", "The max of the parameters in force (linear mode; 0 "
+            "when nothing caps the count): with cpa_desired_replicas, shows a cluster that "
+            "outgrew its parameters.", registry=reg)
         self.floor_clamped = Gauge(
             "cpa_hpa_floor_clamped", "1 while an HPA floor target's bounds (maxReplicas, or "
             "the minimum of 1) keep its minReplicas from the parameters' count.", ["target"],
@@ -157,6 +169,9 @@ class Metrics:
             current = result.params.name
             for mode in MODES:
                 self.params_info.labels(mode).set(1 if mode == current else 0)
+            fields = result.params.fields()
+            self.params_min.set(_whole(fields.get("min")))
+            self.params_max.set(_whole(fields.get("max")))
         if result.decision is not None:
             self.desired_replicas.set(result.decision.replicas)
         for scale in result.scales:

@@ -98,7 +98,8 @@ class OtherWriters:
                 self._log.warning(
                     "scale.overwritten", target=str(target), ours=ours, found=res.previous,
                     hint="another writer changes this target's replicas (an HPA, a second "
-                         "autoscaler, a person): see 'Another writer' in the README")
+                         "autoscaler, a person): see 'Another writer' in "
+                         "docs/troubleshooting.md")
         elif ours is not None and res.previous == ours and target in self._fighting:
             self._fighting.discard(target)
             self._log.info("scale.overwritten.ended", target=str(target), replicas=ours)

@@ -29,10 +29,15 @@ class Step:
 
 
 def show(number: float | int) -> str:
-    """A number as an operator would write it: 16, 0.5, 1e+300, infinity."""
+    """A number as an operator would write it: 16, 0.5, 1e+300, infinity.
+
+    A whole number is written exactly, digit for digit (9223372036854775808, never Go's
+    float rendering 9223372036854776000, which names another number) up to 21 digits;
+    beyond that, as Go writes such floats (1e+23): a count that large is only ever the
+    float64 result of a formula, and its exponent form says so."""
     if number == INFINITE or (isinstance(number, float) and math.isinf(number)):
         return "infinity"
-    if isinstance(number, int) and abs(number) < 10**16:
+    if isinstance(number, int) and abs(number) < 10**21:
         return str(number)
     return format_go_float(float(number))
 

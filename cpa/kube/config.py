@@ -19,7 +19,7 @@ import os
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -282,8 +282,9 @@ def _check_cluster(cluster: _Fields) -> tuple[str | None, bytes | None, bool]:
     return ca_file, ca_data, insecure
 
 
-def from_kubeconfig(path: str) -> Connection:
-    """Load the current context of a kubeconfig file."""
+def from_kubeconfig(path: str, context_name: str = "") -> Connection:
+    """Load the current context of a kubeconfig file (``context_name``, when given,
+    instead)."""
     import yaml
 
     file = Path(os.path.expanduser(path.split(os.pathsep)[0]))
@@ -297,7 +298,7 @@ def from_kubeconfig(path: str) -> Connection:
     if not isinstance(doc, dict):
         raise ConfigError(f"kubeconfig {file} is not a map of fields ({_describe(doc)})")
     top = _Fields(doc, "", file)
-    ctx_name = top.string("current-context")
+    ctx_name = context_name or top.string("current-context")
     if not ctx_name:
         raise ConfigError(f"kubeconfig {file} has no current-context")
     context = _named(top, "contexts", ctx_name, "context")
@@ -460,5 +461,176 @@ def _via_official_client(path: str, cluster: dict[str, Any]) -> Connection:
 def load(kubeconfig: str) -> Connection:
     """``--kubeconfig`` / ``KUBECONFIG`` if given, else the in-cluster service account."""
     if kubeconfig:
-        return from_kubeconfig(kubeconfig)
+        return checked(kubeconfig, lambda: from_kubeconfig(kubeconfig))
     return in_cluster()
+
+
+# --- kubectl's way of finding the kubeconfig (cpa explain --from-cluster) ---------------
+# The daemon keeps upstream's rule (in-cluster unless --kubeconfig/KUBECONFIG say otherwise:
+# a Pod never has a ~/.kube/config); a command an operator types at a workstation should
+# find the cluster kubectl finds, in the same order, and take --context as kubectl does.
+
+_PATH_FIELDS = {"clusters": ("cluster", ("certificate-authority",)),
+                "users": ("user", ("client-certificate", "client-key", "tokenFile"))}
+
+
+def kubectl_paths(explicit: str, environ: Mapping[str, str], home: Path) -> list[Path]:
+    """The kubeconfig files kubectl would read, in order: ``--kubeconfig`` alone; else every
+    file of ``KUBECONFIG`` (a list, merged, missing files skipped); else
+    ``~/.kube/config`` when it exists; else none (then in-cluster)."""
+    if explicit:
+        return [Path(os.path.expanduser(explicit))]
+    listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if listed:
+        seen: list[Path] = []
+        for entry in listed:
+            path = Path(os.path.expanduser(entry))
+            if path not in seen and path.exists():
+                seen.append(path)
+        return seen
+    default = home / ".kube" / "config"
+    return [default] if default.exists() else []
+
+
+def _read_doc(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        detail = " ".join(str(exc).split())
+        raise ConfigError(f"cannot read kubeconfig {path}: {detail}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"kubeconfig {path} is not a kubeconfig (a YAML mapping with "
+                          "clusters, users and contexts is expected)")
+    return doc
+
+
+def _first_named(docs: list[tuple[Path, dict[str, Any]]], section: str, name: str
+                 ) -> tuple[Path, dict[str, Any]] | None:
+    """The first entry named ``name`` in ``section`` across the files (kubectl's merge: the
+    first file that defines a name wins)."""
+    for path, doc in docs:
+        items = doc.get(section)
+        for item in items if isinstance(items, list) else ():
+            if isinstance(item, dict) and item.get("name") == name:
+                return path, item
+    return None
+
+
+def _absolute(entry: dict[str, Any], section: str, base: Path) -> dict[str, Any]:
+    """An entry with its relative file paths made absolute against its own file's folder,
+    as kubectl resolves them."""
+    inner_key, fields = _PATH_FIELDS[section]
+    inner = entry.get(inner_key)
+    if not isinstance(inner, dict):
+        return entry
+    fixed = dict(inner)
+    for name in fields:
+        value = fixed.get(name)
+        if isinstance(value, str) and value:
+            fixed[name] = _resolve(base, value)
+    stanza = fixed.get("exec")
+    if isinstance(stanza, dict) and isinstance(stanza.get("command"), str):
+        # An exec plugin's relative path (./bin/login) is its own file's too; a bare name
+        # stays a PATH lookup.
+        from cpa.kube.execplugin import resolve_command
+
+        fixed["exec"] = {**stanza, "command": resolve_command(stanza["command"], base)}
+    return {**entry, inner_key: fixed}
+
+
+def _merged(paths: list[Path], context: str) -> tuple[Path | None, dict[str, Any], str]:
+    """Merge the files as kubectl does for the one context in use: the file that holds all
+    of it (then it is loaded as it is), or one document made of the entries, their paths
+    made absolute. Returns (that file or None, the document, the context's name)."""
+    docs = [(path, _read_doc(path)) for path in paths]
+    name = context or next((str(doc["current-context"]) for _, doc in docs
+                            if doc.get("current-context")), "")
+    shown = os.pathsep.join(map(str, paths))
+    if not name:
+        raise ConfigError(f"kubeconfig {shown} has no current-context: pass --context NAME "
+                          "(kubectl config get-contexts lists them)")
+    found = _first_named(docs, "contexts", name)
+    if found is None:
+        raise ConfigError(f"kubeconfig {shown}: no context named {name!r} (kubectl config "
+                          "get-contexts lists them)")
+    ctx_path, ctx_entry = found
+    ctx = ctx_entry.get("context") if isinstance(ctx_entry.get("context"), dict) else {}
+    assert isinstance(ctx, dict)
+    parts: dict[str, tuple[Path, dict[str, Any]] | None] = {}
+    for section, key in (("clusters", "cluster"), ("users", "user")):
+        ref = ctx.get(key)
+        parts[section] = _first_named(docs, section, ref) if ref else None
+        if ref and parts[section] is None:
+            raise ConfigError(f"kubeconfig {shown}: context {name!r} names {key} {ref!r}, "
+                              f"which no file defines")
+    homes = {ctx_path} | {part[0] for part in parts.values() if part is not None}
+    if homes == {ctx_path}:
+        return ctx_path, {}, name
+    doc: dict[str, Any] = {"apiVersion": "v1", "kind": "Config", "current-context": name,
+                           "contexts": [ctx_entry]}
+    for section, part in parts.items():
+        doc[section] = [_absolute(part[1], section, part[0].parent)] if part else []
+    return None, doc, name
+
+
+def load_like_kubectl(kubeconfig: str = "", context: str = "",
+                      environ: Mapping[str, str] | None = None,
+                      home: Path | None = None) -> Connection:
+    """The connection kubectl would use: ``--kubeconfig``, else ``KUBECONFIG``, else
+    ``~/.kube/config``, else the in-cluster service account; ``context`` instead of the
+    current context. Every problem is a :class:`ConfigError` naming the file."""
+    env = os.environ if environ is None else environ
+    paths = kubectl_paths(kubeconfig, env, home if home is not None else Path.home())
+    if not paths:
+        if context:
+            raise ConfigError(f"--context {context}: no kubeconfig found (no --kubeconfig, "
+                              "KUBECONFIG or ~/.kube/config)")
+        if not env.get("KUBERNETES_SERVICE_HOST"):
+            raise ConfigError("no kubeconfig found (no --kubeconfig, KUBECONFIG or "
+                              "~/.kube/config) and not running in a cluster: pass "
+                              "--kubeconfig PATH, or set KUBECONFIG")
+        return in_cluster()
+    shown = os.pathsep.join(map(str, paths))
+
+    def connect() -> Connection:
+        if kubeconfig:
+            return from_kubeconfig(str(paths[0]), context)
+        single, doc, name = _merged(paths, context)
+        if single is not None:
+            return from_kubeconfig(str(single), name)
+        return _from_merged(doc, name, shown)
+    return checked(shown, connect)
+
+
+def checked(shown: str, connect: Callable[[], Connection]) -> Connection:
+    """``connect()``, with any failure of a kubeconfig whose fields have the wrong shapes
+    or contents (a list where a map belongs, bad base64, a certificate that is not one) as
+    one :class:`ConfigError` naming the file, never a raw exception."""
+    try:
+        return connect()
+    except ConfigError:
+        raise
+    except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
+        detail = " ".join(str(exc).split())[:300] or "a field has the wrong type"
+        raise ConfigError(f"kubeconfig {shown} cannot be used: {detail}") from None
+
+
+def _from_merged(doc: dict[str, Any], context: str, shown: str) -> Connection:
+    """Load one merged document (entries from several KUBECONFIG files) through a private
+    file that exists only while it is read."""
+    import tempfile
+
+    import yaml
+
+    with tempfile.TemporaryDirectory(prefix="cpa-kubeconfig-") as tmp:
+        path = Path(tmp, "config")
+        path.touch(mode=0o600)
+        path.write_text(yaml.safe_dump(doc))
+        try:
+            conn = from_kubeconfig(str(path), context)
+        except ConfigError as exc:  # name the operator's files, not the private one
+            raise ConfigError(str(exc).replace(str(path), shown)) from None
+    conn.source = shown
+    return conn

@@ -23,44 +23,56 @@ from cpa.decide.modes.mode import Params
 from cpa.decide.steps import Step
 from cpa.kube.scale import Current, Target, hpa_floor
 from cpa.nodes.counts import ClusterCounts
-from cpa.nodes.quantity import QuantityError, cores_rounded_up, cpu_millicores
 from cpa.tools.inputs import (
     InputError,
+    ToolParser,
     add_parameter_arguments,
     answer,
+    cluster_counts,
     defaults,
     explicit_params,
     parameters_from_flags,
+    parse_command_line,
     parse_params,
+    replica_count,
 )
 
 if TYPE_CHECKING:
+    from cpa.kube.client import KubeApi
     from cpa.nodes.store import NodeStore
 
+COUNT_FLAGS = ("--nodes", "--cores", "--schedulable-nodes", "--schedulable-cores", "--zones",
+               "--schedulable-zones")
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+
+def _parser() -> ToolParser:
+    p = ToolParser(
         prog="cpa explain", allow_abbrev=False,
         description="Compute the replicas the autoscaler would write, step by step. "
                     "Nothing is written to the cluster.")
     add_parameter_arguments(p)
-    cl = p.add_argument_group("cluster")
-    cl.add_argument("--nodes", type=int, help="total nodes")
-    cl.add_argument("--cores", help="total allocatable cores (a quantity: 1536, 3920m)")
-    cl.add_argument("--schedulable-nodes", type=int, help="default: --nodes")
-    cl.add_argument("--schedulable-cores", help="default: --cores")
-    cl.add_argument("--zones", type=int, metavar="N",
+    cl = p.add_argument_group("cluster (--nodes and --cores, or --from-cluster)")
+    cl.add_argument("--nodes", metavar="N", help="total nodes")
+    cl.add_argument("--cores", metavar="CPU",
+                    help="total allocatable cores, a quantity (1536, 3920m); rounded up once, "
+                         "as the daemon rounds the sum of its Nodes'")
+    cl.add_argument("--schedulable-nodes", metavar="N", help="default: --nodes")
+    cl.add_argument("--schedulable-cores", metavar="CPU", help="default: --cores")
+    cl.add_argument("--zones", metavar="N",
                     help="zones the Nodes are in (for parameters with a zones key)")
-    cl.add_argument("--schedulable-zones", type=int, metavar="N",
+    cl.add_argument("--schedulable-zones", metavar="N",
                     help="zones the schedulable Nodes are in (default: --zones)")
     cl.add_argument("--from-cluster", action="store_true",
                     help="read Nodes and the ConfigMap from the cluster (read-only)")
-    cl.add_argument("--configmap", default="", help="with --from-cluster")
     cl.add_argument("--namespace", default="", help="with --from-cluster")
     cl.add_argument("--nodelabels", default="", help="with --from-cluster")
-    cl.add_argument("--kubeconfig", default="", help="with --from-cluster (default $KUBECONFIG, "
-                                                      "else in-cluster)")
-    cl.add_argument("--current-replicas", type=int, metavar="N",
+    cl.add_argument("--kubeconfig", default="", metavar="PATH",
+                    help="with --from-cluster; found as kubectl finds it: this flag, else "
+                         "$KUBECONFIG, else ~/.kube/config, else in-cluster")
+    cl.add_argument("--context", default="", metavar="NAME",
+                    help="with --from-cluster: the kubeconfig context (default: its "
+                         "current-context)")
+    cl.add_argument("--current-replicas", metavar="N",
                     help="the target's replicas now: shows what a behavior in the parameters "
                          "would do this poll")
     cl.add_argument("--target", default="", metavar="KIND/NAME",
@@ -70,11 +82,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _cores(text: str, flag: str) -> int:
+def _connect(args: argparse.Namespace) -> KubeApi:
+    """The API client, with the kubeconfig found as kubectl finds it."""
+    from cpa.kube.client import KubeApi
+    from cpa.kube.config import ConfigError, load_like_kubectl
+
     try:
-        return cores_rounded_up(cpu_millicores(text))
-    except QuantityError as exc:
-        raise InputError(f"{flag}: {exc}") from exc
+        return KubeApi(load_like_kubectl(args.kubeconfig, args.context))
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _from_cluster(args: argparse.Namespace, source: tuple[dict[str, str] | None, str] | None
@@ -83,15 +99,14 @@ def _from_cluster(args: argparse.Namespace, source: tuple[dict[str, str] | None,
     create it with), then the Nodes from a one-off list, counted as those parameters say
     (the list reads the zones' label when there is one). Reads only."""
     from cpa.kube import configmap
-    from cpa.kube.client import ApiError, KubeApi
-    from cpa.kube.config import ConfigError, load
+    from cpa.kube.api import ApiError
     from cpa.nodes.store import NodeStore
     from cpa.nodes.watch import NodeReflector
 
     if source is None and (not args.configmap or not args.namespace):
         raise InputError("--from-cluster needs --configmap and --namespace")
+    api = _connect(args)
     try:
-        api = KubeApi(load(args.kubeconfig))
         if source is None:
             try:
                 cm = configmap.fetch(api, args.namespace, args.configmap)
@@ -108,48 +123,34 @@ def _from_cluster(args: argparse.Namespace, source: tuple[dict[str, str] | None,
         store.set_policy(params.shared.policy())  # count as the daemon would
         NodeReflector(api, store, args.nodelabels).list_once()
         return store, params, source[1]
-    except (ApiError, ConfigError) as exc:
-        raise InputError(str(exc)) from exc
+    except ApiError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _given_counts(args: argparse.Namespace) -> ClusterCounts:
     if args.nodes is None or args.cores is None:
         raise InputError("give --nodes and --cores (or --from-cluster)")
-    cores = _cores(args.cores, "--cores")
-    zones = args.zones
-    return ClusterCounts(
-        total_nodes=args.nodes, total_cores=cores,
-        schedulable_nodes=args.nodes if args.schedulable_nodes is None
-        else args.schedulable_nodes,
-        schedulable_cores=cores if args.schedulable_cores is None
-        else _cores(args.schedulable_cores, "--schedulable-cores"),
-        total_zones=zones,
-        schedulable_zones=zones if args.schedulable_zones is None else args.schedulable_zones)
+    return cluster_counts(args.nodes, args.cores, args.schedulable_nodes,
+                          args.schedulable_cores, args.zones, args.schedulable_zones,
+                          names=COUNT_FLAGS)
 
 
 def gather(args: argparse.Namespace) -> tuple[ClusterCounts, Params, str]:
     """Resolve the counts and the parameters from the arguments."""
     if not args.from_cluster:
         counts = _given_counts(args)
-        _check_counts(counts)
         params, origin = parameters_from_flags(args)
         if params.shared.zones is not None and counts.total_zones is None:
             raise InputError("the parameters have a zones key: give --zones N (the zones the "
                              "Nodes are in), or use --from-cluster")
         return counts, params, origin
-    if any(v is not None for v in (args.nodes, args.cores, args.zones)):
-        raise InputError("--from-cluster reads the counts; drop --nodes/--cores/--zones")
+    if any(v is not None for v in (args.nodes, args.cores, args.schedulable_nodes,
+                                   args.schedulable_cores, args.zones,
+                                   args.schedulable_zones)):
+        raise InputError("--from-cluster reads the counts; drop --nodes/--cores/--zones and "
+                         "the --schedulable ones")
     store, params, origin = _from_cluster(args, explicit_params(args))
-    counts = store.counts()
-    _check_counts(counts)
-    return counts, params, origin
-
-
-def _check_counts(counts: ClusterCounts) -> None:
-    numbers = [counts.total_nodes, counts.total_cores, counts.schedulable_nodes,
-               counts.schedulable_cores, counts.total_zones or 0, counts.schedulable_zones or 0]
-    if min(numbers) < 0:
-        raise InputError("node, core and zone counts cannot be negative")
+    return store.counts(), params, origin
 
 
 class TargetView(NamedTuple):
@@ -168,8 +169,7 @@ def read_target(args: argparse.Namespace) -> TargetView | None:
     if not args.from_cluster:
         raise InputError("--target reads the scale from the cluster: add --from-cluster, "
                            "or give --current-replicas instead")
-    from cpa.kube.client import ApiError, KubeApi
-    from cpa.kube.config import ConfigError, load
+    from cpa.kube.api import ApiError
     from cpa.kube.discovery import ResolveError, resolve
     from cpa.kube.scale import parse_targets, read_current
 
@@ -180,21 +180,19 @@ def read_target(args: argparse.Namespace) -> TargetView | None:
         raise InputError("--target needs --namespace")
     target = targets[0]
     try:
-        api = KubeApi(load(args.kubeconfig))
+        api = _connect(args)
         target = resolve(api, target)
         return TargetView(target, read_current(api, args.namespace, target))
     except ResolveError as exc:
-        raise InputError(str(exc)) from exc
-    except (ApiError, ConfigError) as exc:
-        raise InputError(f"cannot read the scale of {target}: {exc}") from exc
+        raise InputError(str(exc)) from None
+    except ApiError as exc:
+        raise InputError(f"cannot read the scale of {target}: {exc}") from None
 
 
 def current_replicas(args: argparse.Namespace, view: TargetView | None = None) -> int | None:
     """``--current-replicas``, or with ``--from-cluster --target`` the target's scale."""
     if args.current_replicas is not None:
-        if args.current_replicas < 0:
-            raise InputError("--current-replicas cannot be negative")
-        return int(args.current_replicas)
+        return replica_count(args.current_replicas, "--current-replicas")
     return view.current.replicas if view is not None else None
 
 
@@ -344,8 +342,10 @@ def _decision_json(counts: ClusterCounts, params: Params, decision: Decision,
 def explain_main(argv: Sequence[str]) -> int:
     """Exit 0 with the answer; 1 with one line saying what is wrong (also when the
     parameters give a count the API cannot hold: the answer then says why)."""
-    args = _parser().parse_args(list(argv))
-    return answer("cpa explain", args.output, "explain", lambda: _explain(args))
+    args = parse_command_line(_parser(), argv)
+    if isinstance(args, int):
+        return args
+    return answer("cpa explain", args.output, lambda: _explain(args))
 
 
 def _explain(args: argparse.Namespace) -> tuple[str, int]:

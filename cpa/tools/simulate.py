@@ -31,7 +31,17 @@ from cpa.decide.behavior import BehaviorState, apply
 from cpa.decide.decision import decide
 from cpa.decide.modes.mode import Params
 from cpa.nodes.counts import ClusterCounts
-from cpa.tools.inputs import InputError, add_parameter_arguments, answer, parameters_from_flags
+from cpa.tools.inputs import (
+    InputError,
+    ToolParser,
+    add_parameter_arguments,
+    answer,
+    cluster_counts,
+    parameters_from_flags,
+    parse_command_line,
+    read_text,
+    replica_count,
+)
 
 __all__ = ["Row", "SimStep", "load_timeline", "render_text", "simulate", "simulate_main"]
 
@@ -64,25 +74,22 @@ class SimStep:
 # ----------------------------------------------------------------------------- timeline
 
 
-def _number(value: object, column: str, where: str, whole: bool) -> float:
-    """A cell as a number: JSON numbers, or CSV text such as ``12`` or ``30.5``."""
+def _time(value: object, where: str) -> float:
+    """``t``: seconds, any finite number (JSON, or CSV text such as ``30.5``)."""
     if isinstance(value, bool) or value is None or value == "":
-        raise InputError(f"{where}: {column} is {'missing' if value in (None, '') else value}"
-                            f"; give a number")
+        raise InputError(f"{where}: t is {'missing' if value in (None, '') else value}; give "
+                         "a number of seconds")
     if isinstance(value, int | float):
-        number = float(value)
+        number = float(value) if abs(value) < 1e300 else math.inf
     elif isinstance(value, str):
         try:
             number = float(value.strip())
         except ValueError:
-            raise InputError(f"{where}: {column} is {value!r}, not a number") from None
+            raise InputError(f"{where}: t is {value[:40]!r}, not a number") from None
     else:
-        raise InputError(f"{where}: {column} is {json.dumps(value)}, not a number")
-    if not math.isfinite(number):
-        raise InputError(f"{where}: {column} is {value}; give a finite number")
-    if whole and (number != int(number) or number < 0):
-        raise InputError(f"{where}: {column} is {value}; counts must be whole numbers, 0 or "
-                            "more")
+        raise InputError(f"{where}: t is {json.dumps(value)[:40]}, not a number")
+    if not math.isfinite(number) or abs(number) >= 1e300:
+        raise InputError(f"{where}: t is {str(value)[:40]}; give a finite number of seconds")
     return number
 
 
@@ -95,30 +102,12 @@ def _row(cells: Mapping[str, object], where: str) -> Row:
     if missing:
         raise InputError(f"{where}: missing column {', '.join(map(repr, missing))} (every "
                             "row needs t, nodes and cores)")
-    t = _number(cells["t"], "t", where, whole=False)
-    nodes = int(_number(cells["nodes"], "nodes", where, whole=True))
-    cores = int(_number(cells["cores"], "cores", where, whole=True))
-    sched_nodes, sched_cores = nodes, cores
-    if cells.get("schedulable_nodes") not in (None, ""):
-        sched_nodes = int(_number(cells["schedulable_nodes"], "schedulable_nodes", where, True))
-    if cells.get("schedulable_cores") not in (None, ""):
-        sched_cores = int(_number(cells["schedulable_cores"], "schedulable_cores", where, True))
-    if sched_nodes > nodes or sched_cores > cores:
-        raise InputError(f"{where}: more schedulable than total (schedulable_nodes "
-                            f"{sched_nodes} of {nodes}, schedulable_cores {sched_cores} of "
-                            f"{cores})")
-    zones = sched_zones = None
-    if cells.get("zones") not in (None, ""):
-        zones = sched_zones = int(_number(cells["zones"], "zones", where, True))
-    if cells.get("schedulable_zones") not in (None, ""):
-        if zones is None:
-            raise InputError(f"{where}: schedulable_zones without zones")
-        sched_zones = int(_number(cells["schedulable_zones"], "schedulable_zones", where, True))
-        if sched_zones > zones:
-            raise InputError(f"{where}: schedulable_zones {sched_zones} is more than zones "
-                             f"{zones}")
-    return Row(t, ClusterCounts(nodes, cores, sched_nodes, sched_cores,
-                                total_zones=zones, schedulable_zones=sched_zones))
+    t = _time(cells["t"], where)
+    # The same validator as cpa explain's --nodes/--cores: one set of rules for counts.
+    counts = cluster_counts(cells["nodes"], cells["cores"], cells.get("schedulable_nodes"),
+                            cells.get("schedulable_cores"), cells.get("zones"),
+                            cells.get("schedulable_zones"), where=where)
+    return Row(t, counts)
 
 
 def _json_rows(text: str, name: str) -> list[Row]:
@@ -133,7 +122,16 @@ def _json_rows(text: str, name: str) -> list[Row]:
 
 
 def _csv_rows(text: str, name: str) -> list[Row]:
-    reader = csv.DictReader(io.StringIO(text))
+    try:
+        return _csv_table(text, name)
+    except csv.Error as exc:
+        raise InputError(f"{name}: not CSV ({exc}); write a header line t,nodes,cores and "
+                         "one row per poll") from None
+
+
+def _csv_table(text: str, name: str) -> list[Row]:
+    # newline="": the csv module's own line handling, so \r and \r\n files read too.
+    reader = csv.DictReader(io.StringIO(text, newline=""))
     header = [h.strip() for h in reader.fieldnames or []]
     missing = [c for c in REQUIRED if c not in header]
     if missing:
@@ -152,10 +150,7 @@ def _csv_rows(text: str, name: str) -> list[Row]:
 
 def load_timeline(path: str) -> list[Row]:
     """Read and check a timeline: CSV with a header, or a JSON list of objects."""
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"--timeline: cannot read {path}: {exc}") from None
+    text = read_text(path, "--timeline")
     is_json = text.lstrip().startswith(("[", "{"))
     rows = _json_rows(text, path) if is_json else _csv_rows(text, path)
     if not rows:
@@ -225,18 +220,40 @@ def render_text(steps: Sequence[SimStep], start: int, without: Sequence[SimStep]
     return "\n".join(lines)
 
 
-def plot(path: str, panels: Sequence[tuple[str, Sequence[SimStep]]], start: int) -> None:
-    """Nodes, the formula's count and the written replicas over time; one panel each."""
+def _matplotlib() -> Any:
     try:
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.ticker import MaxNLocator
     except ImportError:
         raise InputError("--plot needs matplotlib: pip install "
                             "'cluster-proportional-autoscaler-py[plot]' (or pip install "
                             "matplotlib)") from None
+    return matplotlib
+
+
+def plot_format(path: str) -> str:
+    """The picture format ``--plot`` names by its extension, checked before any work."""
+    _matplotlib()
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    supported = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix not in supported:
+        shown = f"ends in .{suffix}" if suffix else "has no extension"
+        raise InputError(f"--plot {path}: the file name {shown}, which names no picture "
+                         f"format matplotlib writes; end it in .png, .svg or .pdf (or one of "
+                         f"{', '.join(sorted(supported))})")
+    return suffix
+
+
+def plot(path: str, panels: Sequence[tuple[str, Sequence[SimStep]]], start: int) -> None:
+    """Nodes, the formula's count and the written replicas over time; one panel each."""
+    plot_format(path)
+    _matplotlib()
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
     fig, axes = plt.subplots(len(panels), 1, sharex=True, squeeze=False,
                              figsize=(10, 3.4 * len(panels)))
     for ax, (title, steps) in zip(axes[:, 0], panels, strict=True):
@@ -267,7 +284,7 @@ def plot(path: str, panels: Sequence[tuple[str, Sequence[SimStep]]], start: int)
     try:
         fig.savefig(path, dpi=100)
     except OSError as exc:
-        raise InputError(f"--plot: cannot write {path}: {exc}") from None
+        raise InputError(f"--plot: cannot write {path}: {exc.strerror or exc}") from None
     finally:
         plt.close(fig)
 
@@ -275,8 +292,8 @@ def plot(path: str, panels: Sequence[tuple[str, Sequence[SimStep]]], start: int)
 # ----------------------------------------------------------------------------- the command
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def _parser() -> ToolParser:
+    p = ToolParser(
         prog="cpa simulate", allow_abbrev=False,
         description="Replay a timeline of node and core counts (one row per poll) through "
                     "the formula and the parameters' behavior. Nothing touches a cluster.")
@@ -285,7 +302,7 @@ def _parser() -> argparse.ArgumentParser:
                         "increasing), nodes, cores[, schedulable_nodes, schedulable_cores, "
                         "zones, schedulable_zones]")
     add_parameter_arguments(p)
-    p.add_argument("--start-replicas", type=int, metavar="N",
+    p.add_argument("--start-replicas", metavar="N",
                    help="the target's replicas before the first row (default: the first "
                         "row's formula result)")
     p.add_argument("--output", "-o", choices=("text", "json"), default="text")
@@ -298,19 +315,23 @@ def _parser() -> argparse.ArgumentParser:
 
 def simulate_main(argv: Sequence[str]) -> int:
     """Exit 0 with the replay; 1 with one line saying what is wrong (never a traceback)."""
-    args = _parser().parse_args(list(argv))
-    return answer("cpa simulate", args.output, "simulate", lambda: (_run(args), 0))
+    args = parse_command_line(_parser(), argv)
+    if isinstance(args, int):
+        return args
+    return answer("cpa simulate", args.output, lambda: (_run(args), 0))
 
 
 def _run(args: argparse.Namespace) -> str:
     if args.compare and not args.plot:
         raise InputError("--compare adds a panel to the plot: give --plot FILE.png too")
-    if args.start_replicas is not None and args.start_replicas < 0:
-        raise InputError("--start-replicas cannot be negative")
+    given_start = None if args.start_replicas is None \
+        else replica_count(args.start_replicas, "--start-replicas")
+    if args.plot:
+        plot_format(args.plot)
     params, _origin = parameters_from_flags(args)
     rows = load_timeline(args.timeline)
-    steps = simulate(params, rows, args.start_replicas)
-    start = args.start_replicas if args.start_replicas is not None else steps[0].desired
+    steps = simulate(params, rows, given_start)
+    start = given_start if given_start is not None else steps[0].desired
     without = simulate(params, rows, start, with_behavior=False)
     if args.plot:
         label = ("with behavior" if params.shared.behavior is not None

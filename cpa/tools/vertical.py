@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from typing import Any
 
-from cpa.tools.inputs import InputError, answer
+from cpa.tools.inputs import InputError, ToolParser, UsageError, answer
 from cpa.vertical import options
 from cpa.vertical.config import (
     ConfigError,
@@ -54,8 +55,8 @@ __all__ = ["explain_vertical_main"]
 PROG = "cpa explain --vertical"
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def _parser() -> ToolParser:
+    p = ToolParser(
         prog=PROG, allow_abbrev=False, add_help=False,
         description="Compute what /cpvpa would write, step by step; writes nothing. "
                     "Takes /cpvpa's flags too (--default-config, --config-file, --target, "
@@ -255,12 +256,17 @@ def _line(d: Difference) -> str:
 
 
 def explain_vertical_main(argv: Sequence[str]) -> int:
-    args, rest = _parser().parse_known_args(list(argv))
+    parser = _parser()
+    try:
+        args, rest = parser.parse_known_args(list(argv))
+    except UsageError as exc:  # one line and exit 2, as the other commands
+        print(f"{PROG}: {exc} (see --help)", file=sys.stderr)
+        return 2
     if args.help:
         print(_parser().format_help().rstrip())
         print("\n/cpvpa's flags:\n" + options.usage("cpvpa").split("\n", 1)[1])
         return 0
-    return answer(PROG, args.output, "explain", lambda: _explain(args, rest))
+    return answer(PROG, args.output, lambda: _explain(args, rest))
 
 
 def _explain(args: argparse.Namespace, rest: list[str]) -> tuple[str, int]:

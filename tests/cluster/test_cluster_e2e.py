@@ -161,7 +161,7 @@ def log_times(logs: str, event: str) -> list[dt.datetime]:
     """Timestamps of the autoscaler's text-log lines for ``event`` (its own clock)."""
     out = []
     for line in logs.splitlines():
-        match = re.match(r"(\S+Z) \[\w+\s*\] (\S+)", line)
+        match = re.match(r"timestamp=(\S+Z) level=\w+ event=(\S+)", line)
         if match and match.group(2) == event:
             out.append(dt.datetime.fromisoformat(match.group(1).replace("Z", "+00:00")))
     return out

@@ -205,6 +205,12 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
     "Role": ("rbac.authorization.k8s.io/v1", "roles", True),
     "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings", True),
     "PriorityClass": ("scheduling.k8s.io/v1", "priorityclasses", False),
+    "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets", True),
+    "CustomResourceDefinition": ("apiextensions.k8s.io/v1", "customresourcedefinitions", False),
+    # prometheus-operator's kinds (the chart's opt-in monitoring), once their CRDs are in.
+    "PodMonitor": ("monitoring.coreos.com/v1", "podmonitors", True),
+    "ServiceMonitor": ("monitoring.coreos.com/v1", "servicemonitors", True),
+    "PrometheusRule": ("monitoring.coreos.com/v1", "prometheusrules", True),
 }
 
 

@@ -138,7 +138,7 @@ elif [[ ${#missing[@]} -eq 0 ]]; then
 else
     log "building ${missing[*]} ($k8s_version, etcd $etcd_version): kube-apiserver + etcd take"
     log "~10-20 minutes cold on 2 cores and ~4 GB RAM (plus a few hundred MB of Go modules on"
-    log "first download); the node components add ~20 minutes more (see the README)"
+    log "first download); the node components add ~20 minutes more (see docs/development.md)"
     total_start=$SECONDS
     (cd "$mod" && go mod download) || { log "ERROR: go mod download failed"; exit 1; }
 

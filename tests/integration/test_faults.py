@@ -262,8 +262,8 @@ def test_two_autoscalers_on_one_target_warn_once_each(
     assert writes >= 8
     assert warnings == (1, 1), warnings
     event = a.events("scale.overwritten")[0]
-    assert event["ours"] == 4 and event["found"] == 2 and "README" in event["hint"]
-    # What the README tells operators to look for: who set spec.replicas.
+    assert event["ours"] == 4 and event["found"] == 2 and "docs/troubleshooting.md" in event["hint"]
+    # What docs/troubleshooting.md tells operators to look for: who set spec.replicas.
     deployment = admin.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/coredns")
     managers = {(m["manager"], m.get("subresource", "")) for m in
                 deployment["metadata"]["managedFields"]}

@@ -17,7 +17,8 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import pytest
 import yaml
 
 from tests.controlplane import AdminClient, ApiError, ControlPlane, resource_path
+from tests.monitoring import OPERATOR_CRDS, operator_crds
 
 pytestmark = pytest.mark.integration
 
@@ -105,14 +107,17 @@ def apply_and_compare(admin: AdminClient, docs: list[Doc]) -> None:
         elif kind.endswith("RoleBinding"):
             assert live["roleRef"] == doc["roleRef"]
             assert live["subjects"] == doc["subjects"]
+        elif kind in ("PodDisruptionBudget", "PrometheusRule", "PodMonitor", "ServiceMonitor"):
+            assert live["spec"] == doc["spec"], kind
         elif kind == "Deployment":
             want = doc["spec"]["template"]["spec"]
             got = live["spec"]["template"]["spec"]
-            for field in ("serviceAccountName", "priorityClassName", "securityContext"):
+            for field in ("serviceAccountName", "priorityClassName", "securityContext",
+                          "affinity", "topologySpreadConstraints"):
                 if field in want:
                     assert got[field] == want[field], field
             for w, g in zip(want["containers"], got["containers"], strict=True):
-                for field in ("command", "args", "image", "securityContext"):
+                for field in ("command", "args", "image", "securityContext", "ports"):
                     if field in w:
                         assert g[field] == w[field], field
 
@@ -180,6 +185,24 @@ CHART_VALUES = {
         "priorityClassName": "system-cluster-critical",
         "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
     },
+    # Several replicas with leader election (PDB, anti-affinity, zone spread), another
+    # health port, JSON logs, and every monitoring object (ours, opt-in).
+    "ha-monitoring": {
+        "replicaCount": 2,
+        "healthPort": 9102,
+        "logFormat": "json",
+        "options": {
+            "target": "deployment/coredns",
+            "leaderElection": {"enabled": True, "leaseDuration": "20s"},
+            "defaultParams": {"linear": {"nodesPerReplica": 16}},
+        },
+        "metrics": {
+            "podMonitor": {"enabled": True, "labels": {"release": "kps"}},
+            "serviceMonitor": {"enabled": True, "scrapeTimeout": "10s"},
+            "prometheusRule": {"enabled": True},
+            "grafanaDashboard": {"enabled": True},
+        },
+    },
     "ladder-statefulset-nodelabels": {
         "options": {
             "target": "deployment/a,statefulset/b",
@@ -194,10 +217,48 @@ CHART_VALUES = {
 }
 
 
+@pytest.fixture(scope="module")
+def monitoring_crds(controlplane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+                    ) -> None:
+    """prometheus-operator's PodMonitor, ServiceMonitor and PrometheusRule CRDs, served by
+    the API server (the chart's monitoring objects are validated against their schemas)."""
+    try:
+        crds = operator_crds(tmp_path_factory.mktemp("gomod"))
+    except RuntimeError as exc:
+        pytest.skip(f"prometheus-operator CRDs unavailable: {exc}")
+    admin = controlplane.admin()
+    for crd in crds:
+        admin.apply(crd)
+
+    def served() -> bool:
+        for crd in crds:
+            live = admin.get(resource_path(crd))
+            conditions = {c["type"]: c["status"] for c in live["status"].get("conditions", [])}
+            if conditions.get("Established") != "True":
+                return False
+        admin.get(f"/apis/monitoring.coreos.com/v1/namespaces/default/{OPERATOR_CRDS[0]}")
+        return True
+
+    deadline = time.monotonic() + 60
+    while not _quietly(served):
+        assert time.monotonic() < deadline, "the monitoring CRDs were not established in 60 s"
+        time.sleep(0.2)
+
+
+def _quietly(check: Callable[[], bool]) -> bool:
+    try:
+        return check()
+    except ApiError:
+        return False
+
+
 @pytest.mark.parametrize("values_name", sorted(CHART_VALUES))
 def test_helm_chart_output_applies(
-    controlplane: ControlPlane, namespace: str, tmp_path: Path, values_name: str
+    controlplane: ControlPlane, namespace: str, tmp_path: Path, values_name: str,
+    request: pytest.FixtureRequest,
 ) -> None:
+    if values_name == "ha-monitoring":
+        request.getfixturevalue("monitoring_crds")
     helm = _helm()
     if helm is None:
         pytest.skip("helm not installed (scripts/install-helm.sh)")
@@ -225,3 +286,7 @@ def test_helm_chart_output_applies(
         cluster_names = [d["metadata"]["name"] for d in docs if d["kind"] in CLUSTER_SCOPED]
     assert all(namespace in n for n in cluster_names), cluster_names
     apply_and_compare(controlplane.admin(), docs)
+    if values_name == "ha-monitoring":
+        kinds = {d["kind"] for d in docs}
+        assert {"PodDisruptionBudget", "Service", "PodMonitor", "ServiceMonitor",
+                "PrometheusRule"} <= kinds, kinds

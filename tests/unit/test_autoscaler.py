@@ -436,3 +436,43 @@ def test_the_parameters_counting_policy_reaches_the_node_store() -> None:
     a.poll_once()
     assert policies[-1] == DEFAULT_POLICY
     assert api.objects[COREDNS]["spec"]["replicas"] == 20012
+
+
+class _Recorder:
+    """Stands in for the loop's logger: keeps (event, fields) of every call."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def __getattr__(self, _level: str) -> Callable[..., None]:
+        def record(event: str, **fields: Any) -> None:
+            self.events.append((event, fields))
+        return record
+
+    def named(self, event: str) -> list[dict[str, Any]]:
+        return [fields for name, fields in self.events if name == event]
+
+
+def test_mode_changed_names_the_mode_in_force_before_an_invalid_version(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from cpa import logs
+
+    monkeypatch.setattr(logs, "_verbosity", 1)
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    a = make(api, counts(16, 64))
+    log = _Recorder()
+    a._log = log
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":16}'})
+    assert a.poll_once().ok
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":-1}'})
+    assert not a.poll_once().ok
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":8}'})
+    assert a.poll_once().ok
+    # The same mode back after an invalid version is no change of mode.
+    assert log.named("mode.changed") == [{"mode": "linear", "previous": None}]
+    api.set_configmap(CM, {"ladder": "{"})
+    assert not a.poll_once().ok
+    api.set_configmap(CM, {"ladder": '{"nodesToReplicas":[[1,3]]}'})
+    assert a.poll_once().ok
+    assert log.named("mode.changed")[1:] == [{"mode": "ladder", "previous": "linear"}]

@@ -397,3 +397,129 @@ def test_invalid_values_fail_to_render(
     render_error: Callable[[Mapping[str, Any]], str], values: dict[str, Any], message: str
 ) -> None:
     assert message in render_error(values)
+
+
+# --- health port, log format, several replicas, monitoring (ours) ----------------------
+
+
+def test_health_port_moves_the_port_and_both_probes(render: Render) -> None:
+    docs = render(base(healthPort=9090))
+    c = container(docs)
+    assert flag_map(args(docs))["health-port"] == "9090"
+    assert c["ports"] == [{"name": "health", "containerPort": 9090, "protocol": "TCP"}]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert c[probe]["httpGet"] == {"path": "/healthz", "port": 9090}
+
+
+def test_log_format(render: Render) -> None:
+    assert flag_map(args(render(base(logFormat="json"))))["log-format"] == "json"
+    assert "log-format" not in flag_map(args(render(base(logFormat="text"))))
+
+
+def test_defaults_render_nothing_new(render: Render) -> None:
+    """Default values: the same objects and arguments as before the opt-in options."""
+    docs = render(base())
+    assert sorted(d["kind"] for d in docs) == sorted(
+        ["ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Role",
+         "RoleBinding", "Deployment"])
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert "affinity" not in pod and "topologySpreadConstraints" not in pod
+
+
+def ha(**extra: Any) -> dict[str, Any]:
+    return base(replicaCount=3, options={"leaderElection": {"enabled": True}}, **extra)
+
+
+def test_several_replicas_get_a_budget_and_are_spread(render: Render) -> None:
+    docs = render(ha())
+    selector = one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    pdb = one(docs, "PodDisruptionBudget")
+    assert pdb["spec"] == {"minAvailable": 1, "selector": {"matchLabels": selector}}
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"] == {"topologyKey": "kubernetes.io/hostname",
+                                       "labelSelector": {"matchLabels": selector}}
+    assert pod["topologySpreadConstraints"] == [{
+        "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": selector}}]
+
+
+def test_spreading_can_be_hard_or_given_or_off(render: Render) -> None:
+    pod = one(render(ha(podAntiAffinity="hard")), "Deployment")["spec"]["template"]["spec"]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" in pod["affinity"]["podAntiAffinity"]
+    own = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "pool", "operator": "In", "values": ["system"]}]}]}}}
+    constraints = [{"maxSkew": 2, "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "DoNotSchedule"}]
+    docs = render(ha(affinity=own, topologySpreadConstraints=constraints))
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["affinity"] == own and pod["topologySpreadConstraints"] == constraints
+    docs = render(ha(podAntiAffinity="", spreadAcrossZones=False,
+                     podDisruptionBudget={"enabled": False}))
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert "affinity" not in pod and "topologySpreadConstraints" not in pod
+    assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+
+
+def test_one_replica_gets_no_budget(render: Render) -> None:
+    docs = render(base(options={"leaderElection": {"enabled": True}}))
+    assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+
+
+def test_monitoring_objects_are_opt_in_and_follow_the_port(render: Render) -> None:
+    from tests.monitoring import DASHBOARD, RULES
+
+    docs = render(base(healthPort=9102, metrics={
+        "podMonitor": {"enabled": True, "labels": {"release": "kps"}},
+        "serviceMonitor": {"enabled": True, "interval": "15s"},
+        "prometheusRule": {"enabled": True, "labels": {"release": "kps"}},
+        "grafanaDashboard": {"enabled": True}}))
+    selector = one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    service = one(docs, "Service")
+    assert service["spec"]["selector"] == selector
+    assert service["spec"]["ports"] == [{"name": "health", "port": 9102,
+                                         "targetPort": "health", "protocol": "TCP"}]
+    pod_monitor = one(docs, "PodMonitor")
+    assert pod_monitor["metadata"]["labels"]["release"] == "kps"
+    assert pod_monitor["spec"]["selector"]["matchLabels"] == selector
+    assert pod_monitor["spec"]["podMetricsEndpoints"] == [
+        {"port": "health", "path": "/metrics", "interval": "30s"}]
+    service_monitor = one(docs, "ServiceMonitor")
+    assert service_monitor["spec"]["selector"]["matchLabels"] == {
+        k: v for k, v in service["metadata"]["labels"].items()
+        if k in (*selector, "app.kubernetes.io/component")}
+    assert service_monitor["spec"]["endpoints"][0]["interval"] == "15s"
+    rule = one(docs, "PrometheusRule")
+    assert rule["spec"] == yaml.safe_load(RULES.read_text())
+    dashboards = [d for d in docs if d["kind"] == "ConfigMap" and "dashboard" in
+                  d["metadata"]["name"]]
+    assert dashboards[0]["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboards[0]["data"]["cluster-proportional-autoscaler.json"]) == \
+        json.loads(DASHBOARD.read_text())
+
+
+def test_the_metrics_service_alone(render: Render) -> None:
+    docs = render(base(metrics={"service": {"enabled": True}}))
+    assert one(docs, "Service")["spec"]["ports"][0]["port"] == 8080
+    long_name = render(base(metrics={"service": {"enabled": True}}), release="r" * 53)
+    name = one(long_name, "Service")["metadata"]["name"]
+    assert len(name) <= 63 and name.endswith("-metrics")
+    assert not [d for d in docs if d["kind"] in ("PodMonitor", "ServiceMonitor")]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (base(replicaCount=2),
+         "replicaCount is 2 but options.leaderElection.enabled is false: every replica would "
+         "poll and write the same targets"),
+        (base(healthPort=70000), "healthPort: 70000 is not a port"),
+        (base(logFormat="yaml"), 'logFormat: "yaml" is not a log format; give text or json'),
+    ],
+    ids=["replicas-without-leader-election", "bad-port", "bad-log-format"],
+)
+def test_unsafe_values_are_refused_with_the_reason(
+    render_error: Callable[[Mapping[str, Any]], str], values: dict[str, Any], message: str
+) -> None:
+    assert message in render_error(values)

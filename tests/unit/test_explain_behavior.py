@@ -71,7 +71,8 @@ def test_without_behavior_the_output_is_as_before(capsys: pytest.CaptureFixture[
 
 
 @pytest.mark.parametrize(("extra", "fragment"), [
-    (["--current-replicas", "-1"], "--current-replicas cannot be negative"),
+    (["--current-replicas", "-1"], "--current-replicas is -1; it cannot be negative"),
+    (["--current-replicas", "2147483648"], "more than 2147483647; give at most 2147483647"),
     (["--target", "deployment/coredns"], "--target reads the scale from the cluster"),
 ])
 def test_bad_current_replicas_flags(extra: list[str], fragment: str,

@@ -117,4 +117,43 @@ logs.release()
 """)
     assert len(lines) == 1
     assert "starting" in lines[0] and "component=main" in lines[0] and "version=1" in lines[0]
-    assert lines[0][:4].isdigit() and "Z" in lines[0].split()[0]
+    assert lines[0].startswith("timestamp=") and lines[0].split()[0].endswith("Z")
+
+
+def test_text_logs_are_logfmt() -> None:
+    """--log-format=text: the keys of the JSON format, values written as values."""
+    lines, _ = run("""
+from cpa import logs
+logs.configure(0, "text")
+logs.get_logger("main").info("starting", targets=["deployment/a", "statefulset/b"],
+    nodelabels=None, server="https://h:6443", events=False, poll_period_seconds=10,
+    ratio=1.5, table=[[1, 2], [64, 3]], error='bad "x"\\nnext', empty="")
+""")
+    assert len(lines) == 1
+    line = lines[0]
+    head, rest = line.split(" level=", 1)
+    assert head.startswith("timestamp=") and head.endswith("Z")
+    assert rest.startswith("info event=starting component=main targets=deployment/a,"
+                           "statefulset/b nodelabels= server=https://h:6443 events=false "
+                           "poll_period_seconds=10 ratio=1.5 table=[[1,2],[64,3]] "
+                           'error="bad \\"x\\"\\nnext" empty=')
+    assert "None" not in line and "[\\'" not in line and "'" not in line
+
+
+def test_logfmt_lines_parse_back() -> None:
+    """Every value survives a logfmt reader (quoted values are JSON strings)."""
+    import re
+
+    from cpa.logs import logfmt
+
+    event = {"timestamp": "t", "level": "warning", "event": "x.y", "component": "c",
+             "a": "with space", "b": "k=v", "c": "", "d": None, "e": ["p", None, 3],
+             "f": {"k": [1]}, "g": True, "h": "tab\there", "i": "ünï"}
+    line = logfmt(None, "info", dict(event))
+    pairs = re.findall(r'(\S+?)=("(?:[^"\\]|\\.)*"|\S*)', line)
+    parsed = {k: json.loads(v) if v.startswith('"') else v for k, v in pairs}
+    assert list(parsed) == list(event)
+    assert parsed["a"] == "with space" and parsed["b"] == "k=v" and parsed["h"] == "tab\there"
+    assert parsed["c"] == parsed["d"] == "" and parsed["e"] == "p,,3"
+    assert json.loads(parsed["f"]) == {"k": [1]} and parsed["g"] == "true"
+    assert parsed["i"] == "ünï"

@@ -79,6 +79,23 @@ def test_overwrites_and_leadership() -> None:
     assert value(text, "cpa_leader") == 0
 
 
+def test_the_bounds_of_the_parameters_in_force() -> None:
+    """min and max (linear) for the at-max alert; 0 when the mode has none."""
+    from tests.unit.configured import ladder_params
+
+    m = Metrics([COREDNS])
+    r = result()
+    r.params = linear_params(256.0, 16.0, 2, 50, True, True)
+    m.observe(r)
+    text = m.exposition().decode()
+    assert value(text, "cpa_params_min_replicas") == 2
+    assert value(text, "cpa_params_max_replicas") == 50
+    r.params = ladder_params(((1, 1),), ((1, 1),))
+    m.observe(r)
+    text = m.exposition().decode()
+    assert value(text, "cpa_params_min_replicas") == value(text, "cpa_params_max_replicas") == 0
+
+
 def test_zones_are_a_gauge_only_while_counted() -> None:
     m = Metrics([COREDNS])
     m.observe(result())

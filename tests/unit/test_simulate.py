@@ -87,9 +87,16 @@ def test_start_replicas_and_schedulable_columns(tmp_path: Path,
     ("t,nodes,cores\n0,3,12\n0,4,16\n", "t must increase from row to row; t 0 comes after t 0"),
     ("t,nodes,cores\n10,3,12\n5,4,16\n", "t 5 comes after t 10"),
     ("t,nodes\n0,3\n", "the CSV header must name t, nodes and cores"),
-    ("t,nodes,cores\n0,-3,12\n", "line 2: nodes is -3; counts must be whole numbers, 0 or more"),
-    ("t,nodes,cores\n0,3,1.5\n", "cores is 1.5; counts must be whole numbers"),
-    ("t,nodes,cores\n0,3,x\n", "cores is 'x', not a number"),
+    ("t,nodes,cores\n0,-3,12\n", "line 2: nodes is -3; it cannot be negative"),
+    ("t,nodes,cores\n0,2.5,12\n", "line 2: nodes is 2.5; give a whole number"),
+    ("t,nodes,cores\n0,3,1.5\n", None),  # cores are a quantity, as in cpa explain
+    ("t,nodes,cores\n0,3,3920m\n", None),
+    ("t,nodes,cores\n0,3,-1\n", "cores is -1; it cannot be negative"),
+    ("t,nodes,cores\n0,3,1e400\n", "cores is 1e400, more than 9223372036854775807 cores"),
+    ("t,nodes,cores\n0,99999999999999999999,1\n",
+     "nodes is 99999999999999999999, more than 9223372036854775807"),
+    ("t,nodes,cores,schedulable_cores\n0,3,4,4001m\n", "more schedulable than total"),
+    ("t,nodes,cores\n0,3,x\n", "cores is 'x', not a number of cores"),
     ("t,nodes,cores\n0,3,\n", "cores is missing"),
     ("t,nodes,cores\n0,3,12,9\n", "more cells than columns"),
     ("t,nodes,cores,node\n0,3,12,1\n", "unknown column 'node'"),
@@ -168,8 +175,8 @@ def test_the_example_flaps_without_behavior_and_not_with_it() -> None:
     from cpa.decide.modes.registry import parse_configmap_data
     from cpa.tools.inputs import data_from_file
 
-    params = parse_configmap_data(data_from_file(str(EXAMPLE /
-                                                      "kube-dns-autoscaler-behavior.yaml")))
+    data, _origin = data_from_file(str(EXAMPLE / "kube-dns-autoscaler-behavior.yaml"))
+    params = parse_configmap_data(data)
     rows = load_timeline(str(EXAMPLE / "flapping-timeline.csv"))
     with_behavior = simulate(params, rows)
     without = simulate(params, rows, with_behavior=False)

@@ -99,3 +99,36 @@ A parameter block as compact JSON: a map is encoded, a string is taken as JSON a
 {{- mustToJson . -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+healthPort (ours), checked: the port of /healthz, /last-poll and /metrics.
+*/}}
+{{- define "cluster-proportional-autoscaler.healthPort" -}}
+{{- $port := .Values.healthPort | default 8080 | int -}}
+{{- if or (lt $port 1) (gt $port 65535) -}}
+{{- fail (printf "healthPort: %v is not a port; give 1-65535 (8080 is upstream's)" .Values.healthPort) -}}
+{{- end -}}
+{{- $port -}}
+{{- end -}}
+
+{{/*
+logFormat (ours), checked: "json", or nothing for the default text (logfmt).
+*/}}
+{{- define "cluster-proportional-autoscaler.logFormat" -}}
+{{- $format := .Values.logFormat | default "text" | toString -}}
+{{- if not (has $format (list "text" "json")) -}}
+{{- fail (printf "logFormat: %q is not a log format; give text or json" $format) -}}
+{{- end -}}
+{{- if eq $format "json" -}}json{{- end -}}
+{{- end -}}
+
+{{/*
+More than one replica needs leader election: without it every replica polls and writes the
+same targets, and the replicas undo each other's writes.
+*/}}
+{{- define "cluster-proportional-autoscaler.checkReplicas" -}}
+{{- $replicas := .Values.replicaCount | int -}}
+{{- if and (gt $replicas 1) (not ((.Values.options.leaderElection | default dict).enabled)) -}}
+{{- fail (printf "replicaCount is %d but options.leaderElection.enabled is false: every replica would poll and write the same targets, each undoing the others' writes (the daemon logs that as scale.overwritten). Set options.leaderElection.enabled=true to run %d replicas with one writer, or set replicaCount=1" $replicas $replicas) -}}
+{{- end -}}
+{{- end -}}

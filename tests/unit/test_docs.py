@@ -1,0 +1,116 @@
+"""README.md and docs/*.md: every link goes somewhere, the README stays a README.
+
+Links are checked as GitHub renders them: a relative path must exist (from the file that
+links it), and a ``#fragment`` must be the anchor of a heading in the target (GitHub's
+slugs: lower case, punctuation dropped, spaces to hyphens, ``-1``, ``-2`` for repeats).
+Links inside code blocks and to other sites are not followed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from cpa.flags import flag_names
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+DOCS = sorted((REPO / "docs").glob("*.md"))
+PAGES = [README, *DOCS]
+
+_LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def _prose(text: str) -> str:
+    """The text outside fenced code blocks and inline code."""
+    text = re.sub(r"^(```|~~~).*?^\1\s*$", "", text, flags=re.MULTILINE | re.DOTALL)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading's text."""
+    text = re.sub(r"`([^`]*)`", r"\1", heading.strip()).lower()
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # a link shows its text
+    text = "".join(c for c in text if c.isalnum() or c in " -_")
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    text = re.sub(r"^(```|~~~).*?^\1\s*$", "", path.read_text(), flags=re.MULTILINE | re.DOTALL)
+    seen: dict[str, int] = {}
+    found = set()
+    for match in re.finditer(r"^#{1,6}\s+(.+?)\s*#*\s*$", text, flags=re.MULTILINE):
+        base = slug(match.group(1))
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        found.add(base if count == 0 else f"{base}-{count}")
+    return found
+
+
+def links(path: Path) -> list[str]:
+    return _LINK.findall(_prose(path.read_text()))
+
+
+def test_slugs_are_githubs() -> None:
+    assert slug("Events (`--events`, opt-in)") == "events---events-opt-in"
+    assert slug("A real node: `make cluster-e2e`") == "a-real-node-make-cluster-e2e"
+    assert slug("Upstream's log messages, and ours") == "upstreams-log-messages-and-ours"
+    assert slug("`behavior`: stabilization windows and rate policies (ours, opt-in)") == \
+        "behavior-stabilization-windows-and-rate-policies-ours-opt-in"
+
+
+def broken_links(page: Path) -> list[str]:
+    broken = []
+    for target in links(page):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...
+            continue
+        path_part, _, fragment = target.partition("#")
+        dest = (page.parent / path_part).resolve() if path_part else page
+        if not dest.exists():
+            broken.append(f"{target}: {dest} does not exist")
+        elif fragment and dest.suffix != ".md":
+            broken.append(f"{target}: an anchor into a file that is not Markdown")
+        elif fragment and fragment not in anchors(dest):
+            broken.append(f"{target}: no heading with the anchor #{fragment} in {dest.name}")
+    return broken
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_link_resolves(page: Path) -> None:
+    broken = broken_links(page)
+    assert not broken, "\n".join(broken)
+
+
+def test_the_checker_finds_broken_links(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    (tmp_path / "other.md").write_text("# Other\n\n## A `code` heading\n")
+    page.write_text("# Page\n\n[ok](other.md#a-code-heading) [self](#page) "
+                    "[gone](missing.md) [bad anchor](other.md#nope) [web](https://x.y/z)\n"
+                    "```\n[in code](nowhere.md)\n```\n")
+    assert len(links(page)) == 5
+    assert [b.split(":")[0] for b in broken_links(page)] == ["missing.md", "other.md#nope"]
+    assert len(links(README)) >= 15
+
+
+def test_the_readme_is_short_and_keeps_its_sections() -> None:
+    size = len(README.read_bytes())
+    assert size < 15_000, f"README.md is {size} bytes; move detail into docs/"
+    headings = {slug(h) for h in re.findall(r"^## (.+)$", README.read_text(), re.MULTILINE)}
+    for section in ("quickstart", "flags", "configmap-formats", "health-and-metrics",
+                    "differences-from-upstream", "documentation"):
+        assert section in headings, section
+
+
+def test_the_readme_indexes_every_doc() -> None:
+    linked = {(README.parent / t.partition("#")[0]).resolve() for t in links(README)}
+    missing = [d.name for d in DOCS if d.resolve() not in linked]
+    assert not missing, f"not in the README's index: {missing}"
+
+
+def test_the_readme_flag_table_names_every_flag() -> None:
+    table = README.read_text()
+    missing = [name for name in flag_names()
+               if f"`--{name}`" not in table and f"`--{name.replace('-', '_')}`" not in table]
+    assert not missing, missing
