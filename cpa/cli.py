@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from types import FrameType
 from typing import TYPE_CHECKING
 
 from cpa import VERSION_TEXT, __version__, flags, logs
@@ -24,7 +22,6 @@ if TYPE_CHECKING:  # imported for real only on the daemon's path, below
     from cpa.daemon.loop import LoopConfig, PollResult
     from cpa.daemon.metrics import Metrics
     from cpa.kube.api import Api, RawApi
-    from cpa.kube.client import KubeApi
     from cpa.kube.scale import Target
     from cpa.nodes.watch import NodeReflector, WatchStatus
 
@@ -68,26 +65,18 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
         print(f"{prog}: failed to validate all input parameters", file=sys.stderr)
         return flags.EXIT_INVALID
 
-    raise_open_files_limit()
     # Imported here so --help/--version and flag errors stay instant; only what starting
     # the health server and the Node list needs comes first (the rest is imported while the
     # list is in flight).
+    from cpa.daemon.process import Stopper, raise_open_files_limit
     from cpa.kube.client import KubeApi
     from cpa.kube.config import ConfigError, load
     from cpa.nodes.store import NodeStore
     from cpa.nodes.watch import NodeReflector
 
-    stop = threading.Event()
-    received: list[str] = []
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        # Only record and set: logging here could deadlock on the log lock that the
-        # interrupted main thread may hold.
-        received.append(signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    raise_open_files_limit()
+    stopper = Stopper()
+    stop = stopper.event
 
     try:
         conn = load(opts.kubeconfig)
@@ -111,8 +100,7 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
               "(choose another with --health-port)", file=sys.stderr)
         return flags.EXIT_INVALID
     watch.start()
-    # SIGTERM cuts the requests in flight: a hung request must not hold the exit.
-    threading.Thread(target=_abort_on_stop, args=(stop, api), name="stop", daemon=True).start()
+    stopper.abort_on_stop(api)
     # Events until the first poll is done are held and written after it (cpa.logs): the
     # logging library is not imported before the first write. While the API server answers
     # the Node list, the first poll's code is imported.
@@ -171,30 +159,11 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
         elector.stop(release=True)
     watch.stop()
     server.shutdown()
-    log.info("stopped", exit_code=code, signal=received[0] if received else None)
+    log.info("stopped", exit_code=code, signal=stopper.signal_name)
     return code
 
 
 WAITING = "waiting for the first Node list"
-
-
-def raise_open_files_limit() -> None:
-    """Raise the soft limit of open files to the hard one, as Go programs do at start
-    (since Go 1.19; upstream is one). containerd 2.x gives a container a soft limit of
-    1,024 under a hard one of ~500,000; CPython leaves it at 1,024."""
-    try:
-        import resource
-
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft != hard:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    except (ImportError, ValueError, OSError):
-        pass  # not permitted or not POSIX: keep the limit we were given
-
-
-def _abort_on_stop(stop: threading.Event, api: KubeApi) -> None:
-    stop.wait()
-    api.abort()
 
 
 def _wait_for_the_first_list(watch: NodeReflector, stop: threading.Event,

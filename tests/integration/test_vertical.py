@@ -16,8 +16,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,8 @@ from tests.integration.support import (
     AutoscalerProcess,
     create_nodes,
     node_object,
+    open_files_limit,
+    via_address,
     wait_polls,
     wait_until,
 )
@@ -94,11 +99,11 @@ def cpvpa(controlplane: ControlPlane, tmp_path: Path) -> Iterator[Callable[..., 
     """Start ``cpvpa`` processes; each is stopped by PID when the test ends."""
     procs: list[AutoscalerProcess] = []
 
-    def _start(*args: str, poll_period: int = 1, kubeconfig: Path | None = None
-               ) -> AutoscalerProcess:
+    def _start(*args: str, poll_period: int = 1, kubeconfig: Path | None = None,
+               nofile: tuple[int, int] | None = None) -> AutoscalerProcess:
         proc = AutoscalerProcess(kubeconfig or controlplane.admin_kubeconfig, list(args),
             tmp_path / f"cpvpa-{len(procs)}.log", poll_period, command=cpvpa_command(),
-            prefix="cpvpa")
+            prefix="cpvpa", nofile=nofile)
         procs.append(proc)
         return proc
 
@@ -405,6 +410,35 @@ def test_a_restart_writes_again_and_corrects_an_outside_edit(
         admin, namespace, "deployment", "addon") == EXPECTED, 30)
 
 
+def test_the_soft_open_files_limit_is_raised_and_sigterm_cuts_a_hung_start(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any,
+        tmp_path: Path) -> None:
+    """As the autoscaler (cpa.daemon.process): the open-files limit a container runtime
+    sets is raised to the hard one, and SIGTERM is honoured while a request hangs."""
+    create_target(controlplane.admin(), namespace, "deployment", "addon")
+    silent = socket.socket()  # accepts (the kernel's backlog) and never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        kubeconfig = via_address(f"127.0.0.1:{silent.getsockname()[1]}",
+                                 controlplane.admin_kubeconfig, tmp_path / "hung.kubeconfig")
+        proc = cpvpa("--target=deployment/addon", f"--namespace={namespace}",
+                     f"--default-config={json.dumps(CONFIG)}", kubeconfig=kubeconfig,
+                     nofile=(1024, 4096))
+        proc.wait_healthy()
+        assert open_files_limit(proc.pid) == (4096, 4096), "as Go programs do at start"
+        time.sleep(1.0)  # the Node list is out and hangs on the silent socket
+        began = time.monotonic()
+        proc.signal(signal.SIGTERM)
+        code = proc.wait_exit(30)
+        took = time.monotonic() - began
+        print(f"\n/cpvpa: SIGTERM during a hung request: exit {code} after {took:.2f} s")
+        assert code == 0, proc.logs()[-2000:]
+        assert took < 3.0, "SIGTERM must be honoured within 2 s (1 s of slack for the machine)"
+    finally:
+        silent.close()
+
+
 def test_leader_election_only_the_leader_writes_and_a_follower_takes_over(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any) -> None:
     admin = controlplane.admin()
@@ -417,6 +451,8 @@ def test_leader_election_only_the_leader_writes_and_a_follower_takes_over(
     one, two = cpvpa(*args), cpvpa(*args)
     wait_until("the values", lambda: template_resources(
         admin, namespace, "deployment", "addon") == EXPECTED, 30)
+    one.wait_healthy()  # on a busy machine the leader may write before the other serves
+    two.wait_healthy()
     lease = admin.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/"
                       "cpvpa-deployment-addon")
     leaders = [p for p in (one, two) if p.metrics()["cpvpa_leader"] == 1]

@@ -12,12 +12,9 @@ stale-counts watchdog and leader election (:mod:`cpa.daemon`).
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
-from types import FrameType
 from typing import TYPE_CHECKING
 
 from cpa import VERTICAL_VERSION_TEXT, __version__, logs
@@ -62,6 +59,7 @@ def _run(argv: list[str], prog: str) -> int:
     assert target is not None
 
     from cpa.daemon.health import HealthState, serve
+    from cpa.daemon.process import Stopper, raise_open_files_limit
     from cpa.daemon.watchdogs import StaleCounts
     from cpa.kube.client import KubeApi
     from cpa.kube.config import ConfigError, load
@@ -76,15 +74,8 @@ def _run(argv: list[str], prog: str) -> int:
     from cpa.vertical.daemon.writer import TemplateWriter
     from cpa.vertical.state import VerticalState
 
-    stop = threading.Event()
-    received: list[str] = []
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        received.append(signal.Signals(signum).name)  # only record: no logging here
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    raise_open_files_limit()
+    stopper = Stopper()
 
     try:
         conn = load(opts.kubeconfig)
@@ -92,6 +83,7 @@ def _run(argv: list[str], prog: str) -> int:
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_INVALID
     api = KubeApi(conn)
+    stopper.abort_on_stop(api)
     log = logs.get_logger("main")
     in_place = opts.resize_mode == "in-place"
     log.info("starting", version=__version__, server=conn.server, config=conn.source,
@@ -167,11 +159,11 @@ def _run(argv: list[str], prog: str) -> int:
         if metrics is not None:
             metrics.set_leader(False)
         elector.start()
-    code = autoscaler.run(stop)
+    code = autoscaler.run(stopper.event)
     if elector is not None:
         elector.stop(release=True)
     nodes.stop()
     if server is not None:
         server.shutdown()
-    log.info("stopped", exit_code=code, signal=received[0] if received else None)
+    log.info("stopped", exit_code=code, signal=stopper.signal_name)
     return code

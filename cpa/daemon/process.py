@@ -1,0 +1,65 @@
+"""What both daemons (the autoscaler and ``/cpvpa``) do as processes, apart from polling.
+
+Kept in one place so the two cannot drift: a container runtime's open-files limit, and a
+SIGTERM that is honoured within a moment even in the middle of a hung API request.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+from typing import Protocol
+
+__all__ = ["Abortable", "Stopper", "raise_open_files_limit"]
+
+
+class Abortable(Protocol):
+    """An API client whose requests in flight can be cut (:class:`cpa.kube.client.KubeApi`)."""
+
+    def abort(self) -> None: ...
+
+
+def raise_open_files_limit() -> None:
+    """Raise the soft limit of open files to the hard one, as Go programs do at start
+    (since Go 1.19; upstream is one). containerd 2.x gives a container a soft limit of
+    1,024 under a hard one of ~500,000; CPython leaves it at 1,024."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError):
+        pass  # not permitted or not POSIX: keep the limit we were given
+
+
+class Stopper:
+    """SIGTERM and SIGINT set :attr:`event`; the poll loops wait on it.
+
+    The handler only records and sets: logging there could deadlock on the log lock that
+    the interrupted main thread may hold."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.received: list[str] = []
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self.received.append(signal.Signals(signum).name)
+        self.event.set()
+
+    @property
+    def signal_name(self) -> str | None:
+        """The first signal received, for the ``stopped`` log event."""
+        return self.received[0] if self.received else None
+
+    def abort_on_stop(self, api: Abortable) -> None:
+        """Cut ``api``'s requests in flight when told to stop: a hung request must not hold
+        the exit (SIGTERM is honoured within a moment, not after the request deadline)."""
+        def wait_then_abort() -> None:
+            self.event.wait()
+            api.abort()
+
+        threading.Thread(target=wait_then_abort, name="stop", daemon=True).start()
