@@ -90,7 +90,11 @@ def test_a_70000_step_ladder_does_not_hold_memory_once_replaced(
     after = steady_rss(proc.pid)
     print(f"\n70,000-step ladder ({len(big) / 1024:.0f} KiB): RSS {before:.1f} MiB, "
           f"{with_big:.1f} with it, {after:.1f} once replaced (+{after - before:.1f})")
-    # Measured on the code before the fix: 5.0-6.0 MiB held; after: 2.7-3.6 (what remains
-    # are arenas of CPython's small-object allocator, returned only when wholly free).
-    assert after - before < 4.5, f"{after - before:.1f} MiB held after the ladder was replaced"
+    # Measured on the code before the fix: 5.0-6.0 MiB held, all the ladder took; after:
+    # 2.7-3.6 of ~5.8 (what remains are arenas of CPython's small-object allocator, returned
+    # only when wholly free), and up to 4.6 in a full run on a busy machine. What the ladder
+    # took is the yardstick: a fixed MiB bound sat too near the noise.
+    held, took = after - before, with_big - before
+    assert held < 0.75 * took, (
+        f"{held:.1f} of the {took:.1f} MiB the ladder took held after it was replaced")
     proc.wait_poll_ok()
