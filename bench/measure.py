@@ -177,20 +177,30 @@ def install_as_shipped() -> str:
     package registry cannot be reached.
     """
     global _shipped
-    import subprocess
-    python = SHIPPED_VENV / "bin" / "python"
-    steps = [[sys.executable, "-m", "venv", "--clear", str(SHIPPED_VENV)],
-             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-              "--no-deps", "-r", str(REPO / "image" / "requirements.txt"), str(REPO)]]
-    for step in steps:
-        done = subprocess.run(step, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            _shipped = None
-            return ("development install (installing as shipped failed: "
-                    f"{(done.stderr.strip().splitlines() or ['?'])[-1][:200]})")
+    problem = install_tree(REPO, SHIPPED_VENV)
+    if problem:
+        _shipped = None
+        return f"development install (installing as shipped failed: {problem})"
     _shipped = SHIPPED_VENV / "bin" / "cluster-proportional-autoscaler"
     return (f"as shipped: venv {SHIPPED_VENV.relative_to(REPO)}, image/requirements.txt, "
             "no editable hooks")
+
+
+def install_tree(tree: Path, venv: Path) -> str:
+    """Install the package at ``tree`` into a fresh ``venv`` as the image does (pinned
+    runtime requirements, a regular install); "" when done, else the reason it failed.
+    Used for this tree (:func:`install_as_shipped`) and for another version of it that a
+    benchmark compares against (``bench.pollcost --variant``)."""
+    import subprocess
+    python = venv / "bin" / "python"
+    steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],
+             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+              "--no-deps", "-r", str(tree / "image" / "requirements.txt"), str(tree)]]
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            return (done.stderr.strip().splitlines() or ["?"])[-1][:200]
+    return ""
 
 
 def our_python() -> str:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -93,12 +93,30 @@ def _bump_to_boundary(n: int, want: int, per_replica: int = 16) -> int:
 
 
 # --- implementations -----------------------------------------------------------------
+class Launch(NamedTuple):
+    """How an implementation is started: ``prefix`` (the in-Pod wrapper, or nothing), the
+    ``program`` (executable and flags) and its environment."""
+
+    prefix: list[str]
+    program: list[str]
+    env: dict[str, str]
+
+
 @dataclass
 class Impl:
-    name: str                     # "ours" | "upstream"
-    start: Callable[[Path], measure.Process]
+    name: str                     # "ours" | "upstream" (or a variant of ours)
+    launch: Callable[[], Launch]
     polls: Callable[[measure.Process], int]
     counts: Callable[[measure.Process], ClusterCounts | None]  # the last poll's, as logged
+
+    def start(self, log_path: Path, wrap: Sequence[str] = (),
+              executable: Sequence[str] | None = None) -> measure.Process:
+        """Start the process; ``wrap`` runs the program under another (valgrind),
+        ``executable`` replaces the program's first word (an interpreter and a script)."""
+        prefix, program, env = self.launch()
+        if executable is not None:
+            program = [*executable, *program[1:]]
+        return measure.Process([*prefix, *wrap, *program], log_path, env)
 
 
 def _replicas(admin: AdminClient) -> int:
@@ -121,31 +139,33 @@ def _port_free(port: int) -> bool:
         return True
 
 
-def ours(plane: ControlPlane, period: int, workdir: Path | None = None) -> Impl:
+def ours(plane: ControlPlane, period: int, workdir: Path | None = None, *,
+         command: Sequence[str] | None = None, extra: Sequence[str] = (),
+         name: str = "ours") -> Impl:
     """Our daemon. With a ``workdir`` (and root, for the private mount) it runs in-cluster
     exactly as upstream does here, as in a Pod: ServiceAccount files and
     KUBERNETES_SERVICE_HOST/PORT, no kubeconfig (whose YAML parser a Pod never imports);
-    else with ``--kubeconfig``."""
+    else with ``--kubeconfig``. ``command`` runs another install (``bench.pollcost``'s
+    variants; default :func:`measure.our_command`), ``extra`` adds flags (an opt-in
+    feature), ``name`` labels the rows."""
     in_pod = workdir is not None and shutil.which("unshare") is not None and os.geteuid() == 0
     token = workdir / "ours-token" if workdir is not None else None
     if in_pod and token is not None:
         token.write_text(plane.autoscaler_token)
         token.chmod(0o600)
 
-    def start(log_path: Path) -> measure.Process:
+    def launch() -> Launch:
         flags = [f"--health-port={free_port()}", f"--namespace={NS}", f"--configmap={CM}",
                  f"--target=Deployment/{TARGET}", f"--default-params={KUBE_DNS_DEFAULTS}",
                  f"--poll-period-seconds={period}", "--logtostderr=true", "--v=4",
-                 "--log-format=json"]
+                 "--log-format=json", *extra]
+        run = list(command) if command is not None else measure.our_command()
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "MY_POD_NAMESPACE")}
         if in_pod and token is not None:
-            argv = [*_in_pod(token, plane.ca_file), *measure.our_command(), *flags]
             env.update(KUBERNETES_SERVICE_HOST="127.0.0.1",
                        KUBERNETES_SERVICE_PORT=plane.server.rsplit(":", 1)[1])
-        else:
-            argv = [*measure.our_command(), f"--kubeconfig={plane.autoscaler_kubeconfig}",
-                    *flags]
-        return measure.Process(argv, log_path, env)
+            return Launch(_in_pod(token, plane.ca_file), [*run, *flags], env)
+        return Launch([], [*run, f"--kubeconfig={plane.autoscaler_kubeconfig}", *flags], env)
 
     def polls(proc: measure.Process) -> int:
         return proc.logs().count('"event": "poll.counts"')
@@ -159,7 +179,7 @@ def ours(plane: ControlPlane, period: int, workdir: Path | None = None) -> Impl:
                              schedulable_nodes=e["schedulable_nodes"],
                              schedulable_cores=e["schedulable_cores"])
 
-    return Impl("ours", start, polls, counts)
+    return Impl(name, launch, polls, counts)
 
 
 # upstream at --v=4, per poll (autoscaler_server.go): "Total nodes %5d, schedulable nodes:
@@ -224,14 +244,14 @@ def upstream(plane: ControlPlane, binary: Path, period: int, workdir: Path) -> I
     token.chmod(0o600)
     port = plane.server.rsplit(":", 1)[1]
 
-    def start(log_path: Path) -> measure.Process:
-        argv = [*_in_pod(token, plane.ca_file), str(binary), f"--namespace={NS}",
-                f"--configmap={CM}", f"--target=Deployment/{TARGET}",
-                f"--default-params={KUBE_DNS_DEFAULTS}", f"--poll-period-seconds={period}",
-                "--logtostderr=true", "--v=4"]  # v=4: the counts of each poll, as ours
+    def launch() -> Launch:
+        program = [str(binary), f"--namespace={NS}",
+                   f"--configmap={CM}", f"--target=Deployment/{TARGET}",
+                   f"--default-params={KUBE_DNS_DEFAULTS}", f"--poll-period-seconds={period}",
+                   "--logtostderr=true", "--v=4"]  # v=4: the counts of each poll, as ours
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "MY_POD_NAMESPACE")}
         env.update(KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT=port)
-        return measure.Process(argv, log_path, env)
+        return Launch(_in_pod(token, plane.ca_file), program, env)
 
     def polls(_proc: measure.Process) -> int:
         # One ConfigMap GET per poll (counted the same way whatever it logs).
@@ -241,7 +261,7 @@ def upstream(plane: ControlPlane, binary: Path, period: int, workdir: Path) -> I
     def counts(proc: measure.Process) -> ClusterCounts | None:
         return upstream_counts(proc.logs())
 
-    return Impl("upstream", start, polls, counts)
+    return Impl("upstream", launch, polls, counts)
 
 
 # --- one measurement -----------------------------------------------------------------
