@@ -69,12 +69,15 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
 
     stop = threading.Event()
     received: list[str] = []
+    interrupts: list[Callable[[], None]] = []  # what else must notice the stop at once
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         # Only record and set: logging here could deadlock on the log lock that the
         # interrupted main thread may hold.
         received.append(signal.Signals(signum).name)
         stop.set()
+        for interrupt in interrupts:
+            interrupt()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -96,7 +99,8 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
              namespace=opts.namespace, configmap=opts.configmap,
              targets=[str(t) for t in opts.targets], nodelabels=opts.nodelabels or None,
              poll_period_seconds=opts.poll_period_seconds, events=opts.events,
-             leader_elect=opts.leader_elect)
+             leader_elect=opts.leader_elect,
+             react_to_node_changes=opts.react_to_node_changes)
     from cpa.daemon.health import HealthState, serve
     from cpa.daemon.loop import Autoscaler
 
@@ -119,6 +123,9 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
                             watch_status=watch.status,
                             may_write=elector.is_leader if elector is not None else None,
                             count_by=store.set_policy)
+    interrupts.append(autoscaler.interrupt)
+    if opts.react_to_node_changes:
+        store.on_change = autoscaler.nodes_changed
     if opts.events:
         from cpa.daemon.events import EventRecorder
 
@@ -153,7 +160,8 @@ def loop_config(opts: flags.Options) -> LoopConfig:
     return LoopConfig(namespace=opts.namespace, configmap=opts.configmap, targets=opts.targets,
                       poll_period_seconds=opts.poll_period_seconds,
                       default_params=opts.default_params,
-                      max_sync_failures=opts.max_sync_failures)
+                      max_sync_failures=opts.max_sync_failures,
+                      react_to_node_changes=opts.react_to_node_changes)
 
 
 class _ReleaseLogs:

@@ -89,6 +89,10 @@ class Metrics:
             "cpa_cluster_cores", "Allocatable cores counted, rounded up (scope as nodes).",
             ["scope"], registry=reg)
         self.polls = Counter("cpa_polls", "Polls by result.", ["result"], registry=reg)
+        self.early_polls = Counter(
+            "cpa_early_polls", "Polls run between the period's because the node counts "
+            "changed the replica count (--react-to-node-changes); also in cpa_polls.",
+            registry=reg)
         self.poll_duration = Histogram(
             "cpa_poll_duration_seconds", "How long a poll took.", buckets=_POLL_BUCKETS,
             registry=reg)
@@ -122,6 +126,8 @@ class Metrics:
     def observe(self, result: PollResult) -> None:
         """A poll observer."""
         self.polls.labels("success" if result.ok else "error").inc()
+        if result.early:
+            self.early_polls.inc()
         self.poll_duration.observe(result.duration)
         if result.ok:
             self.last_success.set(self._wall())

@@ -421,3 +421,125 @@ def test_the_parameters_counting_policy_reaches_the_node_store() -> None:
     a.poll_once()
     assert policies[-1] == DEFAULT_POLICY
     assert api.objects[COREDNS]["spec"]["replicas"] == 20012
+
+
+# --------------------------------------------------------- --react-to-node-changes
+
+
+def _reacting(api: FakeApi, source: Callable[[], ClusterCounts], *extra: str,
+              **kw: Any) -> Autoscaler:
+    """A loop whose period's next poll is an hour away: any second poll is an early one."""
+    return make(api, source, "--react-to-node-changes", "--poll-period-seconds=3600", *extra,
+                **kw)
+
+
+def _running(a: Autoscaler) -> tuple[threading.Event, threading.Thread, list[int]]:
+    stop = threading.Event()
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(a.run(stop)), daemon=True)
+    thread.start()
+    return stop, thread, codes
+
+
+def _until(what: str, condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)
+
+
+def _stopped(a: Autoscaler, stop: threading.Event, thread: threading.Thread,
+             codes: list[int]) -> None:
+    stop.set()
+    a.interrupt()
+    thread.join(30)
+    assert codes == [0]
+
+
+def test_react_polls_early_when_the_counts_change_the_decision() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    now = [counts(3, 3)]
+    a = _reacting(api, lambda: now[0])
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: api.replicas(COREDNS) == 3)
+    now[0] = counts(5, 5)
+    a.nodes_changed()
+    _until("the early poll", lambda: api.replicas(COREDNS) == 5)
+    assert (a.polls, a.early_polls) == (2, 1)
+    # An early poll makes the same requests as any poll: one ConfigMap GET, one scale GET
+    # (and the PUT that changed it).
+    assert api.calls[-3:] == [("GET", CM), ("GET", COREDNS), ("PUT", COREDNS)]
+    _stopped(a, stop, thread, codes)
+
+
+def test_react_does_not_poll_when_the_decision_stays() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":16}'})
+    now = [counts(17, 17)]
+    a = _reacting(api, lambda: now[0])
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: a.polls == 1)
+    requests = len(api.calls)
+    now[0] = counts(18, 18)  # ceil(18/16) == ceil(17/16): the same 2 replicas
+    a.nodes_changed()
+    _until("the decision's check", lambda: a.decision_checks == 1)
+    assert (a.polls, a.early_polls, len(api.calls)) == (1, 0, requests)  # no request
+    _stopped(a, stop, thread, codes)
+
+
+def test_react_follower_never_polls() -> None:
+    """Only the leader polls: a follower's node changes are dropped unexamined, and the
+    poll it runs on taking the lead is the ordinary one."""
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    leading = [False]
+    now = [counts(3, 3)]
+    a = _reacting(api, lambda: now[0], may_write=lambda: leading[0])
+    stop, thread, codes = _running(a)
+    now[0] = counts(4, 4)
+    a.nodes_changed()
+    _until("the loop to look at the change", lambda: a.node_wakeups == 1)
+    assert (a.polls, a.decision_checks, api.calls) == (0, 0, [])
+    leading[0] = True
+    a.wake()
+    _until("the new leader's poll", lambda: api.replicas(COREDNS) == 4)
+    assert a.early_polls == 0
+    _stopped(a, stop, thread, codes)
+
+
+def test_react_at_most_one_early_poll_a_second() -> None:
+    """A long burst of Nodes, each changing the decision: the early polls come at most once
+    a second, and the last counts are written without waiting for the period."""
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    now = [counts(2, 2)]
+    a = _reacting(api, lambda: now[0])
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: a.polls == 1)
+    started = time.monotonic()
+    for n in range(3, 3 + 100):
+        now[0] = counts(n, n)
+        a.nodes_changed()
+        time.sleep(0.025)
+    _until("the last count written", lambda: api.replicas(COREDNS) == 102)
+    elapsed = time.monotonic() - started
+    assert 1 <= a.early_polls <= int(elapsed) + 1
+    assert a.polls == 1 + a.early_polls
+    _stopped(a, stop, thread, codes)
+
+
+def test_react_stop_is_noticed_at_once() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    a = _reacting(api, lambda: counts(1, 1))
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: a.polls == 1)
+    _stopped(a, stop, thread, codes)
+    assert a.polls == 1
+
