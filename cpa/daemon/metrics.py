@@ -122,10 +122,24 @@ class Metrics:
             self.params_info.labels(mode).set(0)
         if watch_status is not None:
             reg.register(_WatchCollector(watch_status, clock))
+        # The series every poll sets, looked up once: labels() costs more than set().
+        self._poll_ok = self.polls.labels("success")
+        self._poll_error = self.polls.labels("error")
+        self._nodes = (self.cluster_nodes.labels("all"), self.cluster_nodes.labels("schedulable"))
+        self._cores = (self.cluster_cores.labels("all"), self.cluster_cores.labels("schedulable"))
+        self._mode: str | None = None  # the mode params_info says is in force
+        self._writes: dict[Target, Counter] = {}
+        self._replicas: dict[Target, Gauge] = {}  # made at a target's first replica count
+
+    def _set_replicas(self, target: Target, value: int) -> None:
+        gauge = self._replicas.get(target)
+        if gauge is None:
+            gauge = self._replicas[target] = self.target_replicas.labels(str(target))
+        gauge.set(value)
 
     def observe(self, result: PollResult) -> None:
         """A poll observer."""
-        self.polls.labels("success" if result.ok else "error").inc()
+        (self._poll_ok if result.ok else self._poll_error).inc()
         if result.early:
             self.early_polls.inc()
         self.poll_duration.observe(result.duration)
@@ -133,23 +147,26 @@ class Metrics:
             self.last_success.set(self._wall())
         counts = result.counts
         if counts is not None:
-            self.cluster_nodes.labels("all").set(counts.total_nodes)
-            self.cluster_nodes.labels("schedulable").set(counts.schedulable_nodes)
-            self.cluster_cores.labels("all").set(counts.total_cores)
-            self.cluster_cores.labels("schedulable").set(counts.schedulable_cores)
-        if result.params is not None:
-            current = result.params.name
+            self._nodes[0].set(counts.total_nodes)
+            self._nodes[1].set(counts.schedulable_nodes)
+            self._cores[0].set(counts.total_cores)
+            self._cores[1].set(counts.schedulable_cores)
+        if result.params is not None and result.params.name != self._mode:
+            current = self._mode = result.params.name
             for mode in MODES:
                 self.params_info.labels(mode).set(1 if mode == current else 0)
         if result.decision is not None:
             self.desired_replicas.set(result.decision.replicas)
         for scale in result.scales:
-            target = str(scale.target)
             if scale.changed:
-                self.scale_writes.labels(target).inc()
-                self.target_replicas.labels(target).set(scale.replicas)
+                writes = self._writes.get(scale.target)
+                if writes is None:
+                    writes = self._writes[scale.target] = self.scale_writes.labels(
+                        str(scale.target))
+                writes.inc()
+                self._set_replicas(scale.target, scale.replicas)
             elif scale.previous is not None:
-                self.target_replicas.labels(target).set(scale.previous)
+                self._set_replicas(scale.target, scale.previous)
         for overwrite in result.overwritten:
             self.overwritten.labels(str(overwrite.target)).inc()
 
