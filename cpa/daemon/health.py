@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import socketserver
 import threading
 from collections.abc import Callable
@@ -78,6 +80,20 @@ class _Server(ThreadingHTTPServer):
         self.server_name = "localhost"
         self.server_port = self.server_address[1]
 
+    def shutdown(self) -> None:
+        """``serve_forever`` waits for a connection without a timeout: the standard
+        library's half-second wake-ups cost 0.36 ms of CPU every 2 s while idle, more than
+        a poll's two requests. So stopping asks it to stop, then connects until the wait
+        has returned and seen the request."""
+        asked = threading.Thread(target=super().shutdown, name="health-stop", daemon=True)
+        asked.start()
+        bound = str(self.server_address[0])
+        host = "127.0.0.1" if bound in ("", "0.0.0.0") else bound
+        while asked.is_alive():
+            with contextlib.suppress(OSError):
+                socket.create_connection((host, self.server_port), timeout=1.0).close()
+            asked.join(0.1)
+
 
 def serve(state: HealthState, port: int, host: str = "",
           metrics: Callable[[], bytes] | None = None) -> ThreadingHTTPServer:
@@ -87,5 +103,6 @@ def serve(state: HealthState, port: int, host: str = "",
     404 as upstream's."""
     server = _Server((host, port), _handler(state, metrics))
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": None},
+                     name="health", daemon=True).start()
     return server

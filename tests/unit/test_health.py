@@ -43,3 +43,17 @@ def test_paths_and_bodies(server: tuple[HealthState, str]) -> None:
         500, b"Encountered error at last poll cycle: cannot reach the API server")
     assert get(base + "/healthz") == (200, b""), "/healthz stays 200 whatever the polls do"
     assert get(base + "/nope")[0] == 404
+
+
+def test_an_idle_server_never_wakes_up_and_still_stops() -> None:
+    """serve_forever waits for a connection with no timeout (no CPU while idle); shutdown()
+    makes that wait return, on any interface it listens on."""
+    import threading
+
+    for host in ("127.0.0.1", ""):
+        srv = serve(HealthState(), 0, host)
+        stopper = threading.Thread(target=srv.shutdown, daemon=True)
+        stopper.start()
+        stopper.join(30)
+        assert not stopper.is_alive(), f"shutdown() of a server on {host!r} never returned"
+        srv.server_close()
