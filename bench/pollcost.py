@@ -299,7 +299,7 @@ def cprofile(variant: Variant, args: argparse.Namespace, work: Path) -> dict[str
     raw: dict[tuple[str, int, str], tuple[int, int, float, float, Any]] = \
         stats.stats  # type: ignore[attr-defined]
     total = sum(tt for (_cc, _nc, tt, _ct, _callers) in raw.values())
-    groups: collections.Counter[str] = collections.Counter()
+    groups: dict[str, float] = collections.defaultdict(float)
     top: list[tuple[float, str]] = []
     for (file, line, func), (_cc, ncalls, tt, _ct, _callers) in raw.items():
         where = f"{file}:{line}:{func}"
@@ -310,7 +310,8 @@ def cprofile(variant: Variant, args: argparse.Namespace, work: Path) -> dict[str
     return {
         "polls": polls,
         "profiled_ms_per_poll": round(total * 1000 / polls, 3),
-        "by_category_percent": {k: round(100 * v / total, 1) for k, v in groups.most_common()},
+        "by_category_percent": {k: round(100 * v / total, 1)
+                                for k, v in sorted(groups.items(), key=lambda kv: -kv[1])},
         "top_functions_us_per_poll": [f"{tt * 1e6 / polls:8.1f}  {name}"
                                       for tt, name in top[:args.top]],
         "function_calls_per_poll": round(sum(v[1] for v in raw.values()) / polls),
