@@ -25,6 +25,10 @@ if TYPE_CHECKING:  # imported for real only on the daemon's path, below
     from cpa.nodes.watch import WatchStatus
 
 DAEMON_NAME = "cluster-proportional-autoscaler"
+LABEL_LIST_WAIT = 30.0
+"""Seconds a poll waits for the Node list that a new zones topologyKey needs (the records
+keep only the label they were listed with); a longer list fails that poll, and the next
+poll decides once it is done."""
 
 
 def _usage_exit(prog: str, message: str) -> int:
@@ -101,15 +105,23 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
              poll_period_seconds=opts.poll_period_seconds, events=opts.events,
              leader_elect=opts.leader_elect,
              react_to_node_changes=opts.react_to_node_changes)
+    if opts.dry_run:
+        _dry_run(opts)
     from cpa.daemon.health import HealthState, serve
     from cpa.daemon.loop import Autoscaler
 
+    if any(target.custom for target in opts.targets):
+        unresolved = _resolve_targets(opts, api, stop)
+        if unresolved is not None:
+            print(f"{prog}: {unresolved}", file=sys.stderr)
+            watch.stop()
+            return flags.EXIT_INVALID
     while not watch.wait_synced(1.0):
         if stop.is_set():
             watch.stop()
             return 0
     health = HealthState()
-    metrics = _LateMetrics(opts.targets, watch.status)
+    metrics = _LateMetrics(opts.targets, watch.status, opts.dry_run)
     try:
         server = serve(health, opts.health_port, metrics=metrics.exposition)
     except OSError as exc:
@@ -122,7 +134,7 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
                             observers=[_ReleaseLogs(), health.observe, metrics.observe],
                             watch_status=watch.status,
                             may_write=elector.is_leader if elector is not None else None,
-                            count_by=store.set_policy)
+                            count_by=lambda policy: store.set_policy(policy, LABEL_LIST_WAIT))
     interrupts.append(autoscaler.interrupt)
     if opts.react_to_node_changes:
         store.on_change = autoscaler.nodes_changed
@@ -152,6 +164,45 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
     return code
 
 
+def _resolve_targets(opts: flags.Options, api: Api, stop: threading.Event) -> str | None:
+    """``RESOURCE.GROUP`` targets through API discovery, into ``opts.targets``: None when
+    done (or stopped), else the problem (no such resource, no scale subresource). An API
+    server that does not answer is retried, as the Node list is."""
+    from cpa.kube.api import ApiError
+    from cpa.kube.discovery import ResolveError, resolve_all
+
+    log = logs.get_logger("main")
+    while not stop.is_set():
+        try:
+            opts.targets = resolve_all(api, opts.targets)
+        except ResolveError as exc:
+            return str(exc)
+        except ApiError as exc:
+            if exc.forbidden or exc.status == 401:
+                return f"--target: API discovery was refused: {exc}"
+            log.warning("targets.discovery_failed", error=str(exc)[:300], retry_in=2)
+            stop.wait(2.0)
+            continue
+        log.info("targets.resolved", targets={
+            str(t): f"{t.api.api_version} {t.api.name} ({t.api.plural}/scale)"
+            for t in opts.targets if t.custom})
+        return None
+    return None
+
+
+def _dry_run(opts: flags.Options) -> None:
+    """``--dry-run`` writes nothing at all: the flags that would write (Events, a Lease)
+    are switched off here, and said so once."""
+    suppressed = [flag for flag, on in (("--events", opts.events),
+                                        ("--leader-elect", opts.leader_elect)) if on]
+    opts.events = opts.leader_elect = False
+    logs.get_logger("main").info(
+        "dry_run", suppressed=suppressed or None,
+        note="computing everything and writing nothing: no scale or HPA write, no "
+             "ConfigMap creation, no Event, no Lease; see dry_run.would_scale and "
+             "cpa_dry_run_replicas")
+
+
 def loop_config(opts: flags.Options) -> LoopConfig:
     """What the poll loop needs of the validated flags (``flags.validate`` filled
     ``opts.targets``)."""
@@ -160,7 +211,7 @@ def loop_config(opts: flags.Options) -> LoopConfig:
     return LoopConfig(namespace=opts.namespace, configmap=opts.configmap, targets=opts.targets,
                       poll_period_seconds=opts.poll_period_seconds,
                       default_params=opts.default_params,
-                      max_sync_failures=opts.max_sync_failures,
+                      max_sync_failures=opts.max_sync_failures, dry_run=opts.dry_run,
                       react_to_node_changes=opts.react_to_node_changes)
 
 
@@ -182,10 +233,11 @@ class _LateMetrics:
     to import, of a ~0.3 s start to the first write at 1,000 nodes; the first poll does
     not need it."""
 
-    def __init__(self, targets: Sequence[Target], watch_status: Callable[[], WatchStatus]
-                 ) -> None:
+    def __init__(self, targets: Sequence[Target], watch_status: Callable[[], WatchStatus],
+                 dry_run: bool = False) -> None:
         self._targets = targets
         self._watch_status = watch_status
+        self._dry_run = dry_run
         self._lock = threading.Lock()
         self._real: Metrics | None = None
         self._leading = True
@@ -195,7 +247,8 @@ class _LateMetrics:
             if self._real is None:
                 from cpa.daemon.metrics import Metrics
 
-                self._real = Metrics(self._targets, self._watch_status)
+                self._real = Metrics(self._targets, self._watch_status,
+                                     dry_run=self._dry_run)
                 self._real.set_leader(self._leading)
             return self._real
 

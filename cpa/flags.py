@@ -66,6 +66,7 @@ class Options:
     leader_elect_renew_deadline: float = 10.0
     leader_elect_retry_period: float = 2.0
     react_to_node_changes: bool = False
+    dry_run: bool = False
     targets: tuple[Target, ...] = field(default_factory=tuple)
 
 
@@ -216,7 +217,9 @@ Flag = _Flag
 _FLAGS: tuple[_Flag, ...] = (
     _Flag("target", "target", _parse_str,
           "Comma-separated targets to scale, kind/name, e.g. deployment/coredns. Kinds: "
-          "deployment, replicaset, replicationcontroller, statefulset.", metavar="string"),
+          "deployment, replicaset, replicationcontroller, statefulset; "
+          "horizontalpodautoscaler (hpa: writes its minReplicas); RESOURCE.GROUP of any "
+          "resource with a scale subresource.", metavar="string"),
     _Flag("configmap", "configmap", _parse_str,
           "ConfigMap holding the scaling parameters (created from --default-params if "
           "missing).", metavar="string"),
@@ -283,6 +286,10 @@ _FLAGS: tuple[_Flag, ...] = (
     _Flag("react-to-node-changes", "react_to_node_changes", _parse_bool,
           "Also poll as soon as the Node counts change the replica count (debounced 0.1s, "
           "at most one extra poll a second; the period's polls go on as before).",
+          is_bool=True),
+    _Flag("dry-run", "dry_run", _parse_bool,
+          "Compute everything, write nothing: no scale or HPA write, no ConfigMap creation, "
+          "no Event, no Lease. Logs dry_run.would_scale and exports cpa_dry_run 1.",
           is_bool=True),
 )
 

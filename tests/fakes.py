@@ -3,7 +3,7 @@
 As client-go's ``kubernetes/fake``: one place, typed against the same protocols as the real
 client, so mypy checks that each fake still stands for what it replaces.
 
-* :class:`FakeApi` (an :class:`~cpa.kube.api.Api`): an in-memory API server for the single
+* :class:`FakeApi` (a :class:`~cpa.kube.api.RawApi`): an in-memory API server for the single
   requests the poll loop, the Event recorder and the leader elector make: objects by path,
   each with a resourceVersion, written with the API server's optimistic concurrency, every
   request recorded like an audit log, failures injected per test;
@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from cpa.kube.api import Api, ApiError, StreamingApi, StreamResponse
+from cpa.kube.api import ApiError, RawApi, StreamingApi, StreamResponse
 from cpa.kube.wire import JSON, PROTOBUF
 
 __all__ = ["Answer", "FakeApi", "FakeResponse", "Page", "ScriptedApi"]
@@ -87,6 +87,33 @@ class FakeApi:
             self.created.append((path, copy.deepcopy(body)))
             return self.put(full, body)
         assert method == "PUT", f"{method} is not a request the daemon makes"
+        current = self._current(path)
+        if body["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"]:
+            raise ApiError(409, "Conflict", "the object has been modified; stale "
+                                            "resourceVersion")
+        return self.put(path, body)
+
+    def send_raw(self, method: str, path: str, data: bytes, content_type: str
+                 ) -> dict[str, Any]:
+        """A JSON merge patch (the HPA floor's), with the API server's precondition: a
+        resourceVersion in the patch must be the object's."""
+        self.calls.append((method, path))
+        if self.down:
+            raise ApiError(0, "ConnectionError", "connection refused")
+        if self.fail_writes is not None:
+            raise self.fail_writes
+        assert (method, content_type) == ("PATCH", "application/merge-patch+json"), \
+            f"{method} {content_type} is not a request the daemon makes"
+        patch = json.loads(data)
+        current = self._current(path)
+        rv = (patch.get("metadata") or {}).get("resourceVersion")
+        if rv is not None and rv != current["metadata"]["resourceVersion"]:
+            raise ApiError(409, "Conflict", "the object has been modified; stale "
+                                            "resourceVersion")
+        return self.put(path, _merge(current, patch))
+
+    def _current(self, path: str) -> dict[str, Any]:
+        """The object a write replaces (404 when absent; 409 while a conflict is injected)."""
         current = self.objects.get(path)
         if current is None:
             raise ApiError(404, "NotFound", f"{path} not found")
@@ -94,10 +121,20 @@ class FakeApi:
             self.conflicts[path] -= 1
             self.put(path, current)  # another writer's change, in between
             raise ApiError(409, "Conflict", "the object has been modified")
-        if body["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict", "the object has been modified; stale "
-                                            "resourceVersion")
-        return self.put(path, body)
+        return current
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, as the API server applies ``application/merge-patch+json``."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge(out.get(key), value)
+    return out
 
 
 class FakeResponse:
@@ -192,6 +229,6 @@ class ScriptedApi:
 
 
 # Held against the protocols here, once, so a change to a protocol fails at the fake.
-_API: type[Api] = FakeApi
+_API: type[RawApi] = FakeApi
 _STREAMING: type[StreamingApi] = ScriptedApi
 _RESPONSE: type[StreamResponse] = FakeResponse

@@ -36,3 +36,9 @@ LEASE_RULES: frozenset[Rule] = frozenset({
     ("coordination.k8s.io", "leases", "create"),
     ("coordination.k8s.io", "leases", "update"),
 })
+
+# Ours, opt-in: --target=horizontalpodautoscaler/NAME writes the HPA's spec.minReplicas.
+HPA_FLOOR_RULES: frozenset[Rule] = frozenset({
+    ("autoscaling", "horizontalpodautoscalers", "get"),
+    ("autoscaling", "horizontalpodautoscalers", "patch"),
+})

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from cpa import logs
 from cpa.kube.api import Api, ApiError
-from cpa.kube.scale import KINDS
 
 if TYPE_CHECKING:
     from cpa.daemon.loop import PollResult
@@ -61,9 +60,11 @@ class EventRecorder:
         for scale in result.scales:
             if not scale.changed or decision is None or counts is None:
                 continue
-            kind = KINDS[scale.target.kind]
-            note = (f"Scaled {scale.target} from {scale.previous} to {scale.replicas} "
-                    f"replicas ({decision.mode} mode: {decision.nodes} nodes and "
+            kind = scale.target.api
+            what = (f"Set the floor (spec.minReplicas) of {scale.target} from {scale.previous} "
+                    f"to {scale.replicas}" if kind.floor else
+                    f"Scaled {scale.target} from {scale.previous} to {scale.replicas} replicas")
+            note = (f"{what} ({decision.mode} mode: {decision.nodes} nodes and "
                     f"{decision.cores} cores counted; the cluster has {counts.total_nodes} "
                     f"nodes and {counts.total_cores} cores, {counts.schedulable_nodes} and "
                     f"{counts.schedulable_cores} of them schedulable)")

@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from cpa import logs
-from cpa.daemon.watchdogs import OtherWriters, Overwrite, StaleCounts
+from cpa.daemon.watchdogs import FloorClamps, OtherWriters, Overwrite, StaleCounts
 from cpa.decide.behavior import Behavior, BehaviorStage, Outcome
 from cpa.decide.decision import Decision, decide
 from cpa.decide.modes.mode import Params
 from cpa.decide.modes.registry import parse_configmap_data
 from cpa.decide.params import ParamsError
 from cpa.kube import configmap
-from cpa.kube.api import Api, ApiError
+from cpa.kube.api import ApiError, RawApi
 from cpa.kube.scale import ScaleResult, Target, ensure_replicas
 from cpa.nodes.counts import ClusterCounts, CountingPolicy
 from cpa.nodes.watch import WatchStatus
@@ -47,6 +47,9 @@ class LoopConfig(NamedTuple):
     react_to_node_changes: bool = False
     """Ours (``--react-to-node-changes``): poll at once, between the period's polls, when
     the node counts change the decision (:meth:`Autoscaler.nodes_changed`)."""
+    dry_run: bool = False
+    """Ours (``--dry-run``): compute everything, write nothing (no scale or HPA write, no
+    ConfigMap creation); log what would have been written."""
 
 
 REACT_DEBOUNCE_SECONDS = 0.1
@@ -101,7 +104,7 @@ Observer = Callable[[PollResult], None]
 class Autoscaler:
     """Joins the node store, the ConfigMap and the targets, once per poll."""
 
-    def __init__(self, config: LoopConfig, api: Api, counts: Callable[[], ClusterCounts], *,
+    def __init__(self, config: LoopConfig, api: RawApi, counts: Callable[[], ClusterCounts], *,
                  observers: Sequence[Observer] = (),
                  watch_status: Callable[[], WatchStatus] | None = None,
                  may_write: Callable[[], bool] | None = None,
@@ -137,6 +140,9 @@ class Autoscaler:
         self._stale = (StaleCounts(watch_status, clock, config.poll_period_seconds)
                        if watch_status is not None else None)
         self._writers = OtherWriters()
+        self._clamps = FloorClamps()
+        self._would: dict[Target, tuple[int | None, int]] = {}  # dry run: logged once each
+        self._would_create_logged = False
         self.behavior = BehaviorStage()
         """Ours: the windows' and policies' history, per target."""
         self.consecutive_failures = 0
@@ -259,7 +265,14 @@ class Autoscaler:
     # --- one poll ------------------------------------------------------------------
     def _load_params(self) -> Params:
         cm = configmap.get_or_create(self._api, self._config.namespace, self._config.configmap,
-                                     self._config.default_params)
+                                     self._config.default_params,
+                                     create=not self._config.dry_run)
+        if cm.would_create != self._would_create_logged:
+            self._would_create_logged = cm.would_create
+            if cm.would_create:
+                self._log.info("configmap.would_create", namespace=self._config.namespace,
+                               name=self._config.configmap, data=cm.data,
+                               hint="dry run: deciding on --default-params, creating nothing")
         if cm.resource_version == self._params_rv:
             if self._params_error is not None:
                 raise _InvalidParams(self._params_error)
@@ -305,10 +318,10 @@ class Autoscaler:
         if behavior is None:
             return None
         assert result.decision is not None
-        desired, now = result.decision.replicas, result.started
+        desired, now, floor = result.decision.replicas, result.started, result.decision.floor
 
         def shape(current: int) -> int:
-            outcome = self.behavior.shape(target, behavior, desired, current, now)
+            outcome = self.behavior.shape(target, behavior, desired, current, now, floor)
             result.behavior[target] = outcome
             return outcome.replicas
         return shape
@@ -339,6 +352,19 @@ class Autoscaler:
         self._last_decision = (params, counts, decision)
         return decision
 
+    def _would_write(self, res: ScaleResult, decision: Decision) -> None:
+        """Dry run: log what would have been written, once per target and pair of counts."""
+        pair = (res.previous, res.replicas)
+        if res.previous == res.replicas:
+            self._would.pop(res.target, None)
+            return
+        if self._would.get(res.target) == pair:
+            return
+        self._would[res.target] = pair
+        self._log.info("dry_run.would_scale", target=str(res.target), old=res.previous,
+                       new=res.replicas, mode=decision.mode, nodes=decision.nodes,
+                       cores=decision.cores, **_zones_field(decision))
+
     def poll_once(self, early: bool = False) -> PollResult:
         """Run one poll; never raises: the outcome (and /last-poll) carries the error.
         ``early``: run between the period's polls (``react_to_node_changes``)."""
@@ -354,7 +380,7 @@ class Autoscaler:
                                schedulable_cores=counts.schedulable_cores)
             params = result.params = self._load_params()
             result.params_version = self._params_rv
-            if self._count_by is not None and self._count_by(params.shared.counting.policy()):
+            if self._count_by is not None and self._count_by(params.shared.policy()):
                 counts = result.counts = self._counts()  # counted as these params say
             decision = self._decide(params, counts)
             result.decision = decision
@@ -368,11 +394,16 @@ class Autoscaler:
             for target in self._config.targets:  # ours: every target is attempted
                 res = ensure_replicas(self._api, self._config.namespace, target,
                                       decision.replicas,
-                                      self._shaper(target, behavior, result))
+                                      self._shaper(target, behavior, result),
+                                      dry_run=self._config.dry_run)
                 result.scales.append(res)
-                overwrite = self._writers.check(res)
-                if overwrite is not None:
-                    result.overwritten.append(overwrite)
+                self._clamps.check(res)
+                if res.dry_run:
+                    self._would_write(res, decision)
+                else:  # a dry run writes nothing, so there is no fight to report
+                    overwrite = self._writers.check(res)
+                    if overwrite is not None:
+                        result.overwritten.append(overwrite)
                 shaped = self._behavior_fields(res, result)
                 if res.error:
                     failures.append(res.error)
@@ -383,7 +414,8 @@ class Autoscaler:
                                    total_nodes=counts.total_nodes,
                                    total_cores=counts.total_cores,
                                    schedulable_nodes=counts.schedulable_nodes,
-                                   schedulable_cores=counts.schedulable_cores, **shaped)
+                                   schedulable_cores=counts.schedulable_cores,
+                                   **_zones_field(decision), **shaped)
             if failures:
                 raise PollError("; ".join(failures))
         except _InvalidParams as exc:
@@ -438,3 +470,8 @@ class Autoscaler:
                 return 1
             next_at = min(next_at, self._clock())  # woken early: this is the new boundary
         return 0
+
+
+def _zones_field(decision: Decision) -> dict[str, object]:
+    """``zones`` for ``scale.changed`` when the parameters count them (ours, opt-in)."""
+    return {} if decision.zones is None else {"zones": decision.zones}

@@ -69,7 +69,7 @@ class Metrics:
     def __init__(self, targets: Sequence[Target],
                  watch_status: Callable[[], WatchStatus] | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time, dry_run: bool = False) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         reg = self.registry
         self._wall = wall
@@ -88,6 +88,9 @@ class Metrics:
         self.cluster_cores = Gauge(
             "cpa_cluster_cores", "Allocatable cores counted, rounded up (scope as nodes).",
             ["scope"], registry=reg)
+        self.cluster_zones = Gauge(
+            "cpa_cluster_zones", "Zones the counted Nodes are in (scope as nodes); only "
+            "with a zones key in the parameters.", ["scope"], registry=reg)
         self.polls = Counter("cpa_polls", "Polls by result.", ["result"], registry=reg)
         self.early_polls = Counter(
             "cpa_early_polls", "Polls run between the period's because the node counts "
@@ -109,13 +112,27 @@ class Metrics:
         self.params_info = Gauge(
             "cpa_params_info", "1 for the mode of the parameters in force, 0 for the others.",
             ["mode"], registry=reg)
+        self.floor_clamped = Gauge(
+            "cpa_hpa_floor_clamped", "1 while an HPA floor target's bounds (maxReplicas, or "
+            "the minimum of 1) keep its minReplicas from the parameters' count.", ["target"],
+            registry=reg)
         self.leader = Gauge(
             "cpa_leader", "1 while this process may write (the leader, or no leader "
             "election), 0 while it is a follower.", registry=reg)
         self.leader.set(1)
+        self.dry_run = Gauge(
+            "cpa_dry_run", "1 when the daemon runs with --dry-run and writes nothing.",
+            registry=reg)
+        self.dry_run.set(1 if dry_run else 0)
+        self.would_write = Gauge(
+            "cpa_dry_run_replicas", "With --dry-run: the replicas (an HPA's minReplicas) the "
+            "daemon would have written to each target at the last poll.", ["target"],
+            registry=reg)
         for target in targets:  # present from the start, so absence is never ambiguous
             self.scale_writes.labels(str(target))
             self.overwritten.labels(str(target))
+            if target.kind == "horizontalpodautoscaler":
+                self.floor_clamped.labels(str(target)).set(0)
         for result in ("success", "error"):
             self.polls.labels(result)
         for mode in MODES:
@@ -128,6 +145,7 @@ class Metrics:
         self._nodes = (self.cluster_nodes.labels("all"), self.cluster_nodes.labels("schedulable"))
         self._cores = (self.cluster_cores.labels("all"), self.cluster_cores.labels("schedulable"))
         self._mode: str | None = None  # the mode params_info says is in force
+        self._zones = False  # whether cluster_zones has series (a zones key was in force)
         self._writes: dict[Target, Counter] = {}
         self._replicas: dict[Target, Gauge] = {}  # made at a target's first replica count
 
@@ -151,6 +169,13 @@ class Metrics:
             self._nodes[1].set(counts.schedulable_nodes)
             self._cores[0].set(counts.total_cores)
             self._cores[1].set(counts.schedulable_cores)
+            if counts.total_zones is not None and counts.schedulable_zones is not None:
+                self.cluster_zones.labels("all").set(counts.total_zones)
+                self.cluster_zones.labels("schedulable").set(counts.schedulable_zones)
+                self._zones = True
+            elif self._zones:
+                self.cluster_zones.clear()  # no zones key: no series, rather than a 0
+                self._zones = False
         if result.params is not None and result.params.name != self._mode:
             current = self._mode = result.params.name
             for mode in MODES:
@@ -158,6 +183,10 @@ class Metrics:
         if result.decision is not None:
             self.desired_replicas.set(result.decision.replicas)
         for scale in result.scales:
+            if scale.target.kind == "horizontalpodautoscaler" and scale.error is None:
+                self.floor_clamped.labels(str(scale.target)).set(scale.clamped_from is not None)
+            if scale.dry_run:
+                self.would_write.labels(str(scale.target)).set(scale.replicas)
             if scale.changed:
                 writes = self._writes.get(scale.target)
                 if writes is None:

@@ -3,7 +3,9 @@
 * :class:`StaleCounts`: the node watch has been down for more than a few poll periods, so
   the counts may be out of date (the poll still decides on them, and says so);
 * :class:`OtherWriters`: a target's replicas are not what we last wrote (or found right)
-  there: an HPA, a second autoscaler or a person changes them, and we are about to undo it.
+  there: an HPA, a second autoscaler or a person changes them, and we are about to undo it;
+* :class:`FloorClamps` (ours, HPA floor targets): the HPA's bounds keep its minReplicas
+  from the count the parameters give (above maxReplicas, or 0).
 
 Upstream does neither and stays silent in both cases; here they are plain state machines
 the poll loop asks once per poll, so each can be tested on its own.
@@ -18,8 +20,8 @@ from cpa import logs
 from cpa.kube.scale import ScaleResult, Target
 from cpa.nodes.watch import WatchStatus
 
-__all__ = ["STALE_AFTER_MIN_SECONDS", "STALE_AFTER_POLLS", "OtherWriters", "Overwrite",
-           "StaleCounts"]
+__all__ = ["STALE_AFTER_MIN_SECONDS", "STALE_AFTER_POLLS", "FloorClamps", "OtherWriters",
+           "Overwrite", "StaleCounts"]
 
 STALE_AFTER_POLLS = 3
 STALE_AFTER_MIN_SECONDS = 30.0
@@ -92,3 +94,33 @@ class OtherWriters:
             self._written[target] = res.replicas if res.changed else (
                 res.previous if res.previous is not None else res.replicas)
         return found
+
+
+class FloorClamps:
+    """HPA floor targets whose minReplicas cannot take the parameters' count: warned once
+    per episode (a new pair of counts is a new episode), and when it ends."""
+
+    def __init__(self) -> None:
+        self._clamped: dict[Target, tuple[int, int]] = {}
+        self._log = logs.get_logger("autoscaler")
+
+    def check(self, res: ScaleResult) -> None:
+        target = res.target
+        if res.error is not None:
+            return
+        if res.clamped_from is None:
+            if self._clamped.pop(target, None) is not None:
+                self._log.info("hpa.floor_clamped.ended", target=str(target),
+                               min_replicas=res.replicas)
+            return
+        pair = (res.clamped_from, res.replicas)
+        if self._clamped.get(target) == pair:
+            return
+        self._clamped[target] = pair
+        why = ("it is above the HPA's maxReplicas" if res.clamped_from > res.replicas else
+               "an HPA's minReplicas cannot be below 1")
+        self._log.warning(
+            "hpa.floor_clamped", target=str(target), wanted=res.clamped_from,
+            min_replicas=res.replicas, max_replicas=res.max_replicas,
+            hint=f"the parameters give {res.clamped_from} but {why}: raise the HPA's "
+                 "maxReplicas, or lower the parameters")

@@ -512,18 +512,31 @@ def _rate(behavior: Behavior, state: BehaviorState, aim: int, current: int, now:
 
 
 def apply(behavior: Behavior | None, state: BehaviorState, desired: int, current: int,
-          now: float) -> Outcome:
+          now: float, floor: int = 0) -> Outcome:
     """One poll: what to write given the formula's ``desired`` and the target's ``current``.
 
     Records this poll's recommendation in ``state``; the caller records the write itself
     with :meth:`BehaviorState.record_scale` once it succeeded (as the HPA does). With no
     behavior the answer is ``desired`` with no steps, and ``state`` is left alone.
+
+    ``floor`` (ours, the zone floor; at most ``desired``): a target below it is raised to it
+    at once, whatever the windows and policies say, as the HPA raises a target below
+    ``minReplicas`` without consulting its behavior.
     """
     if behavior is None:
         return Outcome(desired, current, desired, (), "formula (no behavior)")
     steps: list[Step] = []
     aim, held = _stabilize(behavior, state, desired, current, now, steps)
     replicas, limited = _rate(behavior, state, aim, current, now, steps)
+    if replicas < floor:
+        steps.append(Step("behavior.floor", (
+            f"The zone floor is {floor}: a target below it is raised at once, past the "
+            f"behavior (as the HPA raises a target below minReplicas), so {replicas} becomes "
+            f"{floor}.")))
+        replicas = floor
+        limited = held = None
+        if replicas != desired:
+            limited = f"zone floor {floor}"
     if replicas == desired:
         result = (f"The behavior lets the formula's {desired} through."
                   if desired != current else "")
@@ -553,9 +566,9 @@ class BehaviorStage:
         self._held: dict[Hashable, tuple[int, int]] = {}
 
     def shape(self, key: Hashable, behavior: Behavior, desired: int, current: int,
-              now: float) -> Outcome:
+              now: float, floor: int = 0) -> Outcome:
         state = self._states.setdefault(key, BehaviorState())
-        return apply(behavior, state, desired, current, now)
+        return apply(behavior, state, desired, current, now, floor)
 
     def state(self, key: Hashable) -> BehaviorState | None:
         """What is remembered for ``key`` (None: nothing yet); for inspection, not to change."""

@@ -6,7 +6,10 @@ can outweigh a fleet; and under required anti-affinity, replicas beyond the Node
 run them stay Pending (kubespray#3876). The keys, absent by default (upstream's counting):
 
 * ``excludeNodesWithTaints``: a list of taint keys; a Node carrying any of them is not
-  counted at all (neither its Node nor its cores), e.g. ``["virtual-kubelet.io/provider"]``;
+  counted at all (neither its Node nor its cores), e.g. ``["virtual-kubelet.io/provider"]``.
+  An entry starting with ``@`` names a preset: ``"@lifecycle"`` stands for the taints that
+  Cluster Autoscaler, Karpenter and the cloud node lifecycle put on Nodes that are leaving
+  or not ready for work (:data:`PRESETS`; upstream #209, #255);
 * ``maxCoresPerNode``: cores one Node contributes at most (a positive number);
 * ``maxReplicasPerNode``: replicas per counted Node at most, applied to the formula's
   result (a positive number; ``1`` for required anti-affinity); never below 1.
@@ -34,10 +37,48 @@ from cpa.decide.gojson import (
 from cpa.decide.steps import Step, plural
 from cpa.nodes.counts import DEFAULT_POLICY, CountingPolicy
 
-__all__ = ["FIELDS", "NO_COUNTING", "Counting", "CountingDoc",
-           "counting_problems", "decode_counting_field"]
+__all__ = ["FIELDS", "NO_COUNTING", "PRESETS", "Counting", "CountingDoc",
+           "counting_problems", "decode_counting_field", "expand_taints"]
 
 FIELDS = ("excludeNodesWithTaints", "maxCoresPerNode", "maxReplicasPerNode")
+
+PRESETS: Final[dict[str, tuple[str, ...]]] = {
+    # Nodes that are leaving, or not ready for work yet. Each key as its project spells it
+    # (docs/node-counting.md cites the source files):
+    "@lifecycle": (
+        # Cluster Autoscaler: NoSchedule before it drains and deletes a Node
+        # (kubernetes/autoscaler cluster-autoscaler/utils/taints/taints.go, ToBeDeletedTaint).
+        "ToBeDeletedByClusterAutoscaler",
+        # Karpenter v1: a Node it is disrupting or terminating (kubernetes-sigs/karpenter
+        # pkg/apis/v1/taints.go, DisruptedTaintKey).
+        "karpenter.sh/disrupted",
+        # Karpenter v0.32-v0.37 (v1beta1): the same, before v1 renamed it
+        # (pkg/apis/v1beta1/taints.go, DisruptionTaintKey).
+        "karpenter.sh/disruption",
+        # Karpenter v1: a launched Node until Karpenter has registered it (pkg/apis/v1/
+        # taints.go, UnregisteredTaintKey; aws/karpenter-provider-aws adds it to every Node's
+        # kubelet registration, pkg/providers/amifamily/resolver.go).
+        "karpenter.sh/unregistered",
+        # The cloud node lifecycle (k8s.io/cloud-provider api/well_known_taints.go): a Node
+        # whose kubelet runs with an external cloud provider, until the cloud controller
+        # manager initialised it (TaintExternalCloudProvider) ...
+        "node.cloudprovider.kubernetes.io/uninitialized",
+        # ... and a Node whose instance is shut down (TaintNodeShutdown, set by
+        # kubernetes/cloud-provider controllers/nodelifecycle/node_lifecycle_controller.go).
+        "node.cloudprovider.kubernetes.io/shutdown",
+    ),
+}
+"""Named sets of taint keys an ``excludeNodesWithTaints`` entry may stand for."""
+
+
+def expand_taints(entries: tuple[str, ...]) -> tuple[str, ...]:
+    """The taint keys ``entries`` mean: presets replaced by their keys, in order, each key
+    once."""
+    keys: dict[str, None] = {}
+    for entry in entries:
+        for key in PRESETS.get(entry, (entry,)):
+            keys.setdefault(key, None)
+    return tuple(keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +101,7 @@ class Counting:
         if self.max_cores_per_node is not None:
             millicores = Fraction(format_go_float(self.max_cores_per_node)) * 1000
             cap = int(millicores) if millicores.denominator == 1 else millicores
-        return CountingPolicy(frozenset(self.exclude_taints), cap)
+        return CountingPolicy(frozenset(expand_taints(self.exclude_taints)), cap)
 
     def fields(self) -> dict[str, object]:
         """The keys as the ConfigMap spells them (only those given)."""
@@ -79,7 +120,7 @@ class Counting:
         given by hand, and are taken as counted already."""
         steps: list[Step] = []
         if self.exclude_taints:
-            keys = ", ".join(self.exclude_taints)
+            keys = ", ".join(self._described_taints())
             steps.append(Step("counting.exclude", (
                 f"excludeNodesWithTaints ({keys}) leaves {plural(excluded, 'Node')} out of the "
                 "counts entirely." if excluded is not None else
@@ -93,6 +134,11 @@ class Counting:
                 f"maxCoresPerNode {cap} caps what one Node's cores count; the counts given "
                 "here are taken as counted already.")))
         return steps
+
+    def _described_taints(self) -> list[str]:
+        """The entries as written, each preset followed by what it expanded to."""
+        return [f"{entry} = {' + '.join(PRESETS[entry])}" if entry in PRESETS else entry
+                for entry in self.exclude_taints]
 
     def cap_replicas(self, replicas: int, nodes: int, steps: list[Step]) -> int:
         """``maxReplicasPerNode``: at most that many replicas per counted Node, never
@@ -152,6 +198,11 @@ def counting_problems(doc: CountingDoc) -> tuple[Counting, list[str]]:
     if any(not key for key in taints):
         problems.append("excludeNodesWithTaints has an empty taint key; list keys such as "
                         '"virtual-kubelet.io/provider"')
+    for key in taints:
+        if key.startswith("@") and key not in PRESETS:
+            problems.append(f"excludeNodesWithTaints has the unknown preset {key!r}; the "
+                            f"presets are {', '.join(PRESETS)} (a taint key never starts "
+                            "with @)")
     for name, number in (("maxCoresPerNode", doc.max_cores_per_node),
                          ("maxReplicasPerNode", doc.max_replicas_per_node)):
         if number is not None and not number > 0:

@@ -7,8 +7,9 @@ is no separate fast path. The stages, in order:
 1. the counts the mode counts: every Node (``includeUnschedulableNodes``) or only the
    schedulable ones (not cordoned, Ready); and how the counting keys shaped them;
 2. the mode's formula (:mod:`cpa.decide.modes`);
-3. ``maxReplicasPerNode`` (ours, opt-in), applied to the formula's result;
-4. the int32 check: a result above 2**31-1 does not fit the scale subresource, so the
+3. ``zones`` (ours, opt-in): the zone floor and the round-up (:mod:`cpa.decide.zones`);
+4. ``maxReplicasPerNode`` (ours, opt-in), applied to the count so far;
+5. the int32 check: a result above 2**31-1 does not fit the scale subresource, so the
    decision then carries an ``error`` (with the reasoning that led there) and nothing may be
    written. Upstream writes garbage instead (its conversion overflows: ladder 2**62 becomes
    0) or has the PUT fail.
@@ -41,7 +42,13 @@ class Decision:
     cores: int
     steps: tuple[Step, ...]
     error: str | None = None
-    """Set when ``replicas`` cannot be written (it does not fit an int32)."""
+    """Set when ``replicas`` cannot be written (it does not fit an int32, or the zones are
+    not counted yet)."""
+    floor: int = 0
+    """Ours, with ``zones``: the zone floor (after ``maxReplicasPerNode``), which a
+    ``behavior`` never holds a target below."""
+    zones: int | None = None
+    """Ours, with ``zones``: the zones the counted Nodes are in."""
 
 
 def decide(params: Params, counts: ClusterCounts) -> Decision:
@@ -52,10 +59,19 @@ def decide(params: Params, counts: ClusterCounts) -> Decision:
     steps.append(first)
     steps.extend(shared.counting.count_steps(counts.excluded_nodes, counts.capped_nodes))
     replicas = params.replicas(nodes, cores, steps)
+    floor, zones, error = 0, None, None
+    if shared.zones is not None:
+        zones = (counts.total_zones if shared.include_unschedulable_nodes
+                 else counts.schedulable_zones)
+        replicas, floor = shared.zones.apply(replicas, zones, steps)
+        if zones is None:
+            error = (f'the zones are not counted yet: the Nodes are being listed again to '
+                     f'read the label "{shared.zones.topology_key}"; nothing is written '
+                     "until they are")
     replicas = shared.counting.cap_replicas(replicas, nodes, steps)
-    error = range_error(replicas, steps)
+    error = error or range_error(replicas, steps)
     return Decision(mode=params.name, replicas=replicas, nodes=nodes, cores=cores,
-                    steps=tuple(steps), error=error)
+                    steps=tuple(steps), error=error, floor=min(floor, replicas), zones=zones)
 
 
 def counts_step(include: bool, counts: ClusterCounts) -> tuple[int, int, Step]:

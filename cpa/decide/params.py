@@ -9,7 +9,8 @@ own keys; the keys every mode has are read here, once:
   formula gets;
 * ``behavior`` (ours, opt-in): windows and rate policies (:mod:`cpa.decide.behavior`);
 * ``excludeNodesWithTaints``, ``maxCoresPerNode``, ``maxReplicasPerNode`` (ours, opt-in):
-  which Nodes and cores count (:mod:`cpa.decide.counting`).
+  which Nodes and cores count (:mod:`cpa.decide.counting`);
+* ``zones`` (ours, opt-in): enough replicas for every zone (:mod:`cpa.decide.zones`).
 
 The quirks are kept on purpose: a ``null`` member leaves the field alone; a duplicate key
 overwrites the earlier one, yet the earlier one's type error still fails the decode; a JSON
@@ -32,6 +33,9 @@ from cpa.decide.counting import (
     decode_counting_field,
 )
 from cpa.decide.gojson import GoJsonError, JsonObject, JsonValue, as_object, go_bool, parse
+from cpa.decide.zones import FIELD as ZONES_KEY
+from cpa.decide.zones import Zones, ZonesDoc, decode_zones, zones_problems
+from cpa.nodes.counts import CountingPolicy
 
 __all__ = ["SHARED_KEYS", "ParamsError", "SharedDecoder", "SharedParams", "decode_error",
            "document"]
@@ -50,35 +54,50 @@ class SharedParams(NamedTuple):
     counting: Counting = NO_COUNTING
     """Ours, opt-in: which Nodes and cores count (:mod:`cpa.decide.counting`); default
     upstream's."""
+    zones: Zones | None = None
+    """Ours, opt-in: replicas for every zone (:mod:`cpa.decide.zones`); None = upstream's."""
 
     def fields(self) -> dict[str, object]:
         """The keys as the ConfigMap spells them, for logs and ``explain`` (after the
         mode's own)."""
         out: dict[str, object] = {"includeUnschedulableNodes": self.include_unschedulable_nodes}
         out.update(self.counting.fields())
+        if self.zones is not None:
+            out["zones"] = self.zones.fields()
         if self.behavior is not None:
             out["behavior"] = self.behavior.fields()
         return out
 
+    def policy(self) -> CountingPolicy:
+        """What the node store counts for these parameters: the counting keys' policy, and
+        the zones' label when there is a ``zones`` key."""
+        policy = self.counting.policy()
+        if self.zones is None:
+            return policy
+        return policy._replace(zone_key=self.zones.topology_key)
 
-SHARED_KEYS: Final = ("includeUnschedulableNodes", "behavior", *COUNTING_KEYS)
+
+SHARED_KEYS: Final = ("includeUnschedulableNodes", "behavior", *COUNTING_KEYS, ZONES_KEY)
 
 
 class SharedDecoder:
     """The shared keys of one value as Go decodes them, member by member in document order
     (a repeated key decodes over the earlier value)."""
 
-    __slots__ = ("_behavior", "_counting", "_include")
+    __slots__ = ("_behavior", "_counting", "_include", "_zones")
 
     def __init__(self) -> None:
         self._include = False
         self._behavior: BehaviorDoc | None = None  # None: Go's nil pointer
         self._counting = CountingDoc()
+        self._zones: ZonesDoc | None = None
 
     def decode(self, key: str, value: JsonValue, where: str) -> None:
         """One member of a shared key (type errors raise :class:`GoJsonError`)."""
         if key == "behavior":  # a pointer: null makes it nil
             self._behavior = decode_behavior(value, where, self._behavior)
+        elif key == ZONES_KEY:  # a pointer too
+            self._zones = decode_zones(value, where, self._zones)
         elif key == "includeUnschedulableNodes":
             if value is not None:  # null leaves the field as it was
                 self._include = go_bool(value, where)
@@ -86,10 +105,13 @@ class SharedDecoder:
             decode_counting_field(self._counting, key, value, where)
 
     def finish(self) -> tuple[SharedParams, list[str]]:
-        """The validated keys, and every problem found (behavior's first, then counting's)."""
+        """The validated keys, and every problem found (behavior's first, then counting's,
+        then the zones')."""
         behavior, problems = behavior_problems(self._behavior)
         counting, counting_errors = counting_problems(self._counting)
-        return SharedParams(self._include, behavior, counting), problems + counting_errors
+        zones, zones_errors = zones_problems(self._zones)
+        return (SharedParams(self._include, behavior, counting, zones),
+                problems + counting_errors + zones_errors)
 
 
 _HINTS = {

@@ -15,6 +15,8 @@ class ConfigMapData:
 
     resource_version: str
     data: dict[str, str] | None
+    would_create: bool = False
+    """A dry run found no ConfigMap: these are the defaults it would have created it with."""
 
 
 def _path(namespace: str, name: str = "") -> str:
@@ -35,12 +37,13 @@ def fetch(api: Api, namespace: str, name: str) -> ConfigMapData:
 
 
 def get_or_create(api: Api, namespace: str, name: str,
-                  defaults: Mapping[str, str] | None) -> ConfigMapData:
+                  defaults: Mapping[str, str] | None, create: bool = True) -> ConfigMapData:
     """GET the ConfigMap; on NotFound create it from the defaults (lazily, every time it is
     missing, so a deleted ConfigMap comes back on the next poll).
 
     Upstream creates on any GET error; we only do so on NotFound (ours): creating after,
-    say, a 403 or a timeout would just fail again or race an existing object.
+    say, a 403 or a timeout would just fail again or race an existing object. With
+    ``create`` False (a dry run) the defaults are returned as what would have been created.
     """
     try:
         return fetch(api, namespace, name)
@@ -52,6 +55,8 @@ def get_or_create(api: Api, namespace: str, name: str,
             raise ApiError(404, "NotFound",
                            f"ConfigMap {namespace}/{name} not found and no --default-params "
                            "given: create the ConfigMap or pass --default-params") from exc
+    if not create:
+        return ConfigMapData("", dict(defaults), would_create=True)
     body = {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": namespace}, "data": dict(defaults)}
     try:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from typing import NamedTuple, TypeVar
+from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from cpa.kube.api import ApiError, StreamResponse
 
@@ -67,6 +67,7 @@ MAGIC = b"k8s\x00"
 
 Buffer = bytes | bytearray
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def is_protobuf(content_type: str | None) -> bool:
@@ -209,12 +210,12 @@ def status_fields(buf: Buffer, pos: int, end: int) -> Status:
     return Status(code=code, reason=reason, message=message)
 
 
-def checked(fn: Callable[[Buffer], T]) -> Callable[[Buffer], T]:
+def checked(fn: Callable[Concatenate[Buffer, P], T]) -> Callable[Concatenate[Buffer, P], T]:
     """``fn`` with a read past the end of its buffer (truncated or corrupt bytes) reported
     as :class:`ProtoError`, like every other malformed input."""
-    def wrapper(buf: Buffer) -> T:
+    def wrapper(buf: Buffer, /, *args: P.args, **kwargs: P.kwargs) -> T:
         try:
-            return fn(buf)
+            return fn(buf, *args, **kwargs)
         except IndexError:
             raise ProtoError("truncated protobuf message") from None
     wrapper.__doc__ = fn.__doc__

@@ -32,15 +32,23 @@ class ClusterCounts(NamedTuple):
     capped_nodes: int | None = None  # whose cores maxCoresPerNode capped (counted capped)
     """Both None when the counts were not taken from the node store (given by hand to
     ``cpa explain`` or ``cpa simulate``): then they are taken as counted already."""
+    total_zones: int | None = None
+    """Distinct values of the zones' topologyKey label among all counted Nodes (a Node
+    without the label is in the zone ""); None when no zone is counted."""
+    schedulable_zones: int | None = None
+    """The same among the schedulable counted Nodes."""
 
 
 class CountingPolicy(NamedTuple):
     """What the node store applies in its running totals: a Node carrying any taint key of
-    ``exclude_taints`` is not counted at all, and one Node contributes at most
-    ``max_millicores_per_node``. The default counts every Node fully, as upstream does."""
+    ``exclude_taints`` is not counted at all, one Node contributes at most
+    ``max_millicores_per_node``, and with a ``zone_key`` the counted Nodes' distinct values
+    of that label are counted too. The default counts every Node fully and no zone, as
+    upstream does."""
 
     exclude_taints: frozenset[str] = frozenset()
     max_millicores_per_node: int | Fraction | None = None
+    zone_key: str | None = None
 
 
 DEFAULT_POLICY: Final = CountingPolicy()

@@ -69,6 +69,17 @@ class _NodeCapacity(_Node):
     status: _NodeStatusCapacity | None = None
 
 
+class _LabelledMeta(_NodeMeta):
+    """The metadata when a label is asked for (the zones' topologyKey, opt-in): the labels
+    are decoded only then."""
+
+    labels: dict[str, str] | None = None
+
+
+class _LabelledNode(_Node):
+    metadata: _LabelledMeta = msgspec.field(default_factory=_LabelledMeta)
+
+
 class _ListMeta(msgspec.Struct):
     resourceVersion: str = ""
     continue_: str = msgspec.field(default="", name="continue")
@@ -81,6 +92,10 @@ class _NodeList(msgspec.Struct):
 
 class _NodeListCapacity(_NodeList):
     items: list[_NodeCapacity] | None = None  # type: ignore[assignment]
+
+
+class _LabelledNodeList(_NodeList):
+    items: list[_LabelledNode] | None = None  # type: ignore[assignment]
 
 
 class _BookmarkMeta(msgspec.Struct):
@@ -108,6 +123,8 @@ _node = msgspec.json.Decoder(_Node).decode
 _list = msgspec.json.Decoder(_NodeList).decode
 _node_capacity = msgspec.json.Decoder(_NodeCapacity).decode
 _list_capacity = msgspec.json.Decoder(_NodeListCapacity).decode
+_labelled_node = msgspec.json.Decoder(_LabelledNode).decode
+_labelled_list = msgspec.json.Decoder(_LabelledNodeList).decode
 _bookmark = msgspec.json.Decoder(_Bookmark).decode
 _status = msgspec.json.Decoder(_Status).decode
 
@@ -118,11 +135,14 @@ def decode_status(raw: bytes | msgspec.Raw) -> Status:
     return Status(s.code, s.reason, s.message)
 
 
-def _info(node: _Node) -> NodeInfo:
+def _info(node: _Node, label: str = "") -> NodeInfo:
     info = _plain_info(node)
     status = node.status
     if isinstance(status, _NodeStatusCapacity) and status.capacity is not None:
         return info._replace(capacity_cpu=status.capacity.cpu)
+    meta = node.metadata
+    if label and isinstance(meta, _LabelledMeta) and meta.labels:
+        return info._replace(label=meta.labels.get(label, ""))
     return info
 
 
@@ -138,13 +158,16 @@ def _plain_info(node: _Node) -> NodeInfo:
                     cpu, taints)
 
 
-def decode_event(line: bytes | bytearray, capacity: bool = False) -> Event:
+def decode_event(line: bytes | bytearray, capacity: bool = False, label: str = "") -> Event:
     """One JSON watch event (a line of the stream); ``capacity``: with the Node's capacity
-    cpu (the vertical autoscaler)."""
+    cpu (the vertical autoscaler); ``label``: with the value of that one label (zones)."""
     event = _event(line)
     kind = event.type
     if kind in ("ADDED", "MODIFIED", "DELETED"):
-        node = _info((_node_capacity if capacity else _node)(event.object))
+        if label:
+            node = decode_node(event.object, label)
+        else:
+            node = _info((_node_capacity if capacity else _node)(event.object))
         return Event(kind, node, node.resource_version)
     if kind == "BOOKMARK":
         rv, initial_end = decode_bookmark(event.object)
@@ -154,7 +177,9 @@ def decode_event(line: bytes | bytearray, capacity: bool = False) -> Event:
     return Event(kind)
 
 
-def decode_node(raw: bytes | msgspec.Raw) -> NodeInfo:
+def decode_node(raw: bytes | msgspec.Raw, label: str = "") -> NodeInfo:
+    if label:
+        return _info(_labelled_node(raw), label)
     return _info(_node(raw))
 
 
@@ -169,7 +194,12 @@ def decode_event_capacity(line: bytes | bytearray) -> Event:
     return decode_event(line, capacity=True)
 
 
-def decode_list_page(body: bytes | bytearray, capacity: bool = False) -> ListPage:
+def decode_list_page(body: bytes | bytearray, capacity: bool = False,
+                     label: str = "") -> ListPage:
+    if label:
+        labelled = _labelled_list(body)
+        return ListPage([_info(node, label) for node in labelled.items or ()],
+                        labelled.metadata.resourceVersion, labelled.metadata.continue_)
     page = (_list_capacity if capacity else _list)(body)
     items = [_info(node) for node in page.items or ()]
     return ListPage(items, page.metadata.resourceVersion, page.metadata.continue_)

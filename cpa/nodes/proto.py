@@ -30,13 +30,16 @@ The envelope around every body, the watch framing and the Status are
 (checked against kube-apiserver v1.35.4; field numbers from k8s.io/api ``generated.proto``):
 
 * NodeList {1 metadata: ListMeta {2 resourceVersion, 3 continue}, 2 items: Node};
-  Node {1 metadata: ObjectMeta {1 name, 6 resourceVersion, 12 annotations (map entries
-  {1 key, 2 value})}, 2 spec: NodeSpec {4 unschedulable, 5 taints: Taint {1 key}},
+  Node {1 metadata: ObjectMeta {1 name, 6 resourceVersion, 11 labels and 12 annotations
+  (map entries {1 key, 2 value})}, 2 spec: NodeSpec {4 unschedulable, 5 taints: Taint {1 key}},
   3 status: NodeStatus {2 allocatable (map entries {1 key, 2 value: Quantity {1 string}}),
   4 conditions: NodeCondition {1 type, 2 status}, and for the vertical autoscaler only
   1 capacity (as allocatable)}}.
 
-Everything else is skipped by its wire type and length, never decoded. Fields may come in
+Everything else is skipped by its wire type and length, never decoded. The labels are read
+only when the caller asks for one label (the zones' topologyKey, opt-in), and then only
+that label's value: without one, metadata is read as far as name and resourceVersion, as
+before. Fields may come in
 any order, as protobuf allows; Go's encoder writes them in field order, so the fast paths
 below (a condition judged by its leading type, metadata read only as far as name and
 resourceVersion) are the common case, and any other order takes the full path. One
@@ -47,6 +50,8 @@ order.
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 from cpa.kube.wire import (
     INITIAL_EVENTS_END,
@@ -111,6 +116,56 @@ def _meta(buf: Buffer, pos: int, end: int, want_annotation: str = ""
     if pos > end:
         raise ProtoError("field runs past the end of its message")
     return name, rv, flag
+
+
+@lru_cache(maxsize=8)
+def _entry_prefix(key: str) -> bytes:
+    """How a map entry whose key is ``key`` begins on the wire (field 1, length, bytes)."""
+    raw = key.encode()
+    n, length = len(raw), bytearray()
+    while True:
+        if n < 0x80:
+            length.append(n)
+            break
+        length.append(n & 0x7F | 0x80)
+        n >>= 7
+    return b"\x0a" + bytes(length) + raw
+
+
+def _meta_label(buf: Buffer, pos: int, end: int, label: str
+                ) -> tuple[str | None, str | None, str]:
+    """ObjectMeta: (name, resourceVersion, the value of the label ``label`` or "").
+
+    Each label entry is judged by one ``startswith`` against the wanted key (an entry whose
+    key is not its first field is read in full); reading stops after the labels (field 11)
+    once name and resourceVersion are read, as Go writes fields in order."""
+    name = rv = None
+    value = ""
+    prefix = _entry_prefix(label)
+    while pos < end:
+        key = buf[pos]
+        if key > 0x5A and name is not None and rv is not None:
+            break  # past the labels: annotations and managedFields are not ours
+        pos += 1
+        if key == 0x0A:  # 1 name
+            s, pos = _len(buf, pos, end)
+            name = _str(buf, s, pos)
+        elif key == 0x32:  # 6 resourceVersion
+            s, pos = _len(buf, pos, end)
+            rv = _str(buf, s, pos)
+        elif key == 0x5A:  # 11 labels
+            s, pos = _len(buf, pos, end)
+            if buf.startswith(prefix, s) or buf[s] != 0x0A:
+                k, v = _entry(buf, s, pos)
+                if k == label:
+                    value = v
+        else:
+            if key > 0x7F:
+                key, pos = _varint(buf, pos - 1)
+            pos = _skip(buf, key & 7, pos, end)
+    if pos > end:
+        raise ProtoError("field runs past the end of its message")
+    return name, rv, value
 
 
 def _entry(buf: Buffer, pos: int, end: int) -> tuple[str, str]:
@@ -253,18 +308,24 @@ _READY = b"\x0a\x05Ready"  # field 1 (type), length 5, "Ready"
 _CPU = b"\x0a\x03cpu"  # field 1 (key), length 3, "cpu"
 
 
-def _node(buf: Buffer, pos: int, end: int, capacity: bool = False) -> NodeInfo:
-    """A Node; ``capacity``: also read status.capacity.cpu (the vertical autoscaler)."""
+def _node(buf: Buffer, pos: int, end: int, capacity: bool = False, label: str = ""
+          ) -> NodeInfo:
+    """A Node; ``capacity``: also read status.capacity.cpu (the vertical autoscaler);
+    ``label``: the value of that one label (the zones' topologyKey)."""
     name = rv = None
     unschedulable = False
     taints: tuple[str, ...] = ()
     cpu = cap = None
     ready = False
+    value = ""
     while pos < end:
         key, pos = _key(buf, pos)
         if key == 0x0A:  # 1 metadata
             s, pos = _len(buf, pos, end)
-            n, r, _ = _meta(buf, s, pos)
+            if label:
+                n, r, value = _meta_label(buf, s, pos, label)
+            else:
+                n, r, _ = _meta(buf, s, pos)
             name = n if n is not None else name
             rv = r if r is not None else rv
         elif key == 0x12:  # 2 spec
@@ -278,19 +339,19 @@ def _node(buf: Buffer, pos: int, end: int, capacity: bool = False) -> NodeInfo:
                 cpu, ready = _status(buf, s, pos)
         else:
             pos = _skip(buf, key & 7, pos, end)
-    return NodeInfo(name or "", rv or "", unschedulable, ready, cpu, taints, cap)
+    return NodeInfo(name or "", rv or "", unschedulable, ready, cpu, taints, cap, value)
 
 
 # --- what the reflector calls ----------------------------------------------------------
-def _decode_node(buf: Buffer) -> NodeInfo:
+def _decode_node(buf: Buffer, label: str = "") -> NodeInfo:
     """A Node body (``k8s\\x00`` + Unknown wrapping a Node)."""
     kind, s, e = unwrap(buf)
     if kind not in ("Node", ""):
         raise ProtoError(f"expected a Node, got a {kind}")
-    return _node(buf, s, e)
+    return _node(buf, s, e, label=label)
 
 
-def _decode_list_page(buf: Buffer, capacity: bool = False) -> ListPage:
+def _decode_list_page(buf: Buffer, capacity: bool = False, label: str = "") -> ListPage:
     """A NodeList body: its Nodes, resourceVersion and continue token."""
     kind, pos, end = unwrap(buf)
     if kind == "Status":
@@ -302,7 +363,7 @@ def _decode_list_page(buf: Buffer, capacity: bool = False) -> ListPage:
         key, pos = _key(buf, pos)
         if key == 0x12:  # 2 items
             s, pos = _len(buf, pos, end)
-            items.append(_node(buf, s, pos, capacity))
+            items.append(_node(buf, s, pos, capacity, label))
         elif key == 0x0A:  # 1 metadata: ListMeta
             s, pos = _len(buf, pos, end)
             while s < pos:
@@ -320,7 +381,7 @@ def _decode_list_page(buf: Buffer, capacity: bool = False) -> ListPage:
     return ListPage(items, rv, cont)
 
 
-def _decode_event(frame: Buffer, capacity: bool = False) -> Event:
+def _decode_event(frame: Buffer, capacity: bool = False, label: str = "") -> Event:
     """One watch frame (without its 4-byte length): a bare metav1.WatchEvent."""
     end = len(frame)
     pos = 0
@@ -360,7 +421,7 @@ def _decode_event(frame: Buffer, capacity: bool = False) -> Event:
                 s = _skip(frame, key & 7, s, e)
         return Event(etype, resource_version=rv or "", initial_end=bool(initial_end))
     if etype in ("ADDED", "MODIFIED", "DELETED"):
-        node = _node(frame, s, e, capacity)
+        node = _node(frame, s, e, capacity, label)
         return Event(etype, node, node.resource_version)
     return Event(etype)
 

@@ -27,6 +27,9 @@ class NodeInfo(NamedTuple):
     capacity_cpu: str | None = None
     """status.capacity.cpu: only the vertical autoscaler's decoders read it (CPVA sums
     capacity); None from the autoscaler's, which never look."""
+    label: str = ""
+    """The value of the one label the decoder was asked for (the zones' topologyKey, opt-in);
+    "" when none was asked for or the Node does not have it."""
 
 
 class ListPage(NamedTuple):

@@ -6,6 +6,14 @@ poll) is O(1) in the number of Nodes and makes no API request. They are kept und
 parameters' counting policy (:class:`~cpa.nodes.counts.CountingPolicy`, plain data), which
 the store applies itself.
 
+Zones (opt-in): with a ``zone_key`` in the policy the store also keeps, per zone, how many
+counted Nodes it has (a dict of a few entries, two updates per change), so the number of
+distinct zones is as cheap to read as the other totals. Each record carries the value of
+that one label only; the reflector decodes it when asked (:attr:`NodeStore.label_key`).
+When the policy asks for a label the records were not read with, the store asks its
+reflector to list the Nodes again (:attr:`NodeStore.on_label_change`) and reports no zone
+count until that list is complete.
+
 Why records and not objects: at 65,000 GKE-sized Nodes a decoded object is ~30 KB while a
 record is a shared tuple; nodes are mostly alike, so identical records are one object
 (measured: 47 -> 42 MiB peak at 65,000 nodes).
@@ -54,6 +62,7 @@ class NodeRecord(NamedTuple):
     ready: bool
     millicores: int | Fraction
     taints: frozenset[str] = frozenset()  # taint keys (shared: most nodes have none)
+    zone: str = ""  # the value of the label asked for (the policy's zone_key), or ""
 
     @property
     def schedulable(self) -> bool:
@@ -86,6 +95,15 @@ class NodeStore:
         self._sched_milli: int | Fraction = 0
         self._excluded = 0  # nodes the policy leaves out
         self._capped = 0  # nodes whose cores the policy caps
+        self._zones_all: dict[str, int] = {}  # zone -> counted Nodes there (with a zone_key)
+        self._zones_sched: dict[str, int] = {}
+        self._label_key = ""  # the label the reflector is to decode ("" none)
+        self._listed_label = ""  # the label the last complete list was decoded with
+        self._zones_ready_reported = True
+        self._labels_listed = threading.Condition(self._lock)
+        self.on_label_change: Callable[[], None] | None = None
+        """Called (outside the lock) when the policy needs a label the records do not
+        carry: the reflector lists the Nodes again (:meth:`labels_listed` when done)."""
         self._log = logs.get_logger("nodestore")
         self.on_change: Callable[[], None] | None = None
         """Called after a change of a record (in the caller's thread, the lock released):
@@ -95,8 +113,10 @@ class NodeStore:
 
     # --- reading -------------------------------------------------------------------
     def counts(self) -> ClusterCounts:
-        """The current totals, rounded as upstream rounds them (cores up, once)."""
+        """The current totals, rounded as upstream rounds them (cores up, once). The zones
+        are None unless the policy counts them and the records carry its label."""
         with self._lock:
+            zones = self._zones_ready()
             return ClusterCounts(
                 total_nodes=self._total_nodes,
                 total_cores=cores_rounded_up(self._total_milli),
@@ -104,7 +124,24 @@ class NodeStore:
                 schedulable_cores=cores_rounded_up(self._sched_milli),
                 excluded_nodes=self._excluded,
                 capped_nodes=self._capped,
+                total_zones=len(self._zones_all) if zones else None,
+                schedulable_zones=len(self._zones_sched) if zones else None,
             )
+
+    def _zones_ready(self) -> bool:
+        return self._policy.zone_key is not None and self._listed_label == self._label_key
+
+    @property
+    def label_key(self) -> str:
+        """The label whose value the reflector decodes into each record ("" none)."""
+        return self._label_key
+
+    def labels_listed(self, key: str) -> None:
+        """A complete list of the Nodes was decoded with the label ``key``: every record now
+        carries that label's value (the reflector calls this after each list)."""
+        with self._lock:
+            self._listed_label = key
+            self._labels_listed.notify_all()
 
     def synced_fields(self) -> dict[str, int]:
         c = self.counts()
@@ -116,20 +153,43 @@ class NodeStore:
     def policy(self) -> CountingPolicy:
         return self._policy
 
-    def set_policy(self, policy: CountingPolicy) -> bool:
-        """Count under ``policy`` from now on; True when that changed anything (one pass
-        over every record, under the lock)."""
+    def set_policy(self, policy: CountingPolicy, wait: float = 0.0) -> bool:
+        """Count under ``policy`` from now on (one pass over every record, under the lock).
+
+        A ``zone_key`` the records were not decoded with makes the reflector list the Nodes
+        again; ``wait`` is how many seconds to wait for that list. Returns True when the
+        counts may have changed since the last call: a new policy, or the zones became
+        countable (or stopped being) meanwhile.
+        """
         if policy == DEFAULT_POLICY:
             policy = DEFAULT_POLICY  # the fast path in _count() tests identity
+        key = policy.zone_key or ""
         with self._lock:
-            if policy == self._policy:
-                return False
-            self._policy = policy
-            self._total_nodes = self._sched_nodes = self._excluded = self._capped = 0
-            self._total_milli = self._sched_milli = 0
-            for record in self._records.values():
-                self._count(record, 1)
-            return True
+            changed = policy != self._policy
+            if changed:
+                self._policy = policy
+                self._total_nodes = self._sched_nodes = self._excluded = self._capped = 0
+                self._total_milli = self._sched_milli = 0
+                self._zones_all.clear()
+                self._zones_sched.clear()
+                for record in self._records.values():
+                    self._count(record, 1)
+            relist = key != self._label_key
+            self._label_key = key
+        hook = self.on_label_change
+        if relist and key and hook is not None:
+            self._log.info("nodes.relist_for_label", label=key,
+                           reason="the zones' topologyKey is a label the Node records "
+                                  "were not read with")
+            hook()
+        with self._lock:
+            if wait > 0 and policy.zone_key is not None:
+                self._labels_listed.wait_for(
+                    lambda: self._listed_label == self._label_key, timeout=wait)
+            ready = self._zones_ready() or policy.zone_key is None
+            changed = changed or ready != self._zones_ready_reported
+            self._zones_ready_reported = ready
+        return changed
 
     def get(self, name: str) -> NodeRecord | None:
         with self._lock:
@@ -157,7 +217,7 @@ class NodeStore:
             taints = self._taint_sets.get(node.taints)
             if taints is None:
                 taints = self._taint_sets.setdefault(node.taints, frozenset(node.taints))
-            record = NodeRecord(node.unschedulable, node.ready, milli, taints)
+            record = NodeRecord(node.unschedulable, node.ready, milli, taints, node.label)
             return self._shared.setdefault(record, record)
 
     def upsert(self, node: NodeInfo) -> None:
@@ -210,8 +270,21 @@ class NodeStore:
             if cap is not None and milli > cap:
                 milli = cap
                 self._capped += sign
+            if policy.zone_key is not None:
+                _add(self._zones_all, record.zone, sign)
+                if record.schedulable:
+                    _add(self._zones_sched, record.zone, sign)
         self._total_nodes += sign
         self._total_milli += sign * milli
         if record.schedulable:
             self._sched_nodes += sign
             self._sched_milli += sign * milli
+
+
+def _add(per_zone: dict[str, int], zone: str, sign: int) -> None:
+    """One Node more (or less) in ``zone``; a zone without Nodes is no zone."""
+    count = per_zone.get(zone, 0) + sign
+    if count:
+        per_zone[zone] = count
+    else:
+        del per_zone[zone]

@@ -19,6 +19,12 @@ etcd read, no relist). During an outage the backoff is capped at ``BACKOFF_MAX``
 and connecting gives up after ``CONNECT_SECONDS`` (5 s), so the counts are current within a
 few seconds of the API server answering again.
 
+Labels. A Node's labels are read only for the one label the store asks for (the zones'
+topologyKey, opt-in; :attr:`~cpa.nodes.store.NodeStore.label_key`): each list reads that
+key when it starts, and the watches after it decode the same one. When the store needs
+another label it asks for a new list (:meth:`NodeReflector.relist`), which replaces the
+records the way a ``410 Gone`` does.
+
 Whether the counts are current is public (:meth:`NodeReflector.status`): the poll loop
 reports stale counts instead of hiding them.
 
@@ -31,6 +37,7 @@ far less CPU to encode than JSON (see :mod:`cpa.nodes.proto` and ``bench/README.
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 import threading
 import time
@@ -42,7 +49,7 @@ from cpa.kube.api import ApiError, StreamingApi, StreamResponse
 from cpa.kube.wire import ACCEPT_PROTOBUF, JSON, Status, frames, is_protobuf, lines
 from cpa.nodes import proto as nodeproto
 from cpa.nodes.records import Event, ListPage
-from cpa.nodes.store import NodeSink
+from cpa.nodes.store import NodeSink, NodeStore
 
 __all__ = ["NodeReflector", "WatchStatus"]
 
@@ -120,6 +127,12 @@ class NodeReflector:
         self.sync_seconds = 0.0
         self.encoding = ""  # of the last list or watch response: "protobuf" or "json"
         self.lists = 0  # complete lists of the Nodes: the initial sync, then each relist
+        self._label = ""  # the label decoded into the records (the store's, at the list)
+        self._relist = threading.Event()
+        # The autoscaler's store may ask for a label (zones); the vertical one never does.
+        self._labelled = store if isinstance(store, NodeStore) else None
+        if self._labelled is not None:
+            self._labelled.on_label_change = self.relist
 
     # --- public --------------------------------------------------------------------
     @property
@@ -154,7 +167,19 @@ class NodeReflector:
 
     def list_once(self) -> None:
         """List all matching Nodes once (``cpa explain --from-cluster``); no watch."""
+        self._label = self._labelled.label_key if self._labelled is not None else ""
         self._list_pages()
+        if self._labelled is not None:
+            self._labelled.labels_listed(self._label)
+
+    def relist(self) -> None:
+        """List the Nodes again as soon as possible (the store needs another label): the
+        open watch is closed, and the loop lists before it watches again."""
+        self._relist.set()
+        resp = self._resp
+        if resp is not None:
+            with contextlib.suppress(Exception):
+                resp.shutdown()
 
     # --- the loop ------------------------------------------------------------------
     def run(self) -> None:
@@ -164,7 +189,8 @@ class NodeReflector:
         while not self._stop.is_set():
             began = self._clock()
             try:
-                if need_list:
+                if need_list or self._relist.is_set():
+                    self._relist.clear()
                     self._sync()
                     need_list = False
                 got = self._watch()
@@ -179,6 +205,8 @@ class NodeReflector:
             except Exception as exc:
                 if self._stop.is_set():
                     break
+                if self._relist.is_set():  # relist() closed the stream under our feet
+                    continue
                 self._down(_reason(exc))
                 self._log.warning("watch.failed", error=self._error, retry_in=round(delay, 2))
             if self._wait(self._stop, delay * self._rng.uniform(0.8, 1.2)):
@@ -207,6 +235,7 @@ class NodeReflector:
 
     def _sync(self) -> None:
         """(Re)build the store: streaming list if possible, else pages; then synced."""
+        self._label = self._labelled.label_key if self._labelled is not None else ""
         if self._streaming:
             if self._stream_initial():
                 return
@@ -250,19 +279,29 @@ class NodeReflector:
     def _page(self, content_type: str, body: bytes | bytearray) -> ListPage:
         if is_protobuf(content_type):
             self.encoding = "protobuf"
+            if self._label:
+                return nodeproto.decode_list_page(body, label=self._label)
             return self._decode_page(body)
         self.encoding = "json"
         # The fallback: its library (msgspec) is loaded only when a JSON answer comes.
         from cpa.nodes import json as nodejson
+        if self._label:
+            return nodejson.decode_list_page(body, label=self._label)
         return nodejson.decode_list_page(body, self._capacity)
 
     def _events(self, resp: StreamResponse) -> Iterator[Event]:
         """The stream's events, decoded as its Content-Type says."""
         if is_protobuf(resp.headers.get("Content-Type")):
             self.encoding = "protobuf"
+            if self._label:
+                return map(functools.partial(nodeproto.decode_event, label=self._label),
+                           frames(resp))
             return map(self._decode_event, frames(resp))
         self.encoding = "json"
         from cpa.nodes import json as nodejson
+        if self._label:
+            return map(functools.partial(nodejson.decode_event, label=self._label),
+                       lines(resp))
         decode = nodejson.decode_event_capacity if self._capacity else nodejson.decode_event
         return map(decode, lines(resp))
 
@@ -293,6 +332,8 @@ class NodeReflector:
 
     def _mark_synced(self, method: str) -> None:
         self.lists += 1
+        if self._labelled is not None:
+            self._labelled.labels_listed(self._label)
         if not self._synced.is_set():
             self.sync_method = method
             self.sync_seconds = self._clock() - self._started

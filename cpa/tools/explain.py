@@ -15,11 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cpa.decide.behavior import BehaviorState, Outcome, apply
 from cpa.decide.decision import Decision, decide
 from cpa.decide.modes.mode import Params
+from cpa.decide.steps import Step
+from cpa.kube.scale import Current, Target, hpa_floor
 from cpa.nodes.counts import ClusterCounts
 from cpa.nodes.quantity import QuantityError, cores_rounded_up, cpu_millicores
 from cpa.tools.inputs import (
@@ -47,6 +49,10 @@ def _parser() -> argparse.ArgumentParser:
     cl.add_argument("--cores", help="total allocatable cores (a quantity: 1536, 3920m)")
     cl.add_argument("--schedulable-nodes", type=int, help="default: --nodes")
     cl.add_argument("--schedulable-cores", help="default: --cores")
+    cl.add_argument("--zones", type=int, metavar="N",
+                    help="zones the Nodes are in (for parameters with a zones key)")
+    cl.add_argument("--schedulable-zones", type=int, metavar="N",
+                    help="zones the schedulable Nodes are in (default: --zones)")
     cl.add_argument("--from-cluster", action="store_true",
                     help="read Nodes and the ConfigMap from the cluster (read-only)")
     cl.add_argument("--configmap", default="", help="with --from-cluster")
@@ -71,34 +77,37 @@ def _cores(text: str, flag: str) -> int:
         raise InputError(f"{flag}: {exc}") from exc
 
 
-def _from_cluster(args: argparse.Namespace, read_configmap: bool
-                  ) -> tuple[NodeStore, tuple[dict[str, str] | None, str] | None]:
-    """The Nodes from a one-off list and, when asked, the parameters from the ConfigMap
-    (or the defaults the daemon would create it with). Reads only."""
+def _from_cluster(args: argparse.Namespace, source: tuple[dict[str, str] | None, str] | None
+                  ) -> tuple[NodeStore, Params, str]:
+    """The parameters (``source``, else the ConfigMap, else the defaults the daemon would
+    create it with), then the Nodes from a one-off list, counted as those parameters say
+    (the list reads the zones' label when there is one). Reads only."""
     from cpa.kube import configmap
     from cpa.kube.client import ApiError, KubeApi
     from cpa.kube.config import ConfigError, load
     from cpa.nodes.store import NodeStore
     from cpa.nodes.watch import NodeReflector
 
-    if read_configmap and (not args.configmap or not args.namespace):
+    if source is None and (not args.configmap or not args.namespace):
         raise InputError("--from-cluster needs --configmap and --namespace")
     try:
         api = KubeApi(load(args.kubeconfig))
-        store = NodeStore()
-        NodeReflector(api, store, args.nodelabels).list_once()
-        if not read_configmap:
-            return store, None
-        try:
-            cm = configmap.fetch(api, args.namespace, args.configmap)
-            return store, (cm.data, f"ConfigMap {args.namespace}/{args.configmap} "
-                                    f"(resourceVersion {cm.resource_version})")
-        except ApiError as exc:
-            if exc.not_found and args.default_params:
-                return store, (defaults(args.default_params), (
+        if source is None:
+            try:
+                cm = configmap.fetch(api, args.namespace, args.configmap)
+                source = (cm.data, f"ConfigMap {args.namespace}/{args.configmap} "
+                                   f"(resourceVersion {cm.resource_version})")
+            except ApiError as exc:
+                if not (exc.not_found and args.default_params):
+                    raise
+                source = (defaults(args.default_params), (
                     f"--default-params (ConfigMap {args.namespace}/{args.configmap} does not "
                     "exist; the daemon would create it with these)"))
-            raise
+        params = parse_params(*source)
+        store = NodeStore()
+        store.set_policy(params.shared.policy())  # count as the daemon would
+        NodeReflector(api, store, args.nodelabels).list_once()
+        return store, params, source[1]
     except (ApiError, ConfigError) as exc:
         raise InputError(str(exc)) from exc
 
@@ -107,12 +116,15 @@ def _given_counts(args: argparse.Namespace) -> ClusterCounts:
     if args.nodes is None or args.cores is None:
         raise InputError("give --nodes and --cores (or --from-cluster)")
     cores = _cores(args.cores, "--cores")
+    zones = args.zones
     return ClusterCounts(
         total_nodes=args.nodes, total_cores=cores,
         schedulable_nodes=args.nodes if args.schedulable_nodes is None
         else args.schedulable_nodes,
         schedulable_cores=cores if args.schedulable_cores is None
-        else _cores(args.schedulable_cores, "--schedulable-cores"))
+        else _cores(args.schedulable_cores, "--schedulable-cores"),
+        total_zones=zones,
+        schedulable_zones=zones if args.schedulable_zones is None else args.schedulable_zones)
 
 
 def gather(args: argparse.Namespace) -> tuple[ClusterCounts, Params, str]:
@@ -120,32 +132,37 @@ def gather(args: argparse.Namespace) -> tuple[ClusterCounts, Params, str]:
     if not args.from_cluster:
         counts = _given_counts(args)
         _check_counts(counts)
-        return (counts, *parameters_from_flags(args))
-    if args.nodes is not None or args.cores is not None:
-        raise InputError("--from-cluster reads the counts; drop --nodes/--cores")
-    source = explicit_params(args)
-    store, from_cluster = _from_cluster(args, read_configmap=source is None)
-    source = source or from_cluster
-    assert source is not None
-    params = parse_params(*source)
-    store.set_policy(params.shared.counting.policy())  # count as the daemon would
+        params, origin = parameters_from_flags(args)
+        if params.shared.zones is not None and counts.total_zones is None:
+            raise InputError("the parameters have a zones key: give --zones N (the zones the "
+                             "Nodes are in), or use --from-cluster")
+        return counts, params, origin
+    if any(v is not None for v in (args.nodes, args.cores, args.zones)):
+        raise InputError("--from-cluster reads the counts; drop --nodes/--cores/--zones")
+    store, params, origin = _from_cluster(args, explicit_params(args))
     counts = store.counts()
     _check_counts(counts)
-    return counts, params, source[1]
+    return counts, params, origin
 
 
 def _check_counts(counts: ClusterCounts) -> None:
-    if min(counts.total_nodes, counts.total_cores, counts.schedulable_nodes,
-           counts.schedulable_cores) < 0:
-        raise InputError("node and core counts cannot be negative")
+    numbers = [counts.total_nodes, counts.total_cores, counts.schedulable_nodes,
+               counts.schedulable_cores, counts.total_zones or 0, counts.schedulable_zones or 0]
+    if min(numbers) < 0:
+        raise InputError("node, core and zone counts cannot be negative")
 
 
-def current_replicas(args: argparse.Namespace) -> int | None:
-    """``--current-replicas``, or with ``--from-cluster --target`` the target's scale."""
-    if args.current_replicas is not None:
-        if args.current_replicas < 0:
-            raise InputError("--current-replicas cannot be negative")
-        return int(args.current_replicas)
+class TargetView(NamedTuple):
+    """``--target`` as read from the cluster: the target (resolved through discovery when
+    it is ``RESOURCE.GROUP``) and its replicas now (an HPA: its minReplicas and
+    maxReplicas)."""
+
+    target: Target
+    current: Current
+
+
+def read_target(args: argparse.Namespace) -> TargetView | None:
+    """With ``--from-cluster --target``: the target and what it holds now (reads only)."""
     if not args.target:
         return None
     if not args.from_cluster:
@@ -153,24 +170,69 @@ def current_replicas(args: argparse.Namespace) -> int | None:
                            "or give --current-replicas instead")
     from cpa.kube.client import ApiError, KubeApi
     from cpa.kube.config import ConfigError, load
-    from cpa.kube.scale import parse_targets, read_replicas
+    from cpa.kube.discovery import ResolveError, resolve
+    from cpa.kube.scale import parse_targets, read_current
 
     targets, problems = parse_targets(args.target)
     if problems or len(targets) != 1:
         raise InputError("; ".join(problems) or "--target: give exactly one kind/name")
     if not args.namespace:
         raise InputError("--target needs --namespace")
+    target = targets[0]
     try:
-        return read_replicas(KubeApi(load(args.kubeconfig)), args.namespace, targets[0])
+        api = KubeApi(load(args.kubeconfig))
+        target = resolve(api, target)
+        return TargetView(target, read_current(api, args.namespace, target))
+    except ResolveError as exc:
+        raise InputError(str(exc)) from exc
     except (ApiError, ConfigError) as exc:
-        raise InputError(f"cannot read the scale of {targets[0]}: {exc}") from exc
+        raise InputError(f"cannot read the scale of {target}: {exc}") from exc
+
+
+def current_replicas(args: argparse.Namespace, view: TargetView | None = None) -> int | None:
+    """``--current-replicas``, or with ``--from-cluster --target`` the target's scale."""
+    if args.current_replicas is not None:
+        if args.current_replicas < 0:
+            raise InputError("--current-replicas cannot be negative")
+        return int(args.current_replicas)
+    return view.current.replicas if view is not None else None
+
+
+def target_steps(view: TargetView | None, replicas: int) -> tuple[int, list[Step]]:
+    """What writing ``replicas`` to the target means for its kind (ours): an HPA floor is
+    clamped to 1..maxReplicas; a ``RESOURCE.GROUP`` target is what discovery found."""
+    if view is None:
+        return replicas, []
+    target, kind, now = view.target, view.target.api, view.current
+    if kind.floor:
+        floor = hpa_floor(replicas, now.max_replicas)
+        bound = (f"its maxReplicas {now.max_replicas}" if now.max_replicas is not None
+                 else "no maxReplicas")
+        text = (f"{target} is a HorizontalPodAutoscaler: the count is written to its "
+                f"spec.minReplicas (now {now.replicas}), a floor the HPA scales above. ")
+        if floor == replicas:
+            text += f"{replicas} lies between 1 and {bound}, so it is written as it is."
+        elif replicas > floor:
+            text += (f"{replicas} is above {bound}, so {floor} is written (clamped; the "
+                     "daemon warns with hpa.floor_clamped and cpa_hpa_floor_clamped).")
+        else:
+            text += (f"minReplicas cannot be below 1, so 1 is written instead of {replicas} "
+                     "(the daemon warns with hpa.floor_clamped).")
+        return floor, [Step("target.hpa_floor", text)]
+    if target.custom:
+        return replicas, [Step("target.resolved", (
+            f"API discovery finds {target.kind} as {kind.name} in {kind.api_version}; its "
+            f"replicas are set through its scale subresource, which has {now.replicas} "
+            "now."))]
+    return replicas, []
 
 
 def behave(params: Params, decision: Decision, current: int | None) -> Outcome | None:
     """The daemon's behavior stage for one poll with no history, if it applies."""
     if params.shared.behavior is None or current is None or decision.error is not None:
         return None
-    return apply(params.shared.behavior, BehaviorState(), decision.replicas, current, 0.0)
+    return apply(params.shared.behavior, BehaviorState(), decision.replicas, current, 0.0,
+                 decision.floor)
 
 
 _NO_HISTORY = ("for one poll with no history: explain knows no earlier recommendations or "
@@ -178,10 +240,15 @@ _NO_HISTORY = ("for one poll with no history: explain knows no earlier recommend
 
 
 def render_text(counts: ClusterCounts, decision: Decision, origin: str,
-                params: Params | None = None, current: int | None = None) -> str:
+                params: Params | None = None, current: int | None = None,
+                view: TargetView | None = None) -> str:
+    zones = ("" if counts.total_zones is None else
+             f" The Nodes are in {counts.total_zones} zones, the schedulable ones in "
+             f"{counts.schedulable_zones}.")
     lines = [
         f"Cluster: {counts.total_nodes} nodes with {counts.total_cores} cores in total; "
-        f"{counts.schedulable_nodes} schedulable nodes with {counts.schedulable_cores} cores.",
+        f"{counts.schedulable_nodes} schedulable nodes with {counts.schedulable_cores} cores."
+        + zones,
         f"Parameters: {decision.mode} mode, from {origin}.",
     ]
     lines += [f"{i}. {step.text}" for i, step in enumerate(decision.steps, 1)]
@@ -196,17 +263,45 @@ def render_text(counts: ClusterCounts, decision: Decision, origin: str,
                      "it would write.")
     if decision.error is not None:
         lines.append(f"=> error: {decision.error}")
-    elif outcome is not None and outcome.shaped:
-        lines.append(f"=> {outcome.replicas} replicas (the formula says {decision.replicas}; "
+        return "\n".join(lines)
+    count = outcome.replicas if outcome is not None else decision.replicas
+    written, steps = target_steps(view, count)
+    first = len(decision.steps) + (len(outcome.steps) if outcome is not None else 0) + 1
+    lines += [f"{i}. {step.text}" for i, step in enumerate(steps, first)]
+    unit = ("as minReplicas" if view is not None and view.target.api.floor else "replicas")
+    if outcome is not None and outcome.shaped:
+        lines.append(f"=> {written} {unit} (the formula says {decision.replicas}; "
                      f"{outcome.reason})")
+    elif written != decision.replicas:
+        lines.append(f"=> {written} {unit} (the formula says {decision.replicas})")
     else:
-        lines.append(f"=> {decision.replicas} replicas")
+        lines.append(f"=> {written} {unit}")
     return "\n".join(lines)
 
 
 def render_json(counts: ClusterCounts, params: Params, decision: Decision,
-                origin: str, current: int | None = None) -> dict[str, Any]:
-    doc = _render_json(counts, params, decision, origin)
+                origin: str, current: int | None = None,
+                view: TargetView | None = None) -> dict[str, Any]:
+    doc = _render_json(counts, params, decision, origin, current)
+    if decision.error is None and view is not None:
+        written, steps = target_steps(view, doc["replicas"])
+        doc["steps"] += [{"key": s.key, "text": s.text} for s in steps]
+        kind = view.target.api
+        doc["target"] = {"target": str(view.target), "kind": kind.name,
+                         "api_version": kind.api_version,
+                         "writes": "spec.minReplicas" if kind.floor else "scale",
+                         "current": view.current.replicas, "replicas": written}
+        if kind.floor:
+            doc["target"]["max_replicas"] = view.current.max_replicas
+        if written != doc["replicas"]:
+            doc.setdefault("desired", decision.replicas)
+            doc["replicas"] = written
+    return doc
+
+
+def _render_json(counts: ClusterCounts, params: Params, decision: Decision,
+                 origin: str, current: int | None) -> dict[str, Any]:
+    doc = _decision_json(counts, params, decision, origin)
     if params.shared.behavior is None or decision.error is not None:
         return doc
     outcome = behave(params, decision, current)
@@ -222,9 +317,9 @@ def render_json(counts: ClusterCounts, params: Params, decision: Decision,
     return doc
 
 
-def _render_json(counts: ClusterCounts, params: Params, decision: Decision,
-                 origin: str) -> dict[str, Any]:
-    return {
+def _decision_json(counts: ClusterCounts, params: Params, decision: Decision,
+                   origin: str) -> dict[str, Any]:
+    doc: dict[str, Any] = {
         "mode": decision.mode,
         "replicas": decision.replicas,
         "nodes": decision.nodes,
@@ -239,6 +334,11 @@ def _render_json(counts: ClusterCounts, params: Params, decision: Decision,
         "steps": [{"key": s.key, "text": s.text} for s in decision.steps],
         **({"error": decision.error} if decision.error is not None else {}),
     }
+    if counts.total_zones is not None:  # ours, with a zones key
+        doc["counts"]["total_zones"] = counts.total_zones
+        doc["counts"]["schedulable_zones"] = counts.schedulable_zones
+        doc["zone_floor"] = decision.floor
+    return doc
 
 
 def explain_main(argv: Sequence[str]) -> int:
@@ -250,10 +350,12 @@ def explain_main(argv: Sequence[str]) -> int:
 
 def _explain(args: argparse.Namespace) -> tuple[str, int]:
     counts, params, origin = gather(args)
-    current = current_replicas(args)
+    view = read_target(args)
+    current = current_replicas(args, view)
     decision = decide(params, counts)
     if args.output == "json":
-        out = json.dumps(render_json(counts, params, decision, origin, current), indent=2)
+        out = json.dumps(render_json(counts, params, decision, origin, current, view),
+                         indent=2)
     else:
-        out = render_text(counts, decision, origin, params, current)
+        out = render_text(counts, decision, origin, params, current, view)
     return out, 0 if decision.error is None else 1

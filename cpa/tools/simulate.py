@@ -10,7 +10,8 @@ polls).
 
 The timeline is CSV with a header, or a JSON list of objects, with ``t`` (seconds, strictly
 increasing), ``nodes``, ``cores`` and optionally ``schedulable_nodes``/``schedulable_cores``
-(default: all of them). ``--plot`` needs matplotlib (``pip install '.[plot]'``).
+(default: all of them), and ``zones``/``schedulable_zones`` (for parameters with a ``zones``
+key; default: ``zones``). ``--plot`` needs matplotlib (``pip install '.[plot]'``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from cpa.tools.inputs import InputError, add_parameter_arguments, answer, parame
 __all__ = ["Row", "SimStep", "load_timeline", "render_text", "simulate", "simulate_main"]
 
 REQUIRED: Final = ("t", "nodes", "cores")
-OPTIONAL: Final = ("schedulable_nodes", "schedulable_cores")
+OPTIONAL: Final = ("schedulable_nodes", "schedulable_cores", "zones", "schedulable_zones")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,8 @@ class SimStep:
     desired: int
     replicas: int
     reason: str
+    zones: int | None = None
+    """The zones counted (parameters with a ``zones`` key), else None."""
 
 
 # ----------------------------------------------------------------------------- timeline
@@ -104,7 +107,18 @@ def _row(cells: Mapping[str, object], where: str) -> Row:
         raise InputError(f"{where}: more schedulable than total (schedulable_nodes "
                             f"{sched_nodes} of {nodes}, schedulable_cores {sched_cores} of "
                             f"{cores})")
-    return Row(t, ClusterCounts(nodes, cores, sched_nodes, sched_cores))
+    zones = sched_zones = None
+    if cells.get("zones") not in (None, ""):
+        zones = sched_zones = int(_number(cells["zones"], "zones", where, True))
+    if cells.get("schedulable_zones") not in (None, ""):
+        if zones is None:
+            raise InputError(f"{where}: schedulable_zones without zones")
+        sched_zones = int(_number(cells["schedulable_zones"], "schedulable_zones", where, True))
+        if sched_zones > zones:
+            raise InputError(f"{where}: schedulable_zones {sched_zones} is more than zones "
+                             f"{zones}")
+    return Row(t, ClusterCounts(nodes, cores, sched_nodes, sched_cores,
+                                total_zones=zones, schedulable_zones=sched_zones))
 
 
 def _json_rows(text: str, name: str) -> list[Row]:
@@ -165,12 +179,15 @@ def simulate(params: Params, rows: Sequence[Row], start: int | None = None, *,
     current = start
     steps: list[SimStep] = []
     for row in rows:
+        if params.shared.zones is not None and row.counts.total_zones is None:
+            raise InputError(f"t {row.t:g}: the parameters have a zones key: give the "
+                             "timeline a zones column (the zones the Nodes are in)")
         decision = decide(params, row.counts)
         if decision.error is not None:
             raise InputError(f"t {row.t:g}: {decision.error}")
         if current is None:
             current = decision.replicas
-        outcome = apply(behavior, state, decision.replicas, current, row.t)
+        outcome = apply(behavior, state, decision.replicas, current, row.t, decision.floor)
         if behavior is not None:
             reason = outcome.reason
         else:
@@ -179,7 +196,7 @@ def simulate(params: Params, rows: Sequence[Row], start: int | None = None, *,
             state.record_scale(current, outcome.replicas, row.t)
             current = outcome.replicas
         steps.append(SimStep(row.t, row.counts.total_nodes, row.counts.total_cores,
-                             decision.replicas, current, reason))
+                             decision.replicas, current, reason, decision.zones))
     return steps
 
 
@@ -193,12 +210,16 @@ def writes(steps: Sequence[SimStep], start: int) -> int:
 
 
 def render_text(steps: Sequence[SimStep], start: int, without: Sequence[SimStep]) -> str:
-    header = ("t", "nodes", "cores", "desired", "replicas", "reason")
-    table = [header] + [(f"{s.t:g}", str(s.nodes), str(s.cores), str(s.desired),
-                         str(s.replicas), s.reason) for s in steps]
-    widths = [max(len(r[i]) for r in table) for i in range(5)]
-    lines = ["  ".join(cell.rjust(w) for cell, w in zip(r[:5], widths, strict=False))
-             + "  " + r[5] for r in table]
+    zoned = any(s.zones is not None for s in steps)  # a zones column only when counted
+    header = ("t", "nodes", *(("zones",) if zoned else ()), "cores", "desired", "replicas",
+              "reason")
+    table = [header] + [(f"{s.t:g}", str(s.nodes), *((str(s.zones),) if zoned else ()),
+                         str(s.cores), str(s.desired), str(s.replicas), s.reason)
+                        for s in steps]
+    numbers = len(header) - 1
+    widths = [max(len(r[i]) for r in table) for i in range(numbers)]
+    lines = ["  ".join(cell.rjust(w) for cell, w in zip(r[:numbers], widths, strict=False))
+             + "  " + r[numbers] for r in table]
     lines.append(f"{writes(steps, start)} scale writes from {start} replicas "
                  f"(without behavior: {writes(without, start)}).")
     return "\n".join(lines)
@@ -261,7 +282,8 @@ def _parser() -> argparse.ArgumentParser:
                     "the formula and the parameters' behavior. Nothing touches a cluster.")
     p.add_argument("--timeline", required=True, metavar="FILE",
                    help="CSV with a header, or a JSON list of objects: t (seconds, "
-                        "increasing), nodes, cores[, schedulable_nodes, schedulable_cores]")
+                        "increasing), nodes, cores[, schedulable_nodes, schedulable_cores, "
+                        "zones, schedulable_zones]")
     add_parameter_arguments(p)
     p.add_argument("--start-replicas", type=int, metavar="N",
                    help="the target's replicas before the first row (default: the first "
@@ -306,4 +328,6 @@ def _json_step(step: SimStep) -> dict[str, Any]:
     doc = asdict(step)
     if float(step.t).is_integer():
         doc["t"] = int(step.t)
+    if step.zones is None:  # only parameters with a zones key count them
+        del doc["zones"]
     return doc

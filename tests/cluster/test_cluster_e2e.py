@@ -1,4 +1,6 @@
 """Issue 9: the unchanged manifest running as a Pod on a real node, scaling real CoreDNS pods.
+Issue 22 adds one self-contained test at the end: the HPA floor target with the real HPA
+controller (``test_hpa_floor_raises_the_deployment``).
 
 One cluster for the module (``cluster.py``); the steps run in order and build on each other:
 
@@ -472,3 +474,106 @@ def test_6_helm_chart_takes_over(cluster: Cluster) -> None:
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     wait_for("the chart's pod gone", lambda: not pods(cluster, selector), 60)
+
+
+# ------------------------------------------------- issue 22: the HPA floor target
+def test_hpa_floor_raises_the_deployment(cluster: Cluster) -> None:
+    """``--target=hpa/web``: we write the HPA's spec.minReplicas, the kube-controller-
+    manager's HPA controller raises the Deployment to it. No metrics server runs here: the
+    HPA controller scales a target below minReplicas before it looks at any metric.
+
+    Self-contained (it needs only the cluster): the manifest with the image swapped, plus
+    manifests/examples/hpa-floor-rbac.yaml and the one change its comment describes (the
+    --target argument), as a kustomize overlay; a ladder ConfigMap that asks for 3 whatever
+    the Node count, then 2.
+    """
+    client = admin(cluster)
+    began = time.monotonic()
+    labels = {"app": "hpa-web"}
+    web = {"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "web", "namespace": NS, "labels": labels},
+           "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                    "template": {"metadata": {"labels": labels}, "spec": {
+                        "terminationGracePeriodSeconds": 5,
+                        "containers": [{"name": "web", "image": cluster.images["COREDNS_IMAGE"],
+                                        "imagePullPolicy": "IfNotPresent",
+                                        "resources": {"requests": {"cpu": "10m"}}}]}}}}
+    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+           "metadata": {"name": "web", "namespace": NS},
+           "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                       "name": "web"},
+                    "minReplicas": 1, "maxReplicas": 6,
+                    "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                        "type": "Utilization", "averageUtilization": 70}}}]}}
+    cluster.kubectl("apply", "-f", "-", input_text=json.dumps({
+        "apiVersion": "v1", "kind": "List", "items": [web, hpa]}))
+    cluster.kubectl("delete", "configmap", "-n", NS, "kube-dns-autoscaler",
+                    "--ignore-not-found")
+    cluster.kubectl("create", "configmap", "-n", NS, "kube-dns-autoscaler",
+                    "--from-literal=ladder=" + json.dumps({"nodesToReplicas": [[0, 3]]}))
+
+    root = REPO / ".cache" / "cluster" / "hpa-overlay"
+    root.mkdir(parents=True, exist_ok=True)
+    rbac = REPO / "manifests" / "examples" / "hpa-floor-rbac.yaml"
+    (root / rbac.name).write_text(rbac.read_text())  # kustomize loads files below its root
+    ref = cluster.images["AUTOSCALER_IMAGE"]  # by digest (a registry) or by tag
+    name, at, digest = ref.partition("@")
+    image: dict[str, str] = ({"name": MANIFEST_IMAGE, "newName": name, "digest": digest} if at
+                             else dict(zip(("name", "newName", "newTag"),
+                                           (MANIFEST_IMAGE, *ref.rsplit(":", 1)),
+                                           strict=True)))
+    (root / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [os.path.relpath(REPO / "manifests", root), rbac.name],
+        "images": [image],
+        "patches": [{"target": {"kind": "Deployment", "name": "kube-dns-autoscaler"},
+                     "patch": json.dumps([{"op": "replace",
+                                           "path": "/spec/template/spec/containers/0/command/3",
+                                           "value": "--target=hpa/web"}])}],
+    }))
+    cluster.kubectl("apply", "-k", str(root))
+    path = f"/apis/autoscaling/v2/namespaces/{NS}/horizontalpodautoscalers/web"
+    deployment = f"/apis/apps/v1/namespaces/{NS}/deployments/web"
+    try:
+        wait_for("the HPA's minReplicas at 3 (our write)",
+                 lambda: client.get(path)["spec"].get("minReplicas") == 3, 120, interval=0.2)
+        written = time.monotonic()
+        TIMES.add("hpa: apply -> minReplicas 3 written", written - began)
+        wait_for("the Deployment at 3 replicas (the HPA controller's write)",
+                 lambda: client.get(deployment)["spec"]["replicas"] == 3, 90, interval=0.5)
+        TIMES.add("hpa: minReplicas 3 -> Deployment replicas 3 (HPA controller)",
+                  time.monotonic() - written)
+        dep = client.get(deployment)
+        writers = [f["manager"] for f in dep["metadata"].get("managedFields", [])
+                   if "f:replicas" in json.dumps(f.get("fieldsV1", {}))]
+        status = client.get(path).get("status", {})
+        conditions = {c["type"]: f"{c['status']} {c.get('reason')}"
+                      for c in status.get("conditions", [])}
+        events = client.get(f"/api/v1/namespaces/{NS}/events?fieldSelector="
+                            "involvedObject.kind=HorizontalPodAutoscaler,"
+                            "involvedObject.name=web")["items"]
+        print(f"[cluster-e2e] hpa: spec.replicas of web written by {writers}; HPA "
+              f"conditions {conditions}; HPA events "
+              f"{sorted({(e['reason'], e['message'][:90]) for e in events})}", flush=True)
+        assert "kube-controller-manager" in writers, writers
+        assert any(e["reason"] == "SuccessfulRescale" and "below Spec.MinReplicas"
+                   in e["message"] for e in events), events
+
+        # The floor goes down to 2: without metrics the HPA scales nothing down (it only
+        # raises a target below minReplicas), so web stays at 3.
+        client.patch(f"/api/v1/namespaces/{NS}/configmaps/kube-dns-autoscaler",
+                     {"data": {"ladder": json.dumps({"nodesToReplicas": [[0, 2]]})}})
+        wait_for("the HPA's minReplicas at 2",
+                 lambda: client.get(path)["spec"].get("minReplicas") == 2, POLL * 3 + 30)
+        time.sleep(35)  # two HPA syncs (15 s each)
+        after = client.get(deployment)["spec"]["replicas"]
+        print(f"[cluster-e2e] hpa: minReplicas lowered to 2; 35 s later web has {after} "
+              "replicas (no metrics server: the HPA does not scale down)", flush=True)
+        assert after == 3
+        pod = the_pod(cluster, "k8s-app=kube-dns-autoscaler")
+        logs = pod_logs(cluster, pod["metadata"]["name"])
+        assert "target=horizontalpodautoscaler/web" in logs and "scale.changed" in logs, logs
+    finally:
+        cluster.kubectl("delete", "-k", str(root), "--wait=true", check=False, timeout=120)
+        cluster.kubectl("delete", "hpa,deployment", "-n", NS, "web", "--wait=true",
+                        check=False, timeout=120)

@@ -72,3 +72,53 @@ def test_a_virtual_node_excluded_by_taint(controlplane: ControlPlane, namespace:
     # 35 nodes, 33 x 8 + 2 x 16 = 296 cores: max(ceil(296/256), ceil(35/16)) = 3
     wait_replicas(admin, namespace, "deployment", "coredns", 3, proc=proc)
     proc.wait_poll_ok()
+
+
+def tainted_node(name: str, key: str, effect: str = "NoSchedule") -> dict[str, Any]:
+    node = node_object(name, cpu="8")
+    node["spec"]["taints"] = [{"key": key, "value": "x", "effect": effect}]
+    return node
+
+
+def test_nodes_leaving_or_not_ready_excluded_by_the_lifecycle_preset(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
+    """Nodes tainted by Cluster Autoscaler, Karpenter and the cloud node lifecycle are left
+    out with ``"@lifecycle"``; explain lists what the preset expanded to."""
+    admin = controlplane.admin()
+    coredns_and_nodes(admin, namespace, "ok", 3, cpu="8")
+    for name, key, effect in [
+            ("ca-0", "ToBeDeletedByClusterAutoscaler", "NoSchedule"),
+            ("karp-0", "karpenter.sh/disrupted", "NoSchedule"),
+            ("karp-1", "karpenter.sh/unregistered", "NoExecute"),
+            ("cloud-0", "node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule"),
+            ("cloud-1", "node.cloudprovider.kubernetes.io/shutdown", "NoSchedule")]:
+        admin.post("/api/v1/nodes", tainted_node(name, key, effect))
+    params = {"nodesPerReplica": 1, "includeUnschedulableNodes": True}
+    create_configmap(admin, namespace, CM, {"linear": json.dumps(params)})
+    proc = start(f"--namespace={namespace}", f"--configmap={CM}",
+                 "--target=deployment/coredns")
+    wait_replicas(admin, namespace, "deployment", "coredns", 8, proc=proc)  # every Node
+
+    put_configmap_data(admin, namespace, CM, {"linear": json.dumps(
+        {**params, "excludeNodesWithTaints": ["@lifecycle"]})})
+    wait_replicas(admin, namespace, "deployment", "coredns", 3, proc=proc)
+    # A Node that Cluster Autoscaler marks while the daemon runs drops out of the counts.
+    admin.patch("/api/v1/nodes/ok-0002", {"spec": {"taints": [
+        {"key": "ToBeDeletedByClusterAutoscaler", "value": "1700000000",
+         "effect": "NoSchedule"}]}})
+    wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
+
+    explained = run_cli(["explain", "--from-cluster", f"--namespace={namespace}",
+                         f"--configmap={CM}", f"--kubeconfig={controlplane.admin_kubeconfig}",
+                         "-o", "json"])
+    assert explained.returncode == 0, explained.stderr
+    doc = json.loads(explained.stdout)
+    assert doc["replicas"] == 2 and doc["counts"]["excluded_nodes"] == 6
+    step = next(s for s in doc["steps"] if s["key"] == "counting.exclude")
+    for key in ("ToBeDeletedByClusterAutoscaler", "karpenter.sh/disrupted",
+                "karpenter.sh/disruption", "karpenter.sh/unregistered",
+                "node.cloudprovider.kubernetes.io/uninitialized",
+                "node.cloudprovider.kubernetes.io/shutdown"):
+        assert key in step["text"]
+    assert "@lifecycle = " in step["text"] and "leaves 6 Nodes out" in step["text"]
+    proc.wait_poll_ok()

@@ -549,9 +549,9 @@ def test_the_decision_is_computed_again_only_when_its_inputs_change(
     """decide() is pure: a poll with the last poll's parameters and counts reuses its
     decision (the steps it writes out cost a tenth of a steady poll)."""
     import cpa.daemon.loop as loop_module
+    from cpa.decide.decision import decide as real
 
     calls: list[ClusterCounts] = []
-    real = loop_module.decide
 
     def counting(params: Any, c: ClusterCounts) -> Any:
         calls.append(c)

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from cpa.decide.counting import NO_COUNTING, Counting
+from cpa.decide.counting import NO_COUNTING, PRESETS, Counting, expand_taints
 from cpa.decide.decision import decide
 from cpa.decide.modes.registry import parse_configmap_data
 from cpa.decide.params import ParamsError
@@ -100,3 +100,32 @@ def test_without_the_keys_the_decision_is_unchanged() -> None:
     for cluster in (counts(1, 4), counts(16, 128), counts(3000, 96_000)):
         decision = decide(plain, cluster)
         assert not any(s.key.startswith("counting.") for s in decision.steps)
+
+
+def test_the_lifecycle_preset_expands_to_the_projects_taints() -> None:
+    params = parse_linear(linear('"excludeNodesWithTaints":["@lifecycle","vk",'
+                                 '"karpenter.sh/disrupted"]'))
+    counting = params.shared.counting
+    assert counting.exclude_taints == ("@lifecycle", "vk", "karpenter.sh/disrupted")
+    assert params.fields()["excludeNodesWithTaints"] == ["@lifecycle", "vk",
+                                                         "karpenter.sh/disrupted"]
+    keys = expand_taints(counting.exclude_taints)
+    assert keys == (*PRESETS["@lifecycle"], "vk"), "in order, each key once"
+    assert counting.policy().exclude_taints == frozenset(keys)
+    assert set(PRESETS["@lifecycle"]) == {
+        "ToBeDeletedByClusterAutoscaler", "karpenter.sh/disrupted", "karpenter.sh/disruption",
+        "karpenter.sh/unregistered", "node.cloudprovider.kubernetes.io/uninitialized",
+        "node.cloudprovider.kubernetes.io/shutdown"}
+    step = decide(params, counts(3, 12, excluded=2)).steps[1]
+    assert step.key == "counting.exclude"
+    assert step.text.startswith(
+        "excludeNodesWithTaints (@lifecycle = ToBeDeletedByClusterAutoscaler + "
+        "karpenter.sh/disrupted + ")
+    assert "node.cloudprovider.kubernetes.io/shutdown, vk, karpenter.sh/disrupted) leaves " \
+           "2 Nodes out" in step.text
+
+
+def test_an_unknown_preset_makes_the_configmap_invalid() -> None:
+    with pytest.raises(ParamsError, match="unknown preset '@lifecyle'; the presets are "
+                                          "@lifecycle"):
+        parse_linear(linear('"excludeNodesWithTaints":["@lifecyle"]'))

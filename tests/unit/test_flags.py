@@ -204,6 +204,11 @@ def test_validation_reports_every_problem() -> None:
     ("deployment/a, ReplicaSet/b ,replicationcontroller/c,statefulset/d",
      ["deployment/a", "replicaset/b", "replicationcontroller/c", "statefulset/d"]),
     ("DEPLOYMENT/CoreDNS", ["deployment/coredns"]),
+    # ours: the HPA floor (hpa/ is the same kind) and any resource with /scale
+    ("hpa/web,HorizontalPodAutoscaler/api", ["horizontalpodautoscaler/web",
+                                              "horizontalpodautoscaler/api"]),
+    ("rollouts.argoproj.io/web,Clones.Example.COM/x", ["rollouts.argoproj.io/web",
+                                                        "clones.example.com/x"]),
 ])
 def test_targets(text: str, expected: list[str]) -> None:
     targets, problems = parse_targets(text)
@@ -215,6 +220,7 @@ def test_targets(text: str, expected: list[str]) -> None:
     "deployment/a deployment/b",  # a space instead of a comma
     "deployments/coredns", "pod/x", "coredns", "deployment/", "", "deployment/a,",
     "daemonset/x", "deployment/a/b", "deployment/-bad",
+    ".argoproj.io/x", "rollouts./x", "rollouts..io/x", "rollouts.argoproj.io/",
 ])
 def test_bad_targets(text: str) -> None:
     _, problems = parse_targets(text)
@@ -277,3 +283,12 @@ def test_leader_election_durations_are_checked_like_client_go() -> None:
     problems = validate(opts)
     assert any("lease-duration must be greater" in p for p in problems)
     assert any("1.2 x" in p for p in problems)
+
+
+def test_custom_targets_wait_for_discovery() -> None:
+    (hpa, custom), problems = parse_targets("hpa/web,rollouts.argoproj.io/web")
+    assert problems == []
+    assert not hpa.custom and hpa.api.floor and hpa.api.api_version == "autoscaling/v2"
+    assert custom.custom and custom.resolved is None
+    with pytest.raises(ValueError, match="not been resolved through API discovery"):
+        assert custom.api

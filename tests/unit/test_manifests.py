@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.rbac import BASE_RULES, EVENT_RULES, LEASE_RULES, STATEFULSET_RULES, Rule
+from tests.rbac import (
+    BASE_RULES,
+    EVENT_RULES,
+    HPA_FLOOR_RULES,
+    LEASE_RULES,
+    STATEFULSET_RULES,
+    Rule,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
@@ -150,6 +157,7 @@ def test_examples_exist() -> None:
         "nodelabels.yaml",
         "events-rbac.yaml",
         "leader-election.yaml",
+        "hpa-floor-rbac.yaml",
     } <= names
 
 
@@ -310,6 +318,13 @@ def test_events_example_grants_only_event_creation(main: list[Doc]) -> None:
     assert {d["kind"] for d in docs} == {"Role", "RoleBinding"}
     sa = one(main, "ServiceAccount")["metadata"]
     assert granted_to(docs, sa["namespace"], sa["name"]) == EVENT_RULES
+
+
+def test_hpa_floor_example_grants_only_get_and_patch_on_hpas(main: list[Doc]) -> None:
+    docs = example("hpa-floor-rbac.yaml")
+    assert {d["kind"] for d in docs} == {"Role", "RoleBinding"}
+    sa = one(main, "ServiceAccount")["metadata"]
+    assert granted_to(docs, sa["namespace"], sa["name"]) == HPA_FLOOR_RULES
 
 
 def test_leader_election_example_is_the_main_manifest_with_two_replicas(

@@ -82,3 +82,17 @@ def test_overwrites_and_leadership() -> None:
     text = m.exposition().decode()
     assert value(text, 'cpa_scale_overwritten_total{target="deployment/coredns"}') == 1
     assert value(text, "cpa_leader") == 0
+
+
+def test_zones_are_a_gauge_only_while_counted() -> None:
+    m = Metrics([COREDNS])
+    m.observe(result())
+    assert "cpa_cluster_zones{" not in m.exposition().decode()
+    zoned = result()
+    zoned.counts = ClusterCounts(40, 160, 38, 152, total_zones=3, schedulable_zones=2)
+    m.observe(zoned)
+    text = m.exposition().decode()
+    assert value(text, 'cpa_cluster_zones{scope="all"}') == 3
+    assert value(text, 'cpa_cluster_zones{scope="schedulable"}') == 2
+    m.observe(result())  # the zones key was removed from the ConfigMap
+    assert "cpa_cluster_zones{" not in m.exposition().decode()

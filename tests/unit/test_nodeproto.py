@@ -223,6 +223,53 @@ def test_a_list_body_that_is_a_status_says_so() -> None:
         nodeproto.decode_node(body)
 
 
+# --- the one label asked for (zones, opt-in) ------------------------------------------------
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def test_recorded_labels_match_json() -> None:
+    pb = nodeproto.decode_list_page(bytearray(fixture("list-page.pb")), label=ZONE)
+    js = nodejson.decode_list_page(fixture("list-page.json"), label=ZONE)
+    assert pb == js
+    assert {n.name[:3]: n.label for n in pb.items} == {
+        "gke": "us-central1-f", "pb-": ""}  # the pb- Nodes have no zone label
+    plain = nodeproto.decode_list_page(bytearray(fixture("list-page.pb")))
+    assert [n._replace(label="") for n in pb.items] == plain.items
+    assert all(n.label == "" for n in plain.items), "no label asked for, none read"
+    for name in ("watch.pb", "streaming-list.pb"):
+        pool = [nodeproto.decode_event(f, label="pool")
+                for f in frames(FakeResponse(fixture(name), 4096))]
+        js_name = name.replace(".pb", ".json")
+        js_pool = [nodejson.decode_event(line, label="pool")
+                   for line in lines(FakeResponse(fixture(js_name), 65536))]
+        assert [e.node for e in pool if e.node] == [e.node for e in js_pool if e.node]
+    first = nodeproto.decode_event(next(frames(FakeResponse(fixture("watch.pb"), 4096))),
+                                   label="pool")
+    assert first.node is not None and first.node.label == "a"
+
+
+def test_the_label_is_found_in_any_order_and_only_its_value_kept() -> None:
+    labels = (ld(11, ld(1, "zone-ish") + ld(2, "no")) + ld(11, ld(2, "b") + ld(1, ZONE))
+              + ld(11, ld(1, "x" * 200) + ld(2, "long key")))
+    meta = ld(12, ld(1, "a") + ld(2, "late")) + labels + ld(6, "9") + ld(1, "n")
+    assert decode_labelled(node(meta), ZONE).label == "b"
+    assert decode_labelled(node(meta), "x" * 200).label == "long key"
+    assert decode_labelled(node(meta), "absent").label == ""
+    # In Go's order (name, resourceVersion, labels, annotations) reading stops after the
+    # labels; a label after the annotations would be ignored, but Go never writes one.
+    ordered = ld(1, "n") + ld(6, "9") + ld(11, ld(1, ZONE) + ld(2, "z1")) + ld(12, b"\x00")
+    assert decode_labelled(node(ordered), ZONE) == NodeInfo("n", "9", False, False, None, (),
+                                                            label="z1")
+
+
+def decode_labelled(raw: bytes, label: str) -> NodeInfo:
+    frame = ld(1, "ADDED") + ld(2, ld(1, envelope(raw)))
+    event = nodeproto.decode_event(frame, label=label)
+    assert event.node is not None
+    return event.node
+
+
 # --- the vertical autoscaler's decoders: capacity cpu too -----------------------------------
 
 

@@ -149,7 +149,8 @@ def test_taint_sets_are_shared() -> None:
     assert len({id(r.taints) for r in records if r is not None}) == 1
 
 
-def _recount(nodes: dict[str, NodeInfo], policy: Any) -> tuple[int, int, int, int]:
+def _recount(nodes: dict[str, NodeInfo], policy: Any
+             ) -> tuple[int, int, int, int, int | None, int | None]:
     """A plain recomputation from scratch, sharing nothing with the store's bookkeeping."""
     import math
 
@@ -158,6 +159,8 @@ def _recount(nodes: dict[str, NodeInfo], policy: Any) -> tuple[int, int, int, in
     total_n = sched_n = 0
     total_m: Any = 0
     sched_m: Any = 0
+    zones: set[str] = set()
+    sched_zones: set[str] = set()
     for node in nodes.values():
         if set(node.taints) & set(policy.exclude_taints):
             continue
@@ -166,10 +169,14 @@ def _recount(nodes: dict[str, NodeInfo], policy: Any) -> tuple[int, int, int, in
             milli = min(milli, policy.max_millicores_per_node)
         total_n += 1
         total_m += milli
+        zones.add(node.label)
         if node.ready and not node.unschedulable:
             sched_n += 1
             sched_m += milli
-    return total_n, math.ceil(total_m / 1000), sched_n, math.ceil(sched_m / 1000)
+            sched_zones.add(node.label)
+    counted = policy.zone_key is not None
+    return (total_n, math.ceil(total_m / 1000), sched_n, math.ceil(sched_m / 1000),
+            len(zones) if counted else None, len(sched_zones) if counted else None)
 
 
 def test_running_totals_equal_a_recount_under_any_changes() -> None:
@@ -180,9 +187,10 @@ def test_running_totals_equal_a_recount_under_any_changes() -> None:
 
     node = st.builds(NodeInfo, st.sampled_from("abcdefgh"), st.just("1"), st.booleans(),
                      st.booleans(), st.sampled_from([None, "1", "3920m", "96", "250m", "20000"]),
-                     st.sampled_from([(), ("vk",), ("x",), ("vk", "x")]))
+                     st.sampled_from([(), ("vk",), ("x",), ("vk", "x")]),
+                     label=st.sampled_from(["", "z1", "z2", "z3"]))
     policy = st.builds(CountingPolicy, st.sampled_from([frozenset(), frozenset({"vk"})]),
-                       st.sampled_from([None, 1000, 64_000]))
+                       st.sampled_from([None, 1000, 64_000]), st.sampled_from([None, "zone"]))
     op = st.one_of(st.tuples(st.just("upsert"), node),
                    st.tuples(st.just("delete"), st.sampled_from("abcdefgh")),
                    st.tuples(st.just("policy"), policy))
@@ -201,9 +209,10 @@ def test_running_totals_equal_a_recount_under_any_changes() -> None:
                 truth.pop(arg, None)
             else:
                 store.set_policy(arg)
+                store.labels_listed(store.label_key)  # the labels came with the Nodes
             c = store.counts()
-            assert (c.total_nodes, c.total_cores, c.schedulable_nodes,
-                    c.schedulable_cores) == _recount(truth, store.policy)
+            assert (c.total_nodes, c.total_cores, c.schedulable_nodes, c.schedulable_cores,
+                    c.total_zones, c.schedulable_zones) == _recount(truth, store.policy)
 
     check()
 
@@ -229,3 +238,62 @@ def test_on_change_is_called_for_changes_only() -> None:
     store.retain(["a"])  # a relist without c: one call for the whole relist
     assert calls == [1, 2, 2, 1, 2, 1]
     assert store.counts().total_nodes == 1
+
+
+# --- zones (opt-in) -----------------------------------------------------------------------
+
+
+def zoned(name: str, zone: str, ready: bool = True, taints: tuple[str, ...] = ()) -> NodeInfo:
+    return NodeInfo(name, "1", False, ready, "4", taints, label=zone)
+
+
+def test_zones_are_running_totals_of_the_counted_nodes() -> None:
+    from cpa.nodes.counts import CountingPolicy
+
+    store = NodeStore()
+    relists: list[str] = []
+    store.on_label_change = lambda: relists.append(store.label_key)
+    for node in (zoned("a1", "a"), zoned("a2", "a"), zoned("b1", "b", ready=False),
+                 zoned("c1", "c", taints=("vk",)), zoned("x", "")):
+        store.upsert(node)
+    assert store.counts().total_zones is None, "no zone counted by default"
+    policy = CountingPolicy(frozenset({"vk"}), zone_key="topology.kubernetes.io/zone")
+    assert store.set_policy(policy)
+    assert relists == ["topology.kubernetes.io/zone"], "the records lack the label: relist"
+    assert store.counts().total_zones is None, "not countable before the relist is done"
+    store.labels_listed("topology.kubernetes.io/zone")
+    assert store.set_policy(policy) is True, "the zones became countable since"
+    assert store.set_policy(policy) is False and relists == ["topology.kubernetes.io/zone"]
+    c = store.counts()
+    # a, b and "" (the Node without the label); c is excluded by its taint
+    assert (c.total_zones, c.schedulable_zones) == (3, 2)
+    store.delete("x")
+    store.upsert(zoned("b1", "b"))
+    store.upsert(zoned("a1", "d"))
+    c = store.counts()
+    assert (c.total_zones, c.schedulable_zones) == (3, 3)  # a, b, d
+    store.delete("a2")
+    assert store.counts().total_zones == 2
+    assert store.set_policy(CountingPolicy()) is True
+    assert store.counts().total_zones is None
+    assert store.label_key == ""
+
+
+def test_a_poll_waits_for_the_relist_a_new_label_needs() -> None:
+    import threading
+
+    from cpa.nodes.counts import CountingPolicy
+
+    store = NodeStore()
+    store.upsert(zoned("a1", ""))
+
+    def relist() -> None:  # what the reflector does, from its own thread
+        def run() -> None:
+            store.upsert(zoned("a1", "a"))
+            store.labels_listed(store.label_key)
+        threading.Timer(0.05, run).start()
+    store.on_label_change = relist
+    assert store.set_policy(CountingPolicy(zone_key="zone"), wait=10.0)
+    c = store.counts()
+    assert (c.total_zones, c.schedulable_zones) == (1, 1)
+    assert store.get("a1") == NodeRecord(False, True, 4000, frozenset(), "a")

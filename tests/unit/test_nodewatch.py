@@ -322,3 +322,61 @@ def test_paginated_list_in_protobuf() -> None:
     assert h.names() == ["a", "b", "c"] and h.reflector.resource_version == "6"
     assert api.page_calls[1]["continue"] == "tok" and api.accepts[0] == ACCEPT_PROTOBUF
     assert h.reflector.encoding == "protobuf" and h.store.counts().schedulable_nodes == 3
+
+
+# --- a label for the zones (opt-in) -------------------------------------------------------
+
+
+def zoned_json(name: str, zone: str) -> dict[str, Any]:
+    obj = node_json(name)
+    obj["metadata"]["labels"]["topology.kubernetes.io/zone"] = zone
+    return obj
+
+
+def test_a_new_label_makes_the_reflector_list_again_with_it() -> None:
+    from cpa.nodes.counts import CountingPolicy
+
+    api = ScriptedApi([streaming_list(zoned_json("a", "z1"), zoned_json("b", "z2")),
+                       FakeResponse(event("MODIFIED", zoned_json("a", "z1"))),
+                       streaming_list(zoned_json("a", "z1"), zoned_json("b", "z2"),
+                                      zoned_json("c", "z2"), rv="20")])
+    h = Harness(api, protobuf=False)
+    policy = CountingPolicy(zone_key="topology.kubernetes.io/zone")
+    opened = 0
+
+    def on_stream() -> None:
+        nonlocal opened
+        opened += 1
+        if opened == 2:  # a poll reads a ConfigMap with zones while the watch opens
+            assert h.store.set_policy(policy)
+            assert h.store.counts().total_zones is None
+    api.on_stream = on_stream
+    h.run()
+    assert len(api.stream_calls) == 4  # list, watch, the relist, then the script is over
+    assert api.stream_calls[2][0]["sendInitialEvents"] == "true"
+    assert h.reflector.lists == 2
+    record = h.store.get("c")
+    assert record is not None and record.zone == "z2"
+    h.store.set_policy(policy)
+    c = h.store.counts()
+    assert (c.total_nodes, c.total_zones) == (3, 2)
+
+
+def test_relist_closes_an_open_watch_without_counting_a_failure() -> None:
+    api = ScriptedApi([streaming_list(node_json("a")),
+                       FakeResponse(event("MODIFIED", node_json("a")),
+                                    then=OSError("the stream was shut down")),
+                       streaming_list(node_json("a"), node_json("b"), rv="30")])
+    h = Harness(api)
+    h.store.on_label_change = h.reflector.relist
+    streams = 0
+
+    def on_stream() -> None:
+        nonlocal streams
+        streams += 1
+        if streams == 2:
+            h.reflector.relist()  # as the store asks while the watch is open
+    api.on_stream = on_stream
+    h.run()
+    assert h.names() == ["a", "b"]
+    assert h.reflector.status().restarts == 0 and h.waits == []
