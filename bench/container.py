@@ -154,10 +154,23 @@ def layout_size(layout: Path, tag: str) -> dict[str, float]:
         unpacked / 2**20, 2), "layers": len(doc["layers"])}
 
 
-def pull(layout: Path, tag: str) -> str:
-    """The image pulled into podman from the layout (the host's platform); its ID."""
-    out = podman("pull", "--quiet", "--platform", "linux/amd64", f"oci:{layout}:{tag}",
-                 timeout=600).stdout.strip().splitlines()
+def pull(layout: Path, tag: str, name: str) -> str:
+    """The image pulled into podman from the layout (the host's platform); its ID.
+
+    A tag that is not a full reference (``0.1.0``) makes podman name the image after the
+    layout's path, and a path with a dotted component (``.cache``) is no valid name: the
+    layout is pulled through a symbolic link at a plain path."""
+    link_dir = Path(f"/tmp/cpa-bench-container-{os.getpid()}")
+    link_dir.mkdir(exist_ok=True)
+    link = link_dir / name
+    link.unlink(missing_ok=True)
+    link.symlink_to(layout.resolve())
+    try:
+        out = podman("pull", "--quiet", "--platform", "linux/amd64", f"oci:{link}:{tag}",
+                     timeout=600).stdout.strip().splitlines()
+    finally:
+        link.unlink()
+        link_dir.rmdir()
     return out[-1]
 
 
@@ -234,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                                   if layout.is_relative_to(REPO) else str(layout),
                                   "tag": tag, **layout_size(layout, tag)}
         began = time.monotonic()
-        ids[name] = pull(layout, tag)
+        ids[name] = pull(layout, tag, name)
         report["images"][name]["pull_from_layout_s"] = round(time.monotonic() - began, 2)
         log(f"{name}: {report['images'][name]}")
     command = manifest_command()
