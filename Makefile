@@ -4,8 +4,8 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: help install controlplane test unit integration lint demo bench bench-quick e2e chart-test \
-	image image-test image-reproducible push deploy cluster-e2e monitoring-test clean
+.PHONY: help install controlplane test unit integration lint demo bench bench-quick bench-container e2e \
+	chart-test image image-test image-reproducible push deploy cluster-e2e monitoring-test clean
 
 help:
 	@echo "make install       install the package and test tools (pip, editable)"
@@ -14,7 +14,8 @@ help:
 	@echo "make unit          unit tests only (seconds)"
 	@echo "make lint          ruff + mypy --strict"
 	@echo "make demo          walk the seed story against a local control plane, then clean up"
-	@echo "make bench         benchmarks at 1k/15k/65k nodes vs upstream (long); bench-quick: 1k/5k"
+	@echo "make bench         benchmarks at 1k/15k/65k/130k nodes vs upstream (long); bench-quick: 1k/5k"
+	@echo "make bench-container  our image vs upstream's binary in a scratch image (podman; host lock)"
 	@echo "make image         build the multi-platform OCI image index (docs/container-image.md)"
 	@echo "make push IMAGE=registry/name:tag   push the index to any OCI registry"
 	@echo "make deploy IMAGE=... KUBECONFIG=... apply manifests/ with that image (WAIT=0: no rollout wait)"
@@ -59,6 +60,10 @@ demo: $(STAMP) controlplane
 bench: $(STAMP) controlplane
 	$(PYTHON) -m pip install -q -e '.[bench]'
 	$(PYTHON) -m bench.run
+
+# Podman networks and namespaces: run it under the host lock on a shared machine.
+bench-container: $(STAMP) controlplane
+	$(PYTHON) -m bench.container $(BENCH_ARGS)
 
 bench-quick: $(STAMP) controlplane
 	$(PYTHON) -m pip install -q -e '.[bench]'

@@ -57,6 +57,15 @@ def cpu_ns(pid: int) -> int:
     return total
 
 
+def mem_available_mib() -> float:
+    """MemAvailable of /proc/meminfo, in MiB."""
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/statm") as fh:
         return int(fh.read().split()[1]) * _PAGE // 1024
@@ -177,20 +186,30 @@ def install_as_shipped() -> str:
     package registry cannot be reached.
     """
     global _shipped
-    import subprocess
-    python = SHIPPED_VENV / "bin" / "python"
-    steps = [[sys.executable, "-m", "venv", "--clear", str(SHIPPED_VENV)],
-             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-              "--no-deps", "-r", str(REPO / "image" / "requirements.txt"), str(REPO)]]
-    for step in steps:
-        done = subprocess.run(step, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            _shipped = None
-            return ("development install (installing as shipped failed: "
-                    f"{(done.stderr.strip().splitlines() or ['?'])[-1][:200]})")
+    problem = install_tree(REPO, SHIPPED_VENV)
+    if problem:
+        _shipped = None
+        return f"development install (installing as shipped failed: {problem})"
     _shipped = SHIPPED_VENV / "bin" / "cluster-proportional-autoscaler"
     return (f"as shipped: venv {SHIPPED_VENV.relative_to(REPO)}, image/requirements.txt, "
             "no editable hooks")
+
+
+def install_tree(tree: Path, venv: Path) -> str:
+    """Install the package at ``tree`` into a fresh ``venv`` as the image does (pinned
+    runtime requirements, a regular install); "" when done, else the reason it failed.
+    Used for this tree (:func:`install_as_shipped`) and for another version of it that a
+    benchmark compares against (``bench.pollcost --variant``)."""
+    import subprocess
+    python = venv / "bin" / "python"
+    steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],
+             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+              "--no-deps", "-r", str(tree / "image" / "requirements.txt"), str(tree)]]
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            return (done.stderr.strip().splitlines() or ["?"])[-1][:200]
+    return ""
 
 
 def our_python() -> str:
@@ -257,6 +276,7 @@ class ReplicaWatch:
                      f"&fieldSelector=metadata.name%3D{name}&timeoutSeconds=900")
         self._headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
         self.first_seen: dict[int, float] = {}  # replicas -> monotonic time first seen
+        self.seen: list[tuple[float, int]] = []  # every value as it arrived (monotonic)
         self._cond = threading.Condition()
         self._resp = self._http.request("GET", self._url, headers=self._headers,
                                         preload_content=False)
@@ -279,16 +299,19 @@ class ReplicaWatch:
                     if isinstance(replicas, int):
                         with self._cond:
                             self.first_seen.setdefault(replicas, now)
+                            if not self.seen or self.seen[-1][1] != replicas:
+                                self.seen.append((now, replicas))
                             self._cond.notify_all()
 
     def wait(self, replicas: int, after: float, timeout: float,
              alive: Callable[[], bool] | None = None) -> float:
-        """The first time ``replicas`` was seen after ``after`` (monotonic)."""
+        """The first time ``replicas`` arrived at or after ``after`` (monotonic), or the
+        value in force at ``after`` if it was that already."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
-                seen = self.first_seen.get(replicas)
-                if seen is not None and seen >= after:
+                seen = self._arrived(replicas, after)
+                if seen is not None:
                     return seen
                 if alive is not None and not alive():
                     raise RuntimeError(f"the process died while waiting for {replicas} replicas")
@@ -297,6 +320,17 @@ class ReplicaWatch:
                     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for "
                                        f"{replicas} replicas")
                 self._cond.wait(min(left, 0.5))
+
+    def _arrived(self, replicas: int, after: float) -> float | None:
+        current: tuple[float, int] | None = None
+        for t, value in self.seen:
+            if t < after:
+                current = (t, value)
+            elif value == replicas:
+                return t
+        if current is not None and current[1] == replicas:
+            return after
+        return None
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -27,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -55,11 +56,12 @@ MANIFEST = REPO / "manifests" / "kube-dns-autoscaler.yaml"
 NS, CM, TARGET = "kube-system", "kube-dns-autoscaler", "coredns"
 KUBE_DNS_DEFAULTS = ('{"linear":{"coresPerReplica":256,"nodesPerReplica":16,'
                      '"preventSinglePointFailure":true,"includeUnschedulableNodes":true}}')
-FULL_SIZES = (1_000, 15_000, 65_000)
+FULL_SIZES = (1_000, 15_000, 65_000, 130_000)
 QUICK_SIZES = (1_000, 5_000)
 RSS_BUDGET_MIB = 64.0
 CHURN_MIN_NODES = 15_000  # churn windows at these sizes and up (full runs)
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+REACT_FLAG = "--react-to-node-changes"
 UPSTREAM_HEALTH_PORT = 8080
 
 
@@ -73,6 +75,7 @@ class Cluster:
     """The nodes the harness created, and what each should count as."""
 
     base: int = 0                      # nodes 0..base-1 of nodes.NAME_PREFIX exist
+    extra: int = 0                     # the next index of nodes.EXTRA_PREFIX (batches)
     states: dict[str, nodes.NodeState] = field(default_factory=dict)
 
     def counts(self) -> ClusterCounts:
@@ -84,21 +87,31 @@ def expected_replicas(counts: ClusterCounts) -> int:
     return decide(params, counts).replicas
 
 
-def _bump_to_boundary(n: int, want: int, per_replica: int = 16) -> int:
-    """The batch size nearest ``want`` whose last node crosses a nodesPerReplica boundary,
-    so the new replica count is reached only when the whole batch has landed."""
-    fits = [m for m in range(max(1, want - per_replica), want + per_replica + 1)
-            if (n + m) % per_replica == 1]
-    return min(fits, key=lambda m: abs(m - want)) if fits else want
-
-
 # --- implementations -----------------------------------------------------------------
+class Launch(NamedTuple):
+    """How an implementation is started: ``prefix`` (the in-Pod wrapper, or nothing), the
+    ``program`` (executable and flags) and its environment."""
+
+    prefix: list[str]
+    program: list[str]
+    env: dict[str, str]
+
+
 @dataclass
 class Impl:
-    name: str                     # "ours" | "upstream"
-    start: Callable[[Path], measure.Process]
+    name: str                     # "ours" | "upstream" (or a variant of ours)
+    launch: Callable[[], Launch]
     polls: Callable[[measure.Process], int]
     counts: Callable[[measure.Process], ClusterCounts | None]  # the last poll's, as logged
+
+    def start(self, log_path: Path, wrap: Sequence[str] = (),
+              executable: Sequence[str] | None = None) -> measure.Process:
+        """Start the process; ``wrap`` runs the program under another (valgrind),
+        ``executable`` replaces the program's first word (an interpreter and a script)."""
+        prefix, program, env = self.launch()
+        if executable is not None:
+            program = [*executable, *program[1:]]
+        return measure.Process([*prefix, *wrap, *program], log_path, env)
 
 
 def _replicas(admin: AdminClient) -> int:
@@ -121,31 +134,33 @@ def _port_free(port: int) -> bool:
         return True
 
 
-def ours(plane: ControlPlane, period: int, workdir: Path | None = None) -> Impl:
+def ours(plane: ControlPlane, period: int, workdir: Path | None = None, *,
+         command: Sequence[str] | None = None, extra: Sequence[str] = (),
+         name: str = "ours") -> Impl:
     """Our daemon. With a ``workdir`` (and root, for the private mount) it runs in-cluster
     exactly as upstream does here, as in a Pod: ServiceAccount files and
     KUBERNETES_SERVICE_HOST/PORT, no kubeconfig (whose YAML parser a Pod never imports);
-    else with ``--kubeconfig``."""
+    else with ``--kubeconfig``. ``command`` runs another install (``bench.pollcost``'s
+    variants; default :func:`measure.our_command`), ``extra`` adds flags (an opt-in
+    feature), ``name`` labels the rows."""
     in_pod = workdir is not None and shutil.which("unshare") is not None and os.geteuid() == 0
     token = workdir / "ours-token" if workdir is not None else None
     if in_pod and token is not None:
         token.write_text(plane.autoscaler_token)
         token.chmod(0o600)
 
-    def start(log_path: Path) -> measure.Process:
+    def launch() -> Launch:
         flags = [f"--health-port={free_port()}", f"--namespace={NS}", f"--configmap={CM}",
                  f"--target=Deployment/{TARGET}", f"--default-params={KUBE_DNS_DEFAULTS}",
                  f"--poll-period-seconds={period}", "--logtostderr=true", "--v=4",
-                 "--log-format=json"]
+                 "--log-format=json", *extra]
+        run = list(command) if command is not None else measure.our_command()
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "MY_POD_NAMESPACE")}
         if in_pod and token is not None:
-            argv = [*_in_pod(token, plane.ca_file), *measure.our_command(), *flags]
             env.update(KUBERNETES_SERVICE_HOST="127.0.0.1",
                        KUBERNETES_SERVICE_PORT=plane.server.rsplit(":", 1)[1])
-        else:
-            argv = [*measure.our_command(), f"--kubeconfig={plane.autoscaler_kubeconfig}",
-                    *flags]
-        return measure.Process(argv, log_path, env)
+            return Launch(_in_pod(token, plane.ca_file), [*run, *flags], env)
+        return Launch([], [*run, f"--kubeconfig={plane.autoscaler_kubeconfig}", *flags], env)
 
     def polls(proc: measure.Process) -> int:
         return proc.logs().count('"event": "poll.counts"')
@@ -159,7 +174,7 @@ def ours(plane: ControlPlane, period: int, workdir: Path | None = None) -> Impl:
                              schedulable_nodes=e["schedulable_nodes"],
                              schedulable_cores=e["schedulable_cores"])
 
-    return Impl("ours", start, polls, counts)
+    return Impl(name, launch, polls, counts)
 
 
 # upstream at --v=4, per poll (autoscaler_server.go): "Total nodes %5d, schedulable nodes:
@@ -224,14 +239,14 @@ def upstream(plane: ControlPlane, binary: Path, period: int, workdir: Path) -> I
     token.chmod(0o600)
     port = plane.server.rsplit(":", 1)[1]
 
-    def start(log_path: Path) -> measure.Process:
-        argv = [*_in_pod(token, plane.ca_file), str(binary), f"--namespace={NS}",
-                f"--configmap={CM}", f"--target=Deployment/{TARGET}",
-                f"--default-params={KUBE_DNS_DEFAULTS}", f"--poll-period-seconds={period}",
-                "--logtostderr=true", "--v=4"]  # v=4: the counts of each poll, as ours
+    def launch() -> Launch:
+        program = [str(binary), f"--namespace={NS}",
+                   f"--configmap={CM}", f"--target=Deployment/{TARGET}",
+                   f"--default-params={KUBE_DNS_DEFAULTS}", f"--poll-period-seconds={period}",
+                   "--logtostderr=true", "--v=4"]  # v=4: the counts of each poll, as ours
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "MY_POD_NAMESPACE")}
         env.update(KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT=port)
-        return measure.Process(argv, log_path, env)
+        return Launch(_in_pod(token, plane.ca_file), program, env)
 
     def polls(_proc: measure.Process) -> int:
         # One ConfigMap GET per poll (counted the same way whatever it logs).
@@ -241,7 +256,7 @@ def upstream(plane: ControlPlane, binary: Path, period: int, workdir: Path) -> I
     def counts(proc: measure.Process) -> ClusterCounts | None:
         return upstream_counts(proc.logs())
 
-    return Impl("upstream", start, polls, counts)
+    return Impl("upstream", launch, polls, counts)
 
 
 # --- one measurement -----------------------------------------------------------------
@@ -290,8 +305,35 @@ def _first_write_once(impl: Impl, plane: ControlPlane, admin: Any, expected: int
         proc.stop()
 
 
+def measure_reaction(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter,
+                     cluster: Cluster, args: argparse.Namespace, workdir: Path,
+                     rng: random.Random) -> dict[str, Any]:
+    """The reaction only (``ours`` with ``--react-to-node-changes``): start, wait for the
+    first correct write, run the batches, stop."""
+    admin = plane.admin()
+    n = cluster.base
+    expected = expected_replicas(cluster.counts())
+    _set_replicas(admin, 1)
+    writes = measure.ReplicaWatch(plane.server, plane.ca_file, plane.admin_token, NS, TARGET)
+    _wait_quiet(plane)
+    log(f"{impl.name} @ {n} nodes: reaction only")
+    proc = impl.start(workdir / f"{impl.name}-{n}.log")
+    try:
+        writes.wait(expected, proc.started, args.sync_timeout, proc.alive)
+        out = _reaction(impl, proc, admin, writer, cluster, args, writes, rng)
+        early = log_events(proc.logs(), "poll.early")
+        out["early_polls"] = len(early)
+    finally:
+        writes.close()
+        proc.stop()
+    log(f"  reaction median {out['reaction_median_seconds']}s, p90 "
+        f"{out['reaction_p90_seconds']}s, {out['early_polls']} early polls")
+    return out
+
+
 def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, cluster: Cluster,
-                 args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+                 args: argparse.Namespace, workdir: Path, rng: random.Random
+                 ) -> dict[str, Any]:
     admin = plane.admin()
     n = cluster.base
     expected = expected_replicas(cluster.counts())
@@ -333,7 +375,7 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
             row["sync_apiserver_cpu_seconds"] = round(
                 statistics.median(row["sync_apiserver_cpu_seconds_starts"]), 2)
         synced = []
-        if impl.name == "ours":
+        if impl.name != "upstream":
             measure.wait_logged(proc, "nodes.synced")
             synced = log_events(proc.logs(), "nodes.synced")
         if synced:
@@ -365,14 +407,20 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
         polls = max(1, p1 - p0)
         d = measure.delta(m0, m1)
         cats = measure.categorize(d)
+        renewals = sum(v for k, v in d.items() if k[1] == "nodes" and k[0] == "WATCH")
+        cats["node_requests"] -= renewals
         row["steady_window_seconds"] = round(t1 - t0, 2)
         row["steady_polls"] = polls
         # schedstat (ns) is the figure; utime+stime (10 ms ticks) is kept as a cross-check.
         row["poll_cpu_ms"] = round((ns1 - ns0) / 1e6 / polls, 3)
         row["poll_cpu_ms_ticks"] = round((c1 - c0) * 1000 / polls, 2)
         row["steady_rss_mib"] = round(sampler.median_mib(t0, t1) or 0.0, 1)
+        # What a poll costs the API server, apart from the node watch's renewals (ours end
+        # each watch after 40-50 s by design; upstream's informer renews every 5-10 min).
         row["requests_per_poll"] = round(sum(cats.values()) / polls, 2)
         row["requests_breakdown_per_poll"] = {k: round(v / polls, 2) for k, v in cats.items()}
+        row["watch_renewals"] = int(renewals)
+        row["watch_renewals_per_minute"] = round(renewals / (t1 - t0) * 60, 2)
         # Node watches the autoscaler holds open (the apiserver's own, counted before the
         # process started, subtracted): 1 for a list+watch cache.
         row["node_watches_open"] = watches0 - watches_before
@@ -380,19 +428,18 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
             f"{row['poll_cpu_ms']} CPU ms/poll, {row['requests_per_poll']} requests/poll "
             f"{row['requests_breakdown_per_poll']}, RSS {row['steady_rss_mib']} MiB")
 
-        # 3. reaction to a batch: +5% nodes and 5% cordoned, then both reverted
-        reaction = _reaction(impl, proc, admin, writer, cluster, args)
-        row.update(reaction)
-        row["reaction_seconds"] = max(reaction["reaction_up_seconds"],
-                                      reaction["reaction_down_seconds"])
+        # 3. reaction to batches of new and removed Nodes, at random phases of the poll
+        if args.reaction_batches:
+            row.update(_reaction(impl, proc, admin, writer, cluster, args, writes, rng))
 
         status = measure.proc_status(proc.pid)
         row["peak_rss_mib"] = round(status["VmHWM"] / 1024, 1)
         row["final_rss_mib"] = round(status["VmRSS"] / 1024, 1)
         row["peak_rss_within_64mib"] = row["peak_rss_mib"] <= RSS_BUDGET_MIB
         row["cpu_seconds_total"] = round(measure.cpu_seconds(proc.pid), 2)
-        log(f"  peak RSS {row['peak_rss_mib']} MiB, reaction up "
-            f"{reaction['reaction_up_seconds']}s / down {reaction['reaction_down_seconds']}s")
+        log(f"  peak RSS {row['peak_rss_mib']} MiB, reaction median "
+            f"{row.get('reaction_median_seconds')}s, p90 {row.get('reaction_p90_seconds')}s "
+            f"(batches of {row.get('reaction_batch')} Nodes)")
 
         # 4. churn: status updates at N/300 per second and a few flips, for 60 s
         if n in args.churn_at:
@@ -455,48 +502,95 @@ def _churn(impl: Impl, proc: measure.Process, plane: ControlPlane, writer: nodes
     return out
 
 
+def _crossing(count: int, want: int, up: bool, per_replica: int = 16) -> int:
+    """The batch size nearest ``want`` after which the Node count sits just past a
+    nodesPerReplica boundary, so the new replica count is reached only by the batch's last
+    write: adding, the count ends at 16k+1; removing, at 16k."""
+    rest = 1 if up else 0
+    fits = [m for m in range(max(1, want - per_replica), want + per_replica + 1)
+            if (count + m if up else count - m) % per_replica == rest]
+    return min(fits, key=lambda m: abs(m - want))
+
+
+def reaction_batch(n: int) -> int:
+    """The reaction batch at N Nodes: 1% of them, at least 16 (one replica's worth) and at
+    most 256 - the burst of a node pool scaling up, not a whole cluster arriving."""
+    return max(16, min(256, n // 100))
+
+
 def _reaction(impl: Impl, proc: measure.Process, admin: AdminClient,
-              writer: nodes.NodeWriter, cluster: Cluster, args: argparse.Namespace
-              ) -> dict[str, Any]:
-    n = cluster.base
-    want = max(1, n * 5 // 100)
-    m_add = _bump_to_boundary(n, want)
-    cordon = [nodes.node_name(i) for i in range(n) if not nodes.is_cordoned(i)][::20][:want]
-    extras = [(i, nodes.node_name(i, nodes.EXTRA_PREFIX)) for i in range(m_add)]
-    out: dict[str, Any] = {"reaction_batch_added": m_add, "reaction_batch_cordoned": len(cordon)}
+              writer: nodes.NodeWriter, cluster: Cluster, args: argparse.Namespace,
+              writes: measure.ReplicaWatch, rng: random.Random) -> dict[str, Any]:
+    """``--reaction-batches`` batches of new Nodes, each followed by a batch that removes
+    about as many. Before each, the harness waits for a poll of the process and then a
+    random part of the period, so the batches land at every phase of the poll. A sample is
+    the time from the batch's last write (its last POST or DELETE answered) to the first
+    arrival of the right replica count on a watch of the Deployment; the batch is sized so
+    that only its last write makes that count right (:func:`_crossing`)."""
+    want = reaction_batch(cluster.base)
+    period = args.poll_period
+    ups: list[float] = []
+    downs: list[float] = []
+    added: list[tuple[int, str]] = []
+    write_seconds: list[float] = []
 
-    # up: cordon first, then add (the count, hence the replicas, moves only with the adds)
-    t_start = time.monotonic()
-    writer.cordon(cordon, True, progress=False)
-    writer.create([i for i, _ in extras], nodes.EXTRA_PREFIX, progress=False)
-    t_end = time.monotonic()
-    for name in cordon:
-        cluster.states[name] = nodes.NodeState(cluster.states[name].millicores, True,
-                                               cluster.states[name].ready)
-    for i, name in extras:
-        cluster.states[name] = nodes.node_state(i, cordoned=nodes.is_cordoned(i))
-    up = expected_replicas(cluster.counts())
-    t_ok = measure.wait_for(f"{up} replicas after the batch",
-                            lambda: _replicas(admin) == up, args.sync_timeout, 0.1, proc.alive)
-    out.update(reaction_up_expected=up, reaction_up_batch_seconds=round(t_end - t_start, 2),
-               reaction_up_seconds=round(max(0.0, t_ok - t_end), 2))
+    def phase() -> None:
+        _wait_next_poll(impl, proc, impl.polls(proc), period * 3 + 10)
+        time.sleep(rng.uniform(0, period))
 
-    # down: revert both
-    t_start = time.monotonic()
-    writer.cordon(cordon, False, progress=False)
-    writer.delete([name for _, name in extras], progress=False)
-    t_end = time.monotonic()
-    for name in cordon:
-        cluster.states[name] = nodes.NodeState(cluster.states[name].millicores, False,
-                                               cluster.states[name].ready)
-    for _, name in extras:
-        del cluster.states[name]
-    down = expected_replicas(cluster.counts())
-    t_ok = measure.wait_for(f"{down} replicas after the revert",
-                            lambda: _replicas(admin) == down, args.sync_timeout, 0.1, proc.alive)
-    out.update(reaction_down_expected=down, reaction_down_batch_seconds=round(t_end - t_start, 2),
-               reaction_down_seconds=round(max(0.0, t_ok - t_end), 2))
-    return out
+    def sample(into: list[float], t_start: float, t_end: float) -> None:
+        expected = expected_replicas(cluster.counts())
+        t_ok = writes.wait(expected, t_start, args.sync_timeout, proc.alive)
+        into.append(round(max(0.0, t_ok - t_end), 3))
+        write_seconds.append(round(t_end - t_start, 3))
+
+    for _ in range(args.reaction_batches):
+        count = len(cluster.states)
+        m = _crossing(count, want, up=True)
+        batch = [(i, nodes.node_name(i, nodes.EXTRA_PREFIX))
+                 for i in range(cluster.extra, cluster.extra + m)]
+        cluster.extra += m
+        phase()
+        t_start = time.monotonic()
+        writer.create([i for i, _ in batch], nodes.EXTRA_PREFIX, progress=False)
+        t_end = time.monotonic()
+        for i, name in batch:
+            cluster.states[name] = nodes.node_state(i, cordoned=nodes.is_cordoned(i))
+        added += batch
+        sample(ups, t_start, t_end)
+
+        count = len(cluster.states)
+        m = min(_crossing(count, want, up=False), len(added))
+        gone, added = added[-m:], added[:-m]
+        phase()
+        t_start = time.monotonic()
+        writer.delete([name for _, name in gone], progress=False)
+        t_end = time.monotonic()
+        for _, name in gone:
+            del cluster.states[name]
+        sample(downs, t_start, t_end)
+    if added:  # back to the size's own Nodes, and their replica count
+        writer.delete([name for _, name in added], progress=False)
+        for _, name in added:
+            del cluster.states[name]
+        t = time.monotonic()
+        writes.wait(expected_replicas(cluster.counts()), t, args.sync_timeout, proc.alive)
+    both = ups + downs
+    return {"reaction_batch": want, "reaction_samples_up": ups,
+            "reaction_samples_down": downs,
+            "reaction_write_seconds_median": round(statistics.median(write_seconds), 3),
+            "reaction_median_seconds": round(statistics.median(both), 3),
+            "reaction_p90_seconds": round(percentile(both, 90), 3),
+            "reaction_max_seconds": round(max(both), 3)}
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The p-th percentile, linear between the closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 # --- setup ---------------------------------------------------------------------------
@@ -550,13 +644,18 @@ _COLUMNS = (("impl", "impl", "{}"), ("nodes", "nodes", "{:,}"),
             ("sync_seconds", "sync s", "{:.2f}"), ("sync_method", "sync method", "{}"),
             ("poll_cpu_ms", "CPU ms/poll", "{:.3f}"),
             ("requests_per_poll", "requests/poll", "{:.2f}"),
-            ("reaction_seconds", "reaction s", "{:.2f}"),
+            ("watch_renewals_per_minute", "watch renewals/min", "{:.2f}"),
+            ("reaction_median_seconds", "reaction s (median)", "{:.2f}"),
+            ("reaction_p90_seconds", "reaction s (p90)", "{:.2f}"),
             ("sync_apiserver_cpu_seconds", "API server CPU s (sync)", "{:.2f}"),
             ("churn_updates_per_second", "churn updates/s", "{:.0f}"),
             ("churn_cpu_percent", "churn CPU %", "{:.2f}"),
             ("churn_rss_mib", "churn RSS MiB", "{:.1f}"),
             ("churn_counts_correct", "churn counts right", "{}"),
             ("expected_replicas", "replicas", "{:,}"))
+_RATIO_KEYS = ("peak_rss_mib", "steady_rss_mib", "sync_seconds", "poll_cpu_ms",
+               "requests_per_poll", "reaction_median_seconds", "sync_apiserver_cpu_seconds",
+               "churn_cpu_percent", "churn_rss_mib")
 
 
 def markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
@@ -577,24 +676,29 @@ def markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
              f"{meta.get('load_average_at_end', '?')}", ""]
     head = "| " + " | ".join(c[1] for c in _COLUMNS) + " |"
     lines += [head, "|" + "---|" * len(_COLUMNS)]
+    stopped = []
     for row in rows:
+        if row.get("not_run"):
+            stopped.append(row)
+            continue
         cells = []
         for key, _, fmt in _COLUMNS:
             value = row.get(key)
             cells.append("-" if value is None else fmt.format(value))
         lines.append("| " + " | ".join(cells) + " |")
+    for row in stopped:
+        lines += ["", f"Not run: {row['impl']} at {row['nodes']:,} Nodes: {row['not_run']}."]
     ratios = meta.get("ratios") or []
     if ratios:
-        keys = ("peak_rss_mib", "steady_rss_mib", "sync_seconds", "poll_cpu_ms",
-                "requests_per_poll", "sync_apiserver_cpu_seconds", "churn_cpu_percent",
-                "churn_rss_mib")
         lines += ["", "Ratios ours / upstream (lower is better for ours):", "",
                   "| nodes | peak RSS | steady RSS | first correct write | CPU/poll | "
-                  "requests/poll | API server CPU (sync) | churn CPU % | churn RSS |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "requests/poll | reaction (median) | API server CPU (sync) | churn CPU % | "
+                  "churn RSS |", "|---|---|---|---|---|---|---|---|---|---|"]
         for r in ratios:
-            cells = ["-" if r.get(k) is None else f"{r[k]:.2f}" for k in keys]
+            cells = ["-" if r.get(k) is None else f"{r[k]:.2f}" for k in _RATIO_KEYS]
             lines.append(f"| {r['nodes']:,} | " + " | ".join(cells) + " |")
+    lines += reaction_table(rows)
+    lines += runs_table(rows, meta)
     churned = [r for r in rows if "churn_updates" in r]
     if churned:
         lines += ["", "Churn windows (generator and API server):", "",
@@ -616,10 +720,13 @@ def markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
               "on-CPU time of the process's threads (/proc/PID/task/*/schedstat, ns) over the "
               "window / polls in it; *requests/poll* "
               "`apiserver_request_total` deltas (GET/POST configmaps, GET/PUT scale, any "
-              "nodes request) / polls (ours: polls counted from its `poll.counts` log events; "
+              "nodes request except the node watch's renewals, counted apart as *watch "
+              "renewals/min*) / polls (ours: polls counted from its `poll.counts` log events; "
               "upstream: from ConfigMap GETs, one per poll); "
-              "*reaction* last write of a batch (+5% nodes and 5% "
-              "cordoned, or its revert; the worse of the two) to the correct replicas; "
+              "*reaction* from the last write of a batch of new Nodes (about 1% of N, 16 to "
+              "256), or of a batch removing as many, to the first arrival of the right replica "
+              "count on a watch of the Deployment, each batch after a random part of the poll "
+              "period; median and p90 over all the batches' samples; "
               "*API server CPU s (sync)* kube-apiserver's utime+stime from the process start "
               "to the first correct write (median of the same starts); *churn* "
               "(`bench/churn.py`) 60 s of Node updates at "
@@ -631,6 +738,60 @@ def markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def reaction_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The reaction distributions: ours, ours with --react-to-node-changes, upstream."""
+    entries = []
+    for r in rows:
+        if "reaction_median_seconds" in r:
+            entries.append((r["nodes"], r["impl"], r))
+        if isinstance(r.get("react"), dict):
+            entries.append((r["nodes"], f"ours {REACT_FLAG}", r["react"]))
+    if not entries:
+        return []
+    out = ["", "Reaction (seconds from a batch's last write to the right replica count on a "
+               "watch of the Deployment; batches of new Nodes and of removals, each at a "
+               "random phase of the poll):", "",
+           "| nodes | impl | batch | samples | median | p90 | max | all, sorted |",
+           "|---|---|---|---|---|---|---|---|"]
+    for n, name, e in sorted(entries, key=lambda x: (x[0], x[1])):
+        samples = sorted([*e["reaction_samples_up"], *e["reaction_samples_down"]])
+        out.append(f"| {n:,} | {name} | {e['reaction_batch']} | {len(samples)} | "
+                   f"{e['reaction_median_seconds']:.2f} | {e['reaction_p90_seconds']:.2f} | "
+                   f"{e['reaction_max_seconds']:.2f} | "
+                   f"{' '.join(f'{x:.2f}' for x in samples)} |")
+    return out
+
+
+def runs_table(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
+    """How long each size took (creating its Nodes, each implementation) and what the
+    control plane held: what it takes to reproduce a row."""
+    sizes = meta.get("sizes_run") or []
+    if not sizes:
+        return []
+    out = ["", "Each size's run (wall seconds) and the control plane's memory (RSS MiB, "
+               "peak in brackets) after creating its Nodes:", "",
+           "| nodes | Nodes created in s | rate/s | ours s | upstream s | size total s | "
+           "kube-apiserver MiB | etcd MiB |", "|---|---|---|---|---|---|---|---|"]
+    for size in sizes:
+        n = size["nodes"]
+        by = {r["impl"]: r for r in rows if r["nodes"] == n}
+        first = next(iter(by.values()), {})
+        plane = first.get("control_plane_after_create") or {}
+
+        def took(impl: str, by: dict[str, dict[str, Any]] = by) -> str:
+            r = by.get(impl)
+            if r is None:
+                return "-"
+            return "not run" if r.get("not_run") else f"{r.get('run_seconds', 0):.0f}"
+        out.append(
+            f"| {n:,} | {size.get('node_create_seconds', 0):.0f} | "
+            f"{first.get('node_create_rate', '-')} | {took('ours')} | {took('upstream')} | "
+            f"{size['seconds']:.0f} | {plane.get('apiserver_rss_mib', '-')} "
+            f"({plane.get('apiserver_peak_rss_mib', '-')}) | {plane.get('etcd_rss_mib', '-')} "
+            f"({plane.get('etcd_peak_rss_mib', '-')}) |")
+    return out
+
+
 def chart(rows: Sequence[dict[str, Any]], path: Path, meta: dict[str, Any]) -> str | None:
     try:
         import matplotlib
@@ -638,7 +799,8 @@ def chart(rows: Sequence[dict[str, Any]], path: Path, meta: dict[str, Any]) -> s
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib is not installed (pip install '.[bench]'); no chart"
-    fig, grid = plt.subplots(2, 3, figsize=(15, 8.6))
+    rows = [r for r in rows if not r.get("not_run")]
+    fig, grid = plt.subplots(2, 4, figsize=(19, 8.6))
     axes = list(grid.flat)
     styles = {"ours": ("tab:blue", "o"), "upstream": ("tab:orange", "s")}
     # (axis, key, label format, title)
@@ -647,7 +809,9 @@ def chart(rows: Sequence[dict[str, Any]], path: Path, meta: dict[str, Any]) -> s
               (3, "sync_apiserver_cpu_seconds", "{:.1f}",
                "kube-apiserver CPU s, start to first correct write"),
               (4, "churn_cpu_percent", "{:.1f}%", "CPU % under churn (N/300 updates/s)"),
-              (5, "churn_rss_mib", "{:.0f}", "max RSS under churn (MiB)"))
+              (5, "churn_rss_mib", "{:.0f}", "max RSS under churn (MiB)"),
+              (6, "reaction_median_seconds", "{:.2f}",
+               "reaction to a Node batch, median (s)"))
     for impl in ("ours", "upstream"):
         rs = sorted((r for r in rows if r["impl"] == impl), key=lambda r: r["nodes"])
         if not rs:
@@ -670,11 +834,20 @@ def chart(rows: Sequence[dict[str, Any]], path: Path, meta: dict[str, Any]) -> s
             for x, y in pts:
                 axes[ax_i].annotate(fmt.format(y), (x, y), textcoords="offset points",
                                     xytext=(0, 6), ha="center", fontsize=8)
+    react = sorted((r["nodes"], r["react"]["reaction_median_seconds"]) for r in rows
+                   if isinstance(r.get("react"), dict))
+    if react:
+        axes[6].plot([p[0] for p in react], [p[1] for p in react], color="tab:green",
+                     marker="^", label=f"ours {REACT_FLAG}")
+        for x, y in react:
+            axes[6].annotate(f"{y:.2f}", (x, y), textcoords="offset points", xytext=(0, -12),
+                             ha="center", fontsize=8)
+    axes[7].axis("off")
     axes[0].axhline(RSS_BUDGET_MIB, color="tab:red", linestyle=":", label="64 MiB budget")
     axes[5].axhline(RSS_BUDGET_MIB, color="tab:red", linestyle=":", label="64 MiB budget")
     titles = ["RSS (MiB)", *(p[3] for p in panels)]
     sizes = sorted({r["nodes"] for r in rows})
-    for ax, title in zip(axes, titles, strict=True):
+    for ax, title in zip(axes, titles, strict=False):
         ax.set_xscale("log")
         ax.set_xlabel("nodes (log scale)")
         ax.set_xticks(sizes, [f"{n / 1000:g}k" for n in sizes])
@@ -708,12 +881,10 @@ def ratios(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     by = {(r["impl"], r["nodes"]): r for r in rows}
     for (impl, n), r in sorted(by.items()):
         u = by.get(("upstream", n))
-        if impl != "ours" or u is None:
+        if impl != "ours" or u is None or u.get("not_run") or r.get("not_run"):
             continue
         ratio: dict[str, Any] = {"nodes": n}
-        for key in ("peak_rss_mib", "steady_rss_mib", "sync_seconds", "poll_cpu_ms",
-                    "requests_per_poll", "sync_apiserver_cpu_seconds", "churn_cpu_percent",
-                    "churn_rss_mib"):
+        for key in _RATIO_KEYS:
             a, b = r.get(key), u.get(key)
             ratio[key] = round(a / b, 3) if isinstance(a, (int, float)) and b else None
         out.append(ratio)
@@ -743,6 +914,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--churn-rate-scale", type=float, default=1.0,
                     help="updates per second = nodes / 300 x this")
     ap.add_argument("--impl", choices=("all", "ours", "upstream"), default="all")
+    ap.add_argument("--reaction-batches", type=int, default=10,
+                    help="batches of new (then removed) Nodes per size whose reaction is "
+                         "timed (default 10; 0: none)")
+    ap.add_argument("--no-react", dest="react", action="store_false",
+                    help=f"do not also time ours' reaction with {REACT_FLAG}")
+    ap.add_argument("--seed", type=int, default=None, help="the poll phases' random seed")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--replot", action="store_true",
                     help="only rebuild latest.md/.png from latest.json (no control plane)")
@@ -809,20 +986,41 @@ def main(argv: Sequence[str] | None = None) -> int:
             impls.append(ours(plane, args.poll_period, workdir))
         if binary is not None and args.impl in ("all", "upstream"):
             impls.append(upstream(plane, binary, args.poll_period, workdir))
+        react = ours(plane, args.poll_period, workdir, extra=[REACT_FLAG], name="ours+react") \
+            if args.react and args.impl in ("all", "ours") and args.reaction_batches else None
+        rng = random.Random(args.seed)
+        meta["sizes_run"] = []
         try:
             for n in sizes:
+                size_started = time.monotonic()
                 info = grow(plane, writer, cluster, n)
                 created += info["nodes_created"]
                 create_seconds += info.get("node_create_seconds", 0.0)
                 for key in ("node_json_bytes", "node_post_bytes"):
                     if key in info:
                         meta[key] = info[key]
+                info["control_plane_after_create"] = plane_memory(plane)
                 for impl in impls:
-                    row = measure_impl(impl, plane, writer, cluster, args, workdir)
+                    impl_started = time.monotonic()
+                    stop_reason = memory_problem(impl.name, n, rows)
+                    if stop_reason:
+                        log(f"{impl.name} @ {n}: not run: {stop_reason}")
+                        rows.append({"impl": impl.name, "nodes": n, "not_run": stop_reason})
+                        _write(args.out, rows, meta)
+                        continue
+                    row = measure_impl(impl, plane, writer, cluster, args, workdir, rng)
+                    if impl.name == "ours" and react is not None:
+                        row["react"] = measure_reaction(react, plane, writer, cluster, args,
+                                                        workdir, rng)
                     row.update({k: v for k, v in info.items()
                                 if k not in ("node_json_bytes", "node_post_bytes")})
+                    row["control_plane_after_run"] = plane_memory(plane)
+                    row["run_seconds"] = round(time.monotonic() - impl_started, 1)
                     rows.append(row)
                     _write(args.out, rows, meta)  # partial results survive a later failure
+                meta["sizes_run"].append({"nodes": n, "seconds": round(
+                    time.monotonic() - size_started, 1),
+                    "node_create_seconds": info.get("node_create_seconds", 0.0)})
         finally:
             writer.close()
             if args.keep_logs:
@@ -836,6 +1034,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     _write(args.out, rows, meta)
     print(markdown(rows, meta))
     return 0
+
+
+def plane_memory(plane: ControlPlane) -> dict[str, float]:
+    """kube-apiserver's and etcd's RSS now and at their peak (MiB), for the report: what the
+    control plane of a row needs, so that the row can be reproduced."""
+    out: dict[str, float] = {}
+    for name, pid in (("apiserver", plane.apiserver_pid), ("etcd", plane.etcd_pid)):
+        if pid:
+            status = measure.proc_status(pid)
+            out[f"{name}_rss_mib"] = round(status.get("VmRSS", 0) / 1024, 1)
+            out[f"{name}_peak_rss_mib"] = round(status.get("VmHWM", 0) / 1024, 1)
+    return out
+
+
+def memory_problem(name: str, n: int, rows: Sequence[dict[str, Any]]) -> str:
+    """Why implementation ``name`` must not run at ``n`` Nodes on this machine ("" when it may): its
+    peak RSS grows with N (upstream: a decoded copy of every Node), so the largest earlier
+    row, scaled to ``n`` with a 25% margin, must fit in what the machine has available now
+    with 2 GiB to spare for the control plane's growth."""
+    earlier = [r for r in rows if r["impl"] == name and r.get("peak_rss_mib")]
+    if not earlier:
+        return ""
+    last = max(earlier, key=lambda r: int(r["nodes"]))
+    need = float(last["peak_rss_mib"]) * n / int(last["nodes"]) * 1.25
+    available = measure.mem_available_mib()
+    if need + 2048 > available:
+        return (f"needs ~{need:,.0f} MiB (its {last['peak_rss_mib']:,.0f} MiB peak at "
+                f"{int(last['nodes']):,} Nodes, scaled, +25%) and the machine has "
+                f"{available:,.0f} MiB available, 2,048 of them kept for the control plane")
+    return ""
 
 
 def _write(out: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:

@@ -109,7 +109,8 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
              namespace=opts.namespace, configmap=opts.configmap,
              targets=[str(t) for t in opts.targets], nodelabels=opts.nodelabels or None,
              poll_period_seconds=opts.poll_period_seconds, events=opts.events,
-             leader_elect=opts.leader_elect)
+             leader_elect=opts.leader_elect,
+             react_to_node_changes=opts.react_to_node_changes)
     if opts.dry_run:
         _dry_run(opts)
     from cpa.daemon.loop import Autoscaler
@@ -137,6 +138,9 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
                             watch_status=watch.status,
                             may_write=elector.is_leader if elector is not None else None,
                             count_by=lambda policy: store.set_policy(policy, LABEL_LIST_WAIT))
+    stopper.also_interrupt(autoscaler.interrupt)
+    if opts.react_to_node_changes:
+        store.on_change = autoscaler.nodes_changed
     if opts.events:
         from cpa.daemon.events import EventRecorder
 
@@ -233,7 +237,8 @@ def loop_config(opts: flags.Options) -> LoopConfig:
     return LoopConfig(namespace=opts.namespace, configmap=opts.configmap, targets=opts.targets,
                       poll_period_seconds=opts.poll_period_seconds,
                       default_params=opts.default_params,
-                      max_sync_failures=opts.max_sync_failures, dry_run=opts.dry_run)
+                      max_sync_failures=opts.max_sync_failures, dry_run=opts.dry_run,
+                      react_to_node_changes=opts.react_to_node_changes)
 
 
 class _ReleaseLogs:

@@ -65,6 +65,7 @@ class Options:
     leader_elect_lease_duration: float = 15.0  # client-go's defaults
     leader_elect_renew_deadline: float = 10.0
     leader_elect_retry_period: float = 2.0
+    react_to_node_changes: bool = False
     dry_run: bool = False
     targets: tuple[Target, ...] = field(default_factory=tuple)
 
@@ -282,6 +283,10 @@ _FLAGS: tuple[_Flag, ...] = (
     _Flag("leader-elect-retry-period", "leader_elect_retry_period", _parse_duration,
           "How often to try to acquire or renew the Lease (default 2s).",
           metavar="duration"),
+    _Flag("react-to-node-changes", "react_to_node_changes", _parse_bool,
+          "Also poll as soon as the Node counts change the replica count (debounced 0.1s, "
+          "at most one extra poll a second; the period's polls go on as before).",
+          is_bool=True),
     _Flag("dry-run", "dry_run", _parse_bool,
           "Compute everything, write nothing: no scale or HPA write, no ConfigMap creation, "
           "no Event, no Lease. Logs dry_run.would_scale and exports cpa_dry_run 1.",

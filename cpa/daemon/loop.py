@@ -73,9 +73,19 @@ class LoopConfig(NamedTuple):
     """The ConfigMap's data to create it with when it is missing (``--default-params``)."""
     max_sync_failures: int = 0
     """Consecutive failed polls that end the loop with exit code 1; 0: never."""
+    react_to_node_changes: bool = False
+    """Ours (``--react-to-node-changes``): poll at once, between the period's polls, when
+    the node counts change the decision (:meth:`Autoscaler.nodes_changed`)."""
     dry_run: bool = False
     """Ours (``--dry-run``): compute everything, write nothing (no scale or HPA write, no
     ConfigMap creation); log what would have been written."""
+
+
+REACT_DEBOUNCE_SECONDS = 0.1
+"""How long a node change waits before it is looked at: the rest of a burst (a node
+pool's Nodes registering together) lands in the same early poll."""
+REACT_MIN_INTERVAL_SECONDS = 1.0
+"""At most one early poll a second, however the Nodes churn."""
 
 
 class PollError(Exception):
@@ -103,6 +113,9 @@ class PollResult:
     overwritten: list[Overwrite] = field(default_factory=list)  # another writer's changes
     behavior: dict[Target, Outcome] = field(default_factory=dict)
     """Ours: what ``behavior`` made of the decision per target (empty without it)."""
+    early: bool = False
+    """Ours: run between the period's polls because the node counts changed the decision
+    (``--react-to-node-changes``)."""
 
     @property
     def ok(self) -> bool:
@@ -133,6 +146,18 @@ class Autoscaler:
         self._count_by = count_by
         self._may_write = may_write
         self._woken = False
+        self._wakeup = threading.Event()  # wake() and nodes_changed(), when reacting
+        self._nodes_dirty = False
+        self._react = config.react_to_node_changes
+        self._last_desired: int | None = None  # the last poll's decision
+        self._last_decision: tuple[Params, ClusterCounts, Decision] | None = None
+        self._last_early = float("-inf")
+        self.early_polls = 0
+        """Ours: polls run early because the node counts changed the decision."""
+        self.node_wakeups = 0
+        """Ours: node changes the loop woke up for (``react_to_node_changes``)."""
+        self.decision_checks = 0
+        """Ours: decisions recomputed against new node counts, without a poll."""
         self._api = api
         self._counts = counts
         self._observers = list(observers)
@@ -162,19 +187,114 @@ class Autoscaler:
 
     def wake(self) -> None:
         """Poll at once instead of at the next period boundary (leadership acquired); the
-        loop notices within a second."""
+        loop notices within a second (at once with ``react_to_node_changes``)."""
         self._woken = True
+        self._wakeup.set()
+
+    def interrupt(self) -> None:
+        """Make a waiting loop look at its stop event now (the signal handler calls this
+        after setting it); without ``react_to_node_changes`` the loop waits on the stop
+        event itself and this changes nothing."""
+        self._wakeup.set()
+
+    def nodes_changed(self) -> None:
+        """The node store's ``on_change`` (``react_to_node_changes``): a Node's record
+        changed. Runs in the watch's thread once per such event, so it only raises a flag
+        (and sets an event the first time); the loop looks at the counts itself, at most
+        every ``REACT_DEBOUNCE_SECONDS``, against the parameters it parsed last."""
+        if not self._nodes_dirty:
+            self._nodes_dirty = True
+            self._wakeup.set()
 
     def _sleep(self, stop: threading.Event, until: float) -> bool:
-        """Wait until the clock reads ``until``, or a wake(); True when stopped."""
+        """Wait until the clock reads ``until``, or a wake(); True when stopped.
+
+        The waits are cut into seconds only when something can wake the loop early
+        (leader election): without it the loop sleeps once until the boundary."""
+        if self._react:
+            return self._sleep_reacting(stop, until)
+        step = 1.0 if self._may_write is not None else float("inf")
         while not self._woken:
             remaining = until - self._clock()
             if remaining <= 0:
                 return stop.is_set()
-            if stop.wait(min(remaining, 1.0)):
+            if stop.wait(min(remaining, step)):
                 return True
         self._woken = False
         return stop.is_set()
+
+    # --- reacting to node changes (ours, opt-in) -----------------------------------
+    def _sleep_reacting(self, stop: threading.Event, until: float) -> bool:
+        """``_sleep`` with ``react_to_node_changes``: the same boundaries, and an early
+        poll whenever the node counts change the decision. The stop event is looked at
+        every second at least (at once after :meth:`interrupt`)."""
+        while True:
+            if stop.is_set():
+                return True
+            if self._woken:
+                self._woken = False
+                return False
+            remaining = until - self._clock()
+            if remaining <= 0:
+                return False
+            self._wakeup.wait(min(remaining, 1.0))
+            self._wakeup.clear()
+            if self._nodes_dirty and not stop.is_set() and not self._woken:
+                self._react_to_nodes(stop, until)
+
+    def _pause(self, stop: threading.Event, seconds: float) -> bool:
+        """Wait ``seconds`` (node changes meanwhile are taken in by the caller); False
+        when a stop or a wake() cut it short."""
+        deadline = self._clock() + seconds
+        while True:
+            if stop.is_set() or self._woken:
+                return False
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                return True
+            self._wakeup.wait(min(remaining, 1.0))
+            self._wakeup.clear()
+
+    def _decision_moved(self) -> bool:
+        """Do the counts now give another replica count than the last poll's decision?
+        Computed with the parameters parsed last (no request, no parsing): O(1)."""
+        self._nodes_dirty = False
+        params, last = self._params, self._last_desired
+        if params is None or last is None:
+            return False
+        self.decision_checks += 1
+        try:
+            replicas = decide(params, self._counts()).replicas
+        except Exception:  # the next regular poll reports whatever this is
+            return False
+        if logs.v(5):  # at most ten a second: not even --v=4's every-poll level
+            self._log.info("nodes.checked", replicas=replicas, desired_before=last,
+                           moved=replicas != last)
+        return replicas != last
+
+    def _react_to_nodes(self, stop: threading.Event, until: float) -> None:
+        """A node change: after the debounce, and at most once a second, poll early if the
+        counts now move the decision. A follower never does (only the leader polls), nor
+        does the loop when the period's poll comes first anyway."""
+        self.node_wakeups += 1
+        if self._may_write is not None and not self._may_write():
+            self._nodes_dirty = False
+            return
+        earliest = max(self._clock() + REACT_DEBOUNCE_SECONDS,
+                       self._last_early + REACT_MIN_INTERVAL_SECONDS)
+        if earliest >= until - REACT_DEBOUNCE_SECONDS:
+            self._nodes_dirty = False  # the period's poll sees these counts
+            return
+        if not self._pause(stop, earliest - self._clock()) or not self._decision_moved():
+            return
+        if self._may_write is not None and not self._may_write():
+            return
+        self._last_early = self._clock()
+        self.early_polls += 1
+        if logs.v(4):
+            self._log.info("poll.early", reason="the node counts change the decision",
+                           desired_before=self._last_desired)
+        self.poll_once(early=True)
 
     # --- one poll ------------------------------------------------------------------
     def _load_params(self) -> Params:
@@ -261,6 +381,17 @@ class Autoscaler:
             return {}
         return {"desired": outcome.desired, "behavior": outcome.reason}
 
+    def _decide(self, params: Params, counts: ClusterCounts) -> Decision:
+        """:func:`decide`, or the last poll's decision when its inputs are the same: the
+        decision is a pure function of the two (its steps, written out for ``explain``,
+        were a tenth of a steady poll's CPU)."""
+        last = self._last_decision
+        if last is not None and last[0] is params and last[1] == counts:
+            return last[2]
+        decision = decide(params, counts)
+        self._last_decision = (params, counts, decision)
+        return decision
+
     def _would_write(self, res: ScaleResult, decision: Decision) -> None:
         """Dry run: log what would have been written, once per target and pair of counts."""
         pair = (res.previous, res.replicas)
@@ -274,10 +405,11 @@ class Autoscaler:
                        new=res.replicas, mode=decision.mode, nodes=decision.nodes,
                        cores=decision.cores, **_zones_field(decision))
 
-    def poll_once(self) -> PollResult:
-        """Run one poll; never raises: the outcome (and /last-poll) carries the error."""
+    def poll_once(self, early: bool = False) -> PollResult:
+        """Run one poll; never raises: the outcome (and /last-poll) carries the error.
+        ``early``: run between the period's polls (``react_to_node_changes``)."""
         self.polls += 1
-        result = PollResult(started=self._clock())
+        result = PollResult(started=self._clock(), early=early)
         try:
             result.stale = self._stale.check() if self._stale is not None else None
             counts = result.counts = self._counts()
@@ -290,8 +422,9 @@ class Autoscaler:
             result.params_version = self._params_rv
             if self._count_by is not None and self._count_by(params.shared.policy()):
                 counts = result.counts = self._counts()  # counted as these params say
-            decision = decide(params, counts)
+            decision = self._decide(params, counts)
             result.decision = decision
+            self._last_desired = decision.replicas
             if decision.error is not None:
                 raise PollError(decision.error)
             failures: list[str] = []
@@ -373,6 +506,10 @@ class Autoscaler:
                 next_at += period * ((now - next_at) // period + 1)
             if self._sleep(stop, next_at):
                 break
+            if limit > 0 and self.consecutive_failures >= limit:  # early polls failed
+                self._log.error("exit.max_sync_failures",
+                                failures=self.consecutive_failures, limit=limit)
+                return 1
             next_at = min(next_at, self._clock())  # woken early: this is the new boundary
         return 0
 

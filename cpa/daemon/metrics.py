@@ -97,6 +97,10 @@ class Metrics:
             "cpa_cluster_zones", "Zones the counted Nodes are in (scope as nodes); only "
             "with a zones key in the parameters.", ["scope"], registry=reg)
         self.polls = Counter("cpa_polls", "Polls by result.", ["result"], registry=reg)
+        self.early_polls = Counter(
+            "cpa_early_polls", "Polls run between the period's because the node counts "
+            "changed the replica count (--react-to-node-changes); also in cpa_polls.",
+            registry=reg)
         self.poll_duration = Histogram(
             "cpa_poll_duration_seconds", "How long a poll took.", buckets=_POLL_BUCKETS,
             registry=reg)
@@ -147,26 +151,45 @@ class Metrics:
             self.params_info.labels(mode).set(0)
         if watch_status is not None:
             reg.register(_WatchCollector(watch_status, clock))
+        # The series every poll sets, looked up once: labels() costs more than set().
+        self._poll_ok = self.polls.labels("success")
+        self._poll_error = self.polls.labels("error")
+        self._nodes = (self.cluster_nodes.labels("all"), self.cluster_nodes.labels("schedulable"))
+        self._cores = (self.cluster_cores.labels("all"), self.cluster_cores.labels("schedulable"))
+        self._mode: str | None = None  # the mode params_info says is in force
+        self._zones = False  # whether cluster_zones has series (a zones key was in force)
+        self._writes: dict[Target, Counter] = {}
+        self._replicas: dict[Target, Gauge] = {}  # made at a target's first replica count
+
+    def _set_replicas(self, target: Target, value: int) -> None:
+        gauge = self._replicas.get(target)
+        if gauge is None:
+            gauge = self._replicas[target] = self.target_replicas.labels(str(target))
+        gauge.set(value)
 
     def observe(self, result: PollResult) -> None:
         """A poll observer."""
-        self.polls.labels("success" if result.ok else "error").inc()
+        (self._poll_ok if result.ok else self._poll_error).inc()
+        if result.early:
+            self.early_polls.inc()
         self.poll_duration.observe(result.duration)
         if result.ok:
             self.last_success.set(self._wall())
         counts = result.counts
         if counts is not None:
-            self.cluster_nodes.labels("all").set(counts.total_nodes)
-            self.cluster_nodes.labels("schedulable").set(counts.schedulable_nodes)
-            self.cluster_cores.labels("all").set(counts.total_cores)
-            self.cluster_cores.labels("schedulable").set(counts.schedulable_cores)
+            self._nodes[0].set(counts.total_nodes)
+            self._nodes[1].set(counts.schedulable_nodes)
+            self._cores[0].set(counts.total_cores)
+            self._cores[1].set(counts.schedulable_cores)
             if counts.total_zones is not None and counts.schedulable_zones is not None:
                 self.cluster_zones.labels("all").set(counts.total_zones)
                 self.cluster_zones.labels("schedulable").set(counts.schedulable_zones)
-            else:
+                self._zones = True
+            elif self._zones:
                 self.cluster_zones.clear()  # no zones key: no series, rather than a 0
-        if result.params is not None:
-            current = result.params.name
+                self._zones = False
+        if result.params is not None and result.params.name != self._mode:
+            current = self._mode = result.params.name
             for mode in MODES:
                 self.params_info.labels(mode).set(1 if mode == current else 0)
             fields = result.params.fields()
@@ -175,16 +198,19 @@ class Metrics:
         if result.decision is not None:
             self.desired_replicas.set(result.decision.replicas)
         for scale in result.scales:
-            target = str(scale.target)
             if scale.target.kind == "horizontalpodautoscaler" and scale.error is None:
-                self.floor_clamped.labels(target).set(scale.clamped_from is not None)
+                self.floor_clamped.labels(str(scale.target)).set(scale.clamped_from is not None)
             if scale.dry_run:
-                self.would_write.labels(target).set(scale.replicas)
+                self.would_write.labels(str(scale.target)).set(scale.replicas)
             if scale.changed:
-                self.scale_writes.labels(target).inc()
-                self.target_replicas.labels(target).set(scale.replicas)
+                writes = self._writes.get(scale.target)
+                if writes is None:
+                    writes = self._writes[scale.target] = self.scale_writes.labels(
+                        str(scale.target))
+                writes.inc()
+                self._set_replicas(scale.target, scale.replicas)
             elif scale.previous is not None:
-                self.target_replicas.labels(target).set(scale.previous)
+                self._set_replicas(scale.target, scale.previous)
         for overwrite in result.overwritten:
             self.overwritten.labels(str(overwrite.target)).inc()
 

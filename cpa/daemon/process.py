@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType
 from typing import Protocol
 
@@ -43,12 +44,21 @@ class Stopper:
     def __init__(self) -> None:
         self.event = threading.Event()
         self.received: list[str] = []
+        self._interrupts: list[Callable[[], None]] = []
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self.received.append(signal.Signals(signum).name)
         self.event.set()
+        for interrupt in self._interrupts:
+            interrupt()
+
+    def also_interrupt(self, interrupt: Callable[[], None]) -> None:
+        """Call ``interrupt`` too when told to stop: for a waiter that does not wait on
+        :attr:`event` itself (the poll loop with ``--react-to-node-changes``). It runs in
+        the signal handler, so it may only set events or flags."""
+        self._interrupts.append(interrupt)
 
     @property
     def signal_name(self) -> str | None:

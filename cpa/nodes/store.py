@@ -105,6 +105,11 @@ class NodeStore:
         """Called (outside the lock) when the policy needs a label the records do not
         carry: the reflector lists the Nodes again (:meth:`labels_listed` when done)."""
         self._log = logs.get_logger("nodestore")
+        self.on_change: Callable[[], None] | None = None
+        """Called after a change of a record (in the caller's thread, the lock released):
+        the poll loop's nudge for ``--react-to-node-changes``. It must be O(1) and must not
+        block: it runs once per such watch event. A Node whose record stays the same (a
+        status heartbeat: most watch events) calls nothing."""
 
     # --- reading -------------------------------------------------------------------
     def counts(self) -> ClusterCounts:
@@ -218,27 +223,40 @@ class NodeStore:
     def upsert(self, node: NodeInfo) -> None:
         record = self.record(node)
         with self._lock:
-            self._apply(node.name, record)
+            changed = self._apply(node.name, record)
+        if changed and self.on_change is not None:
+            self.on_change()
 
     def delete(self, name: str) -> None:
         with self._lock:
-            self._apply(name, None)
+            changed = self._apply(name, None)
+        if changed and self.on_change is not None:
+            self.on_change()
 
     def retain(self, names: Iterable[str]) -> None:
         """After a relist: forget every Node the new list no longer has."""
         keep = set(names)
         with self._lock:
-            for name in [n for n in self._records if n not in keep]:
+            gone = [n for n in self._records if n not in keep]
+            for name in gone:
                 self._apply(name, None)
+        if gone and self.on_change is not None:
+            self.on_change()
 
-    def _apply(self, name: str, new: NodeRecord | None) -> None:
-        """Replace (or delete, when ``new`` is None) one record and fix the totals."""
+    def _apply(self, name: str, new: NodeRecord | None) -> bool:
+        """Replace (or delete, when ``new`` is None) one record and fix the totals; False
+        when nothing changed. Records are shared (:meth:`record`), so an unchanged Node -
+        a kubelet's heartbeat, most of the watch's events - is the very same object and
+        costs one dict lookup."""
         old = self._records.pop(name, None) if new is None else self._records.get(name)
+        if old is new:
+            return False
         if old is not None:
             self._count(old, -1)
         if new is not None:
             self._records[name] = new
             self._count(new, 1)
+        return True
 
     def _count(self, record: NodeRecord, sign: int) -> None:
         """Add (``sign`` 1) or take away (-1) one record, as the current policy counts it."""

@@ -187,3 +187,36 @@ def test_leader_election_one_writer_and_takeover(controlplane: ControlPlane, nam
     wait_until("the third to lead", lambda: third.events("leader.started"), 30)
     print(f"clean stop: handed over after {time.monotonic() - released:.1f}s")
     assert replicas(admin, namespace, "deployment", "coredns") == 8
+
+
+def test_react_to_node_changes_only_the_leader_polls_early(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
+    """--react-to-node-changes with a poll period of an hour: only an early poll can write,
+    only the leader makes one, and a node change that leaves the decision alone is looked
+    at (--v=5 logs each look) but makes no poll."""
+    admin = controlplane.admin()
+    coredns_and_nodes(admin, namespace, "re", 4, cpu="4")  # 4 nodes, 16 cores: 4
+    kubeconfig = identity(controlplane, namespace, "re", [LEASES])
+    flags = args(namespace, "--leader-elect", "--react-to-node-changes", "--v=5")
+    leader = start(*flags, poll_period=3600, kubeconfig=kubeconfig)
+    wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=leader)
+    follower = start(*flags, poll_period=3600, kubeconfig=kubeconfig)
+    wait_until("the follower to be up", lambda: follower.health("/healthz")[0] == 200, 60)
+    assert leader.metrics()["cpa_leader"] == 1 and follower.metrics()["cpa_leader"] == 0
+    assert leader.polls() == 1
+
+    create_nodes(admin, "re", 2, cpu="4", start=4)  # 6 nodes, 24 cores: 6
+    wait_replicas(admin, namespace, "deployment", "coredns", 6, proc=leader)
+    assert leader.metrics()["cpa_early_polls_total"] >= 1
+    assert leader.events("poll.early")[0]["desired_before"] == 4
+
+    polls, looked = leader.polls(), len(leader.events("nodes.checked"))
+    create_nodes(admin, "re", 1, cpu="0", start=6)  # 7 nodes (4), 24 cores (6): still 6
+    wait_until("the loop to look at the new counts",
+               lambda: len(leader.events("nodes.checked")) > looked, 30)
+    assert leader.events("nodes.checked")[-1]["moved"] is False
+    assert leader.polls() == polls and leader.metrics()["cpa_early_polls_total"] == polls - 1
+    assert replicas(admin, namespace, "deployment", "coredns") == 6
+
+    assert follower.polls() == 0 and follower.events("nodes.checked") == []
+    assert follower.events("poll.early") == [] and follower.events("scale.changed") == []

@@ -476,3 +476,153 @@ def test_mode_changed_names_the_mode_in_force_before_an_invalid_version(
     api.set_configmap(CM, {"ladder": '{"nodesToReplicas":[[1,3]]}'})
     assert a.poll_once().ok
     assert log.named("mode.changed")[1:] == [{"mode": "ladder", "previous": "linear"}]
+
+
+# --------------------------------------------------------- --react-to-node-changes
+
+
+def _reacting(api: FakeApi, source: Callable[[], ClusterCounts], *extra: str,
+              **kw: Any) -> Autoscaler:
+    """A loop whose period's next poll is an hour away: any second poll is an early one."""
+    return make(api, source, "--react-to-node-changes", "--poll-period-seconds=3600", *extra,
+                **kw)
+
+
+def _running(a: Autoscaler) -> tuple[threading.Event, threading.Thread, list[int]]:
+    stop = threading.Event()
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(a.run(stop)), daemon=True)
+    thread.start()
+    return stop, thread, codes
+
+
+def _until(what: str, condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)
+
+
+def _stopped(a: Autoscaler, stop: threading.Event, thread: threading.Thread,
+             codes: list[int]) -> None:
+    stop.set()
+    a.interrupt()
+    thread.join(30)
+    assert codes == [0]
+
+
+def test_react_polls_early_when_the_counts_change_the_decision() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    now = [counts(3, 3)]
+    a = _reacting(api, lambda: now[0])
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: api.replicas(COREDNS) == 3)
+    now[0] = counts(5, 5)
+    a.nodes_changed()
+    _until("the early poll", lambda: api.replicas(COREDNS) == 5)
+    assert (a.polls, a.early_polls) == (2, 1)
+    # An early poll makes the same requests as any poll: one ConfigMap GET, one scale GET
+    # (and the PUT that changed it).
+    assert api.calls[-3:] == [("GET", CM), ("GET", COREDNS), ("PUT", COREDNS)]
+    _stopped(a, stop, thread, codes)
+
+
+def test_react_does_not_poll_when_the_decision_stays() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":16}'})
+    now = [counts(17, 17)]
+    a = _reacting(api, lambda: now[0])
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: a.polls == 1)
+    requests = len(api.calls)
+    now[0] = counts(18, 18)  # ceil(18/16) == ceil(17/16): the same 2 replicas
+    a.nodes_changed()
+    _until("the decision's check", lambda: a.decision_checks == 1)
+    assert (a.polls, a.early_polls, len(api.calls)) == (1, 0, requests)  # no request
+    _stopped(a, stop, thread, codes)
+
+
+def test_react_follower_never_polls() -> None:
+    """Only the leader polls: a follower's node changes are dropped unexamined, and the
+    poll it runs on taking the lead is the ordinary one."""
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    leading = [False]
+    now = [counts(3, 3)]
+    a = _reacting(api, lambda: now[0], may_write=lambda: leading[0])
+    stop, thread, codes = _running(a)
+    now[0] = counts(4, 4)
+    a.nodes_changed()
+    _until("the loop to look at the change", lambda: a.node_wakeups == 1)
+    assert (a.polls, a.decision_checks, api.calls) == (0, 0, [])
+    leading[0] = True
+    a.wake()
+    _until("the new leader's poll", lambda: api.replicas(COREDNS) == 4)
+    assert a.early_polls == 0
+    _stopped(a, stop, thread, codes)
+
+
+def test_react_at_most_one_early_poll_a_second() -> None:
+    """A long burst of Nodes, each changing the decision: the early polls come at most once
+    a second, and the last counts are written without waiting for the period."""
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    now = [counts(2, 2)]
+    a = _reacting(api, lambda: now[0])
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: a.polls == 1)
+    started = time.monotonic()
+    for n in range(3, 3 + 100):
+        now[0] = counts(n, n)
+        a.nodes_changed()
+        time.sleep(0.025)
+    _until("the last count written", lambda: api.replicas(COREDNS) == 102)
+    elapsed = time.monotonic() - started
+    assert 1 <= a.early_polls <= int(elapsed) + 1
+    assert a.polls == 1 + a.early_polls
+    _stopped(a, stop, thread, codes)
+
+
+def test_react_stop_is_noticed_at_once() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    a = _reacting(api, lambda: counts(1, 1))
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: a.polls == 1)
+    _stopped(a, stop, thread, codes)
+    assert a.polls == 1
+
+
+def test_the_decision_is_computed_again_only_when_its_inputs_change(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """decide() is pure: a poll with the last poll's parameters and counts reuses its
+    decision (the steps it writes out cost a tenth of a steady poll)."""
+    import cpa.daemon.loop as loop_module
+    from cpa.decide.decision import decide as real
+
+    calls: list[ClusterCounts] = []
+
+    def counting(params: Any, c: ClusterCounts) -> Any:
+        calls.append(c)
+        return real(params, c)
+
+    monkeypatch.setattr(loop_module, "decide", counting)
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    now = [counts(3, 3)]
+    a = make(api, lambda: now[0])
+    for _ in range(3):
+        assert a.poll_once().decision is not None
+    assert len(calls) == 1 and api.replicas(COREDNS) == 3
+    now[0] = counts(4, 4)
+    assert a.poll_once().decision is not None and api.replicas(COREDNS) == 4
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":2}'})  # new parameters
+    assert a.poll_once().decision is not None and api.replicas(COREDNS) == 2
+    assert len(calls) == 3

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bench import measure, nodes
-from bench.run import _bump_to_boundary, expected_replicas
+from bench.run import _crossing, expected_replicas, memory_problem, percentile, reaction_batch
 from cpa.nodes.counts import ClusterCounts
 
 
@@ -53,11 +55,38 @@ def test_expected_replicas_kube_dns_defaults() -> None:
     assert expected_replicas(ClusterCounts(65_000, 410_544, 59_878, 378_290)) == 4063
 
 
-def test_batch_crosses_a_boundary_at_its_last_node() -> None:
-    for n in (1_000, 5_000, 15_000, 65_000):
-        m = _bump_to_boundary(n, n // 20)
-        assert (n + m) % 16 == 1
-        assert abs(m - n // 20) <= 16
+def test_batches_cross_a_boundary_at_their_last_write() -> None:
+    """Adding, the count ends at 16k+1; removing, at 16k: only the last write changes the
+    replica count, in either direction."""
+    for n in (1_000, 5_000, 15_000, 65_000, 130_000):
+        want = reaction_batch(n)
+        assert 16 <= want <= 256
+        up = _crossing(n, want, up=True)
+        assert (n + up) % 16 == 1 and abs(up - want) <= 16
+        assert expected_replicas(ClusterCounts(n + up - 1, 0, 0, 0)) < \
+            expected_replicas(ClusterCounts(n + up, 0, 0, 0))
+        down = _crossing(n + up, want, up=False)
+        assert (n + up - down) % 16 == 0 and abs(down - want) <= 16
+        assert expected_replicas(ClusterCounts(n + up - down + 1, 0, 0, 0)) > \
+            expected_replicas(ClusterCounts(n + up - down, 0, 0, 0))
+
+
+def test_percentile_is_numpys_linear() -> None:
+    assert percentile([1.0], 90) == 1.0
+    assert percentile([4.0, 1.0, 3.0, 2.0], 50) == 2.5
+    assert abs(percentile([float(x) for x in range(1, 11)], 90) - 9.1) < 1e-9
+
+
+def test_an_implementation_is_not_run_where_its_memory_would_not_fit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(measure, "mem_available_mib", lambda: 12_000.0)
+    rows = [{"impl": "upstream", "nodes": 65_000, "peak_rss_mib": 2_600.0},
+            {"impl": "ours", "nodes": 65_000, "peak_rss_mib": 40.0}]
+    assert memory_problem("ours", 130_000, rows) == ""
+    assert memory_problem("upstream", 130_000, rows) == ""  # ~6,500 + 2,048 fit
+    monkeypatch.setattr(measure, "mem_available_mib", lambda: 8_000.0)
+    assert "6,500 MiB" in memory_problem("upstream", 130_000, rows)
+    assert memory_problem("upstream", 1_000, []) == ""  # nothing to scale from
 
 
 def test_request_totals_parsing() -> None:

@@ -188,3 +188,17 @@ def test_metrics_errors_are_a_500_not_a_dead_server() -> None:
 def test_the_state_before_the_first_poll() -> None:
     assert HealthState("waiting for the first Node list").error == \
         "waiting for the first Node list"
+
+
+def test_an_idle_server_never_wakes_up_and_still_stops() -> None:
+    """serve_forever waits for a connection with no timeout (no CPU while idle); shutdown()
+    makes that wait return, on any interface it listens on."""
+    import threading
+
+    for host in ("127.0.0.1", ""):
+        srv = serve(HealthState(), 0, host)
+        stopper = threading.Thread(target=srv.shutdown, daemon=True)
+        stopper.start()
+        stopper.join(30)
+        assert not stopper.is_alive(), f"shutdown() of a server on {host!r} never returned"
+        srv.server_close()

@@ -44,8 +44,12 @@ def test_a_poll_becomes_gauges_and_counters() -> None:
     assert value(text, 'cpa_polls_total{result="error"}') == 0
     assert value(text, 'cpa_params_info{mode="ladder"}') == 0
     assert value(text, "cpa_leader") == 1
+    assert value(text, "cpa_early_polls_total") == 0
     m.observe(result())
     m.observe(result(ok=False))
+    early = result()
+    early.early = True  # --react-to-node-changes
+    m.observe(early)
     text = m.exposition().decode()
     assert value(text, 'cpa_target_replicas{target="deployment/coredns"}') == 3
     assert value(text, 'cpa_target_replicas{target="statefulset/typha"}') == 3
@@ -54,11 +58,12 @@ def test_a_poll_becomes_gauges_and_counters() -> None:
     assert value(text, 'cpa_cluster_nodes{scope="schedulable"}') == 38
     assert value(text, 'cpa_cluster_cores{scope="all"}') == 160
     assert value(text, 'cpa_cluster_cores{scope="schedulable"}') == 152
-    assert value(text, 'cpa_polls_total{result="success"}') == 1
+    assert value(text, 'cpa_polls_total{result="success"}') == 2
     assert value(text, 'cpa_polls_total{result="error"}') == 1
-    assert value(text, "cpa_poll_duration_seconds_count") == 2
-    assert value(text, 'cpa_poll_duration_seconds_bucket{le="0.005"}') == 2
-    assert value(text, 'cpa_scale_writes_total{target="deployment/coredns"}') == 2
+    assert value(text, "cpa_early_polls_total") == 1
+    assert value(text, "cpa_poll_duration_seconds_count") == 3
+    assert value(text, 'cpa_poll_duration_seconds_bucket{le="0.005"}') == 3
+    assert value(text, 'cpa_scale_writes_total{target="deployment/coredns"}') == 3
     assert value(text, 'cpa_scale_writes_total{target="statefulset/typha"}') == 0
     assert value(text, "cpa_last_successful_poll_timestamp_seconds") == 1.7e9
     assert value(text, 'cpa_params_info{mode="linear"}') == 1

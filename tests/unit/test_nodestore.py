@@ -217,6 +217,29 @@ def test_running_totals_equal_a_recount_under_any_changes() -> None:
     check()
 
 
+def test_on_change_is_called_for_changes_only() -> None:
+    """``--react-to-node-changes`` hangs on ``on_change``: called once per changed record
+    (added, changed, deleted, dropped by a relist), never for an event that leaves the
+    record as it was - a kubelet's heartbeat, most of a watch's events."""
+    store = NodeStore()
+    calls: list[int] = []
+    store.on_change = lambda: calls.append(len(store))
+    store.upsert(info("a", "4"))
+    store.upsert(info("b", "4"))
+    assert calls == [1, 2]
+    store.upsert(info("a", "4"))  # a heartbeat: the same record
+    store.delete("never-there")
+    store.retain(["a", "b"])
+    assert calls == [1, 2]
+    store.upsert(info("a", "4", unschedulable=True))  # cordoned
+    store.delete("b")
+    assert calls == [1, 2, 2, 1]
+    store.upsert(info("c", "8"))
+    store.retain(["a"])  # a relist without c: one call for the whole relist
+    assert calls == [1, 2, 2, 1, 2, 1]
+    assert store.counts().total_nodes == 1
+
+
 # --- zones (opt-in) -----------------------------------------------------------------------
 
 

@@ -669,3 +669,75 @@ def test_tls_server_name_is_the_name_verified_and_sent(
     named = KubeApi(Connection(url, ctx, lambda: None, "test", server_name="kubernetes"))
     assert named.get_json("/x") == {"ok": True}
     assert "kubernetes" in sni
+
+
+# --- the request head and the answer's header, written and read without http.client's --
+def test_the_answer_header_is_read_as_http_says(serve: Callable[[Handler], Server]) -> None:
+    """Names without regard to case, the first of a repeated field (all through get_all),
+    an obsolete folded line joined to its field, a 100 Continue skipped, the body by
+    Content-Length and the connection kept."""
+    def handler(conn: socket.socket, _index: int) -> None:
+        for _ in range(2):
+            read_request(conn)
+            conn.sendall(b"HTTP/1.1 100 Continue\r\nX-Ignored: 1\r\n\r\n"
+                         b"HTTP/1.1 200 OK\r\ncontent-TYPE: application/json\r\n"
+                         b"Warning: 299 - \"one\"\r\nWarning: 299 - \"two\"\r\n"
+                         b"X-Folded: a\r\n  b\r\nContent-Length: 2\r\n\r\n{}")
+        time.sleep(2)
+
+    server = serve(handler)
+    pool = Pool(server.url, None)
+    for _ in range(2):
+        resp = get(pool, "/x")
+        assert resp.status == 200
+        assert resp.headers["Content-Type"] == resp.headers.get("content-type") == \
+            "application/json"
+        assert resp.headers.get("warning") == '299 - "one"'
+        assert resp.headers.get("X-Folded") == "a b"
+        assert resp.headers.get("X-Ignored") is None and "X-Ignored" not in resp.headers
+        assert resp.read() == b"{}"
+        resp.release_conn()
+    assert server.accepted == 1
+
+
+def test_too_many_header_fields_are_refused(serve: Callable[[Handler], Server]) -> None:
+    def handler(conn: socket.socket, _index: int) -> None:
+        read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\n" + b"X-A: 1\r\n" * 101 + b"\r\n")
+
+    server = serve(handler)
+    with pytest.raises(ConnectError, match="more than 100 headers"):
+        get(Pool(server.url, None), "/x")
+
+
+def test_a_header_value_that_could_end_its_line_is_never_sent(
+        serve: Callable[[Handler], Server]) -> None:
+    server = serve(keep_alive([b"{}"]))
+    pool = Pool(server.url, None)
+    with pytest.raises(ValueError, match="Invalid header"):
+        pool.request("GET", "/x", body=None, headers={"Authorization": "Bearer t\r\nX: y"},
+                     connect_timeout=2, read_timeout=2)
+    with pytest.raises(ConnectError, match="control characters"):
+        get(pool, "/x y")
+
+
+def test_a_write_carries_the_fields_http_client_sent(
+        serve: Callable[[Handler], Server]) -> None:
+    heads: list[bytes] = []
+
+    def handler(conn: socket.socket, _index: int) -> None:
+        data = b""
+        while not data.endswith(b"}}"):
+            data += conn.recv(65536)
+        heads.append(data)
+        answer(conn, b"{}")
+
+    server = serve(handler)
+    resp = Pool(server.url, None).request(
+        "PUT", "/x", body=b'{"spec":{}}', headers={"Content-Type": "application/json"},
+        connect_timeout=2, read_timeout=2)
+    assert resp.read() == b"{}"
+    head = heads[0].decode()
+    assert head.startswith(f"PUT /x HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n")
+    assert "Content-Length: 11\r\n" in head and "Accept-Encoding: identity\r\n" in head
+    assert head.endswith('\r\n\r\n{"spec":{}}')
