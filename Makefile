@@ -4,7 +4,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: help install controlplane test unit integration lint demo bench bench-quick bench-container e2e \
+.PHONY: help install controlplane test-tools test unit integration lint demo bench bench-quick bench-container e2e \
 	chart-test image image-test image-reproducible push deploy cluster-e2e monitoring-test clean
 
 help:
@@ -40,10 +40,16 @@ $(STAMP): pyproject.toml
 controlplane:
 	bash tests/controlplane/build.sh
 
-test: $(STAMP)
+# helm and promtool (built once from their Go modules) for the chart and alert-rule tests,
+# which would skip without them.
+test-tools:
+	@bash scripts/install-helm.sh >/dev/null
+	@bash scripts/install-promtool.sh >/dev/null
+
+test: $(STAMP) test-tools
 	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
 
-unit: $(STAMP)
+unit: $(STAMP) test-tools
 	$(PYTHON) -m pytest -q tests/unit $(PYTEST_ARGS)
 
 integration: $(STAMP)

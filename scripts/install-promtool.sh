@@ -9,10 +9,14 @@
 #   PROMTOOL_MODULE_VERSION=v0.316.0 scripts/install-promtool.sh
 # Prometheus v3.X.Y is the Go module version v0.3XX.Y (v3.16.0 is v0.316.0). A module
 # version whose go.mod has replace or exclude directives cannot be built with `go install
-# pkg@version`; v0.316.0 has none. Cold: 20 min measured here on 2 busy cores, module
-# downloads included; 22.6 min with the modules downloaded but Go's build cache empty,
-# niced on a busy machine; 5 s with the build cache warm; prints the binary path on stdout, progress on stderr. The tests skip
-# without it.
+# pkg@version`; v0.316.0 has none. Built with the tag remove_all_sd (Prometheus's own
+# build tag): the service-discovery plugins and their cloud SDKs (AWS, Azure, GCE, ...) are
+# left out, which `check rules` and `test rules` never use: 1,117 packages and 63 MB of Go
+# source instead of 1,364 and 143 MB. Measured here with the modules downloaded and Go's
+# build cache empty: 5.9 min niced beside a test run (without the tag: 22.6 min on a busy
+# machine); 5 s with the build cache warm. Prints the binary path on stdout, progress on
+# stderr. `make test` runs this first; the tests skip without promtool only when run
+# directly by pytest.
 set -euo pipefail
 
 PROMTOOL_MODULE_VERSION="${PROMTOOL_MODULE_VERSION:-v0.316.0}"
@@ -57,7 +61,7 @@ tmp="$(mktemp -d "${bin_dir}/.promtool-build.XXXXXX")"
 trap 'rm -rf "${tmp}"' EXIT
 version_pkg="github.com/prometheus/common/version"
 GOTOOLCHAIN=local GOBIN="${tmp}" CGO_ENABLED=0 \
-  go install -trimpath \
+  go install -trimpath -tags remove_all_sd \
   -ldflags "-s -w -X ${version_pkg}.Version=${prom_version} -X ${version_pkg}.Branch=HEAD -X ${version_pkg}.Revision=${PROMTOOL_MODULE_VERSION}" \
   "github.com/prometheus/prometheus/cmd/promtool@${PROMTOOL_MODULE_VERSION}"
 mv -f "${tmp}/promtool" "${promtool_bin}"
