@@ -137,10 +137,11 @@ class _Cut:
     """One request's deadline: its connection is cut (shut down, so that a read blocked in
     another thread returns) when the deadline passes before :meth:`_Deadlines.done`."""
 
-    __slots__ = ("conn", "expired", "finished")
+    __slots__ = ("conn", "deadline", "expired", "finished")
 
-    def __init__(self, conn: http.client.HTTPConnection) -> None:
+    def __init__(self, conn: http.client.HTTPConnection, deadline: float) -> None:
         self.conn = conn
+        self.deadline = deadline
         self.expired = False
         self.finished = False
 
@@ -162,7 +163,7 @@ class _Deadlines:
         self._thread: threading.Thread | None = None
 
     def watch(self, conn: http.client.HTTPConnection, deadline: float) -> _Cut:
-        entry = _Cut(conn)
+        entry = _Cut(conn, deadline)
         with self._cond:
             heapq.heappush(self._heap, (deadline, next(self._order), entry))
             if self._thread is None:
@@ -174,11 +175,17 @@ class _Deadlines:
         return entry
 
     def done(self, entry: _Cut) -> bool:
-        """The request is over; True when its deadline cut it first (its connection must
-        not be reused)."""
+        """The request is over; True when its deadline cut it first or has passed (its
+        connection is not reused)."""
         with self._cond:
             entry.finished = True
-            return entry.expired
+        return self.passed(entry)
+
+    def passed(self, entry: _Cut) -> bool:
+        """The deadline cut the request, or has passed: a read timed out at the deadline
+        itself (its timeout is the time left) before this thread came to cut it, which is
+        the deadline's failure all the same."""
+        return entry.expired or self._clock() >= entry.deadline
 
     def expire_all(self) -> None:
         """Cut every request in flight now."""
@@ -516,7 +523,7 @@ class Response:
             raise
 
     def _expired(self) -> bool:
-        return self._cut is not None and self._cut.expired
+        return self._cut is not None and self._pool.deadlines.passed(self._cut)
 
     def _finish(self) -> bool:
         """The request is over: stop watching its deadline; True if the deadline cut it."""

@@ -4,6 +4,7 @@ case controls exactly what goes over the wire and when)."""
 from __future__ import annotations
 
 import contextlib
+import http.client
 import socket
 import ssl
 import struct
@@ -19,7 +20,16 @@ from hypothesis import strategies as st
 from cpa.kube.api import ApiError
 from cpa.kube.client import KubeApi
 from cpa.kube.config import Connection
-from cpa.kube.transport import ConnectError, Pool, ReadTimeoutError, Response, _Dechunker
+from cpa.kube.transport import (
+    ConnectError,
+    DeadlineExceeded,
+    Pool,
+    ReadTimeoutError,
+    Response,
+    _Cut,
+    _Deadlines,
+    _Dechunker,
+)
 
 Handler = Callable[[socket.socket, int], None]  # (accepted connection, its index)
 
@@ -574,6 +584,35 @@ def test_abort_cuts_requests_in_flight_and_bounds_later_ones(
     with pytest.raises(ApiError, match="deadline"):
         client.get_json("/also-hung")
     assert time.monotonic() - began < 2, "a request after abort() has the grace only"
+
+
+def test_a_read_that_times_out_at_the_deadline_is_the_deadline_s_failure(
+        serve: Callable[[Handler], Server], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The read timeout is the time left, so the socket may time out at the deadline before
+    the deadlines thread comes to cut the connection: still a DeadlineExceeded, not a
+    plain read timeout (the cutting thread is switched off here to make that order sure)."""
+    def handler(conn: socket.socket, _index: int) -> None:
+        read_request(conn)
+        time.sleep(3)
+
+    monkeypatch.setattr(_Deadlines, "_run", lambda self: None)
+    server = serve(handler)
+    pool = Pool(server.url, None)
+    with pytest.raises(DeadlineExceeded):
+        pool.request("GET", "/x", body=None, headers={}, connect_timeout=2, read_timeout=2,
+                     deadline=time.monotonic() + 0.3)
+
+
+def test_a_deadline_has_passed_once_cut_or_once_its_time_came() -> None:
+    now = [100.0]
+    deadlines = _Deadlines(lambda: now[0])
+    cut = _Cut(http.client.HTTPConnection("127.0.0.1", 1), 105.0)  # never connected
+    assert not deadlines.passed(cut)
+    now[0] = 105.0
+    assert deadlines.passed(cut)
+    now[0] = 0.0
+    cut.expired = True
+    assert deadlines.passed(cut)
 
 
 # --- Retry-After ----------------------------------------------------------------------------
