@@ -437,9 +437,10 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
         row["final_rss_mib"] = round(status["VmRSS"] / 1024, 1)
         row["peak_rss_within_64mib"] = row["peak_rss_mib"] <= RSS_BUDGET_MIB
         row["cpu_seconds_total"] = round(measure.cpu_seconds(proc.pid), 2)
-        log(f"  peak RSS {row['peak_rss_mib']} MiB, reaction median "
-            f"{row.get('reaction_median_seconds')}s, p90 {row.get('reaction_p90_seconds')}s "
-            f"(batches of {row.get('reaction_batch')} Nodes)")
+        reacted = (f", reaction median {row['reaction_median_seconds']}s, p90 "
+                   f"{row['reaction_p90_seconds']}s (batches of {row['reaction_batch']} Nodes)"
+                   if "reaction_median_seconds" in row else "")
+        log(f"  peak RSS {row['peak_rss_mib']} MiB{reacted}")
 
         # 4. churn: status updates at N/300 per second and a few flips, for 60 s
         if n in args.churn_at:
