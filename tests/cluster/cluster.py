@@ -41,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.cluster import configs
@@ -92,6 +93,16 @@ def missing_packages() -> list[str]:
     them)."""
     return sorted({pkg for cmd, pkg in DEBIAN_PACKAGES.items()
                    if not (shutil.which(cmd) or os.access(cmd, os.X_OK))})
+
+
+def require_host() -> None:
+    """Fail (not skip) a cluster test that cannot run here, saying how to run it."""
+    if os.geteuid() != 0:
+        pytest.fail("the cluster e2e needs root: run it with `make cluster-e2e`")
+    missing = missing_packages()
+    if missing:
+        pytest.fail(f"missing Debian packages {missing}: `make cluster-e2e` "
+                    "(tests/cluster/run.sh) installs them")
 
 
 def read_layouts() -> dict[str, Path]:

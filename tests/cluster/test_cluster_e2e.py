@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cluster.cluster import Cluster, missing_packages, wait_for
+from tests.cluster.cluster import Cluster, require_host, wait_for
 from tests.cluster.configs import NODE_NAME, SERVICE_IP
 from tests.cluster.host import run
 
@@ -80,11 +80,7 @@ STATE: dict[str, Any] = {}
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    if os.geteuid() != 0:
-        pytest.fail("the cluster e2e needs root: run it with `make cluster-e2e`")
-    if missing_packages():
-        pytest.fail(f"missing Debian packages {missing_packages()}: `make cluster-e2e` "
-                    "(tests/cluster/run.sh) installs them")
+    require_host()
     c = Cluster()
     try:
         c.start()

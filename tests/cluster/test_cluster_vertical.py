@@ -25,7 +25,6 @@ kubelet's events and ``/cpvpa``'s fallback line.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,7 +34,7 @@ import pytest
 
 from cpa.vertical.config import decode_config
 from cpa.vertical.formula import compute
-from tests.cluster.cluster import Cluster, missing_packages, wait_for
+from tests.cluster.cluster import Cluster, require_host, wait_for
 from tests.cluster.configs import NODE_NAME
 
 NS = "kube-system"
@@ -69,11 +68,7 @@ def timed(what: str, seconds: float) -> None:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    if os.geteuid() != 0:
-        pytest.fail("the cluster e2e needs root: run it with `make cluster-e2e`")
-    if missing_packages():
-        pytest.fail(f"missing Debian packages {missing_packages()}: `make cluster-e2e` "
-                    "(tests/cluster/run.sh) installs them")
+    require_host()
     c = Cluster()
     try:
         c.start()

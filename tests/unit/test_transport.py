@@ -281,18 +281,23 @@ def half_answer(conn: socket.socket) -> None:
     rst(conn)
 
 
-def test_a_reset_after_a_byte_of_the_answer_is_not_retryable_at_once(
-        serve: Callable[[Handler], Server]) -> None:
-    """Go's transport sends nothing again once a byte of the answer came."""
-    server = serve(answer_then(half_answer))
+def second_get_error(server: Server) -> ConnectError:
+    """What a second GET on the kept-alive connection of a first, answered one raises."""
     pool = Pool(server.url, None)
     first = get(pool, "/x")
     first.read()
     first.release_conn()
     with pytest.raises(ConnectError) as caught:
         get(pool, "/x")
-    assert caught.value.reused and caught.value.broken
-    assert not caught.value.before_answer and not caught.value.retryable
+    return caught.value
+
+
+def test_a_reset_after_a_byte_of_the_answer_is_not_retryable_at_once(
+        serve: Callable[[Handler], Server]) -> None:
+    """Go's transport sends nothing again once a byte of the answer came."""
+    caught = second_get_error(serve(answer_then(half_answer)))
+    assert caught.reused and caught.broken
+    assert not caught.before_answer and not caught.retryable
 
 
 def test_a_reset_on_a_new_connection_is_not_retryable_at_once(
@@ -378,15 +383,9 @@ def test_a_refused_connection_is_not_tried_again() -> None:
 
 def test_connect_errors_say_whether_they_may_be_sent_again(
         serve: Callable[[Handler], Server]) -> None:
-    server = serve(answer_then(rst))
-    pool = Pool(server.url, None)
-    first = get(pool, "/x")
-    first.read()
-    first.release_conn()
-    with pytest.raises(ConnectError) as caught:
-        get(pool, "/x")
-    assert caught.value.before_answer and caught.value.reused and caught.value.retryable
-    assert caught.value.broken
+    caught = second_get_error(serve(answer_then(rst)))
+    assert caught.before_answer and caught.reused and caught.retryable
+    assert caught.broken
 
 
 def test_a_write_is_never_sent_twice(serve: Callable[[Handler], Server]) -> None:
