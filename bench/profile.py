@@ -220,7 +220,7 @@ from cpa.kube.client import KubeApi; mark("import kubeapi (http.client, nodeprot
 from cpa.kube.config import load; mark("import kubeconfig (ssl)")
 from cpa.nodes.store import NodeStore; mark("import nodestore")
 from cpa.nodes.watch import NodeReflector; mark("import nodewatch")
-from cpa.daemon.health import HealthState, serve; mark("import health")
+from cpa.runtime.health import HealthState, serve; mark("import health")
 server = serve(HealthState("waiting"), 0, "127.0.0.1")
 mark("health serving: the Node list can go out")
 import structlog; mark("import structlog (the daemon: after its first poll)")

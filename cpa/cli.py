@@ -15,15 +15,16 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from cpa import VERSION_TEXT, __version__, flags, logs
+from cpa.go.pflag import EXIT_INVALID, EXIT_USAGE, UsageError
 
 if TYPE_CHECKING:  # imported for real only on the daemon's path, below
-    from cpa.daemon.health import HealthState
-    from cpa.daemon.leaderelection import LeaderElector
     from cpa.daemon.loop import LoopConfig, PollResult
     from cpa.daemon.metrics import Metrics
     from cpa.kube.api import Api, RawApi
     from cpa.kube.scale import Target
     from cpa.nodes.watch import NodeReflector, WatchStatus
+    from cpa.runtime.health import HealthState
+    from cpa.runtime.leaderelection import LeaderElector
 
 DAEMON_NAME = "cluster-proportional-autoscaler"
 LABEL_LIST_WAIT = 30.0
@@ -34,7 +35,7 @@ poll decides once it is done."""
 
 def _usage_exit(prog: str, message: str) -> int:
     print(f"{prog}: {message} (see --help)", file=sys.stderr)
-    return flags.EXIT_USAGE
+    return EXIT_USAGE
 
 
 def run_daemon(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
@@ -48,7 +49,7 @@ def run_daemon(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
 def _run_daemon(argv: Sequence[str], prog: str) -> int:
     try:
         opts = flags.parse_args(argv)
-    except flags.UsageError as exc:
+    except UsageError as exc:
         return _usage_exit(prog, str(exc))
     if opts.help:
         print(flags.usage(prog))
@@ -63,16 +64,16 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
         for problem in problems:
             print(f"{prog}: {problem}", file=sys.stderr)
         print(f"{prog}: failed to validate all input parameters", file=sys.stderr)
-        return flags.EXIT_INVALID
+        return EXIT_INVALID
 
     # Imported here so --help/--version and flag errors stay instant; only what starting
     # the health server and the Node list needs comes first (the rest is imported while the
     # list is in flight).
-    from cpa.daemon.process import Stopper, raise_open_files_limit
     from cpa.kube.client import KubeApi
     from cpa.kube.config import ConfigError, load
     from cpa.nodes.store import NodeStore
     from cpa.nodes.watch import NodeReflector
+    from cpa.runtime.process import Stopper, raise_open_files_limit
 
     raise_open_files_limit()
     stopper = Stopper()
@@ -82,14 +83,14 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
         conn = load(opts.kubeconfig)
     except ConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
-        return flags.EXIT_INVALID
+        return EXIT_INVALID
     api = KubeApi(conn)
     store = NodeStore()
     watch = NodeReflector(api, store, opts.nodelabels)
     # The health server answers before anything touches the API (ours: upstream serves
     # nothing until its informer synced): /healthz 200, /last-poll 500 saying why we wait,
     # /metrics counting it. It is a few sockets and one thread, ~1 ms before the list.
-    from cpa.daemon.health import HealthState, serve
+    from cpa.runtime.health import HealthState, serve
 
     health = HealthState(WAITING)
     metrics = _LateMetrics(opts.targets, watch.status, opts.dry_run)
@@ -98,7 +99,7 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
     except OSError as exc:
         print(f"{prog}: cannot serve health on port {opts.health_port}: {exc} "
               "(choose another with --health-port)", file=sys.stderr)
-        return flags.EXIT_INVALID
+        return EXIT_INVALID
     watch.start()
     stopper.abort_on_stop(api)
     # Events until the first poll is done are held and written after it (cpa.logs): the
@@ -121,7 +122,7 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
             print(f"{prog}: {unresolved}", file=sys.stderr)
             watch.stop()
             server.shutdown()
-            return flags.EXIT_INVALID
+            return EXIT_INVALID
     if not _wait_for_the_first_list(watch, stop, health, metrics, opts.poll_period_seconds):
         watch.stop()
         server.shutdown()
@@ -129,7 +130,7 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
     elector = _leader_elector(opts, api) if opts.leader_elect else None
     writer: RawApi = api
     if elector is not None:
-        from cpa.daemon.leaderelection import GuardedApi
+        from cpa.runtime.leaderelection import GuardedApi
 
         writer = GuardedApi(api, elector)  # every write checks the Lease just before it
         health.record(None)  # a follower has no poll of its own to report
@@ -296,7 +297,7 @@ class _LateMetrics:
 
 
 def _leader_elector(opts: flags.Options, api: Api) -> LeaderElector:
-    from cpa.daemon.leaderelection import LeaderElector, LeaseConfig, default_identity
+    from cpa.runtime.leaderelection import LeaderElector, LeaseConfig, default_identity
 
     config = LeaseConfig(namespace=opts.leader_elect_namespace or opts.namespace,
                          name=opts.leader_elect_lease_name or opts.configmap,
@@ -364,12 +365,12 @@ def guarded(prog: str, command: Callable[[], int]) -> int:
         return 130
     except (RecursionError, MemoryError):
         _say(prog, "the input is too large or nested too deeply to handle")
-        return flags.EXIT_INVALID
+        return EXIT_INVALID
     except Exception as exc:
         from cpa.tools.inputs import internal_error
 
         _say(prog, internal_error(exc))
-        return flags.EXIT_INVALID
+        return EXIT_INVALID
 
 
 def _drop_output() -> None:
@@ -414,7 +415,7 @@ def _main(args: list[str]) -> int:
             print(_CPA_USAGE)
             return 0
         print(_CPA_USAGE, file=sys.stderr)
-        return flags.EXIT_USAGE
+        return EXIT_USAGE
     if args[0] in ("--version", "-version", "version"):
         print(VERSION_TEXT)
         return 0

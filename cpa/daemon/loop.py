@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from cpa import logs
-from cpa.daemon.watchdogs import FloorClamps, OtherWriters, Overwrite, StaleCounts
+from cpa.daemon.watchdogs import FloorClamps, OtherWriters, Overwrite
 from cpa.decide.behavior import Behavior, BehaviorStage, Outcome
 from cpa.decide.decision import Decision, decide
 from cpa.decide.modes.mode import Params
@@ -30,6 +30,7 @@ from cpa.kube.api import ApiError, RawApi
 from cpa.kube.scale import ScaleResult, Target, ensure_replicas
 from cpa.nodes.counts import ClusterCounts, CountingPolicy
 from cpa.nodes.watch import WatchStatus
+from cpa.runtime.stalecounts import StaleCounts
 
 LARGE_PARAMS_BYTES = 64 * 1024
 """A ConfigMap this large (a ladder of thousands of steps): the polls after it is loaded,

@@ -12,55 +12,28 @@ line, modes from the registry), so the series count cannot grow with the cluster
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    disable_created_metrics,
-    generate_latest,
-)
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.gc_collector import GCCollector
-from prometheus_client.platform_collector import PlatformCollector
-from prometheus_client.process_collector import ProcessCollector
-from prometheus_client.registry import Collector
+from prometheus_client import Counter, Gauge, generate_latest
 
 from cpa.decide.modes.registry import MODES
+from cpa.runtime.metrics import (
+    NodeWatchCollector,
+    last_success_gauge,
+    leader_gauge,
+    new_registry,
+    poll_duration_histogram,
+    polls_counter,
+)
 
 if TYPE_CHECKING:
     from cpa.daemon.loop import PollResult
     from cpa.kube.scale import Target
     from cpa.nodes.watch import WatchStatus
 
-# No *_created series: one series per counter, as operators expect.
-disable_created_metrics()  # type: ignore[no-untyped-call]
-_POLL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-
-
-class _WatchCollector(Collector):
-    """Reads the node watch's status when Prometheus scrapes, so the figures are current
-    even between polls (and while the daemon is a follower that does not poll)."""
-
-    def __init__(self, status: Callable[[], WatchStatus], clock: Callable[[], float]) -> None:
-        self._status = status
-        self._clock = clock
-
-    def collect(self) -> Iterable[Metric]:
-        status = self._status()
-        restarts = CounterMetricFamily(
-            "cpa_node_watch_restarts", "Node watches that failed and were replaced.")
-        restarts.add_metric([], status.restarts)
-        yield restarts
-        stale = GaugeMetricFamily(
-            "cpa_node_counts_stale_seconds",
-            "How long the node watch has been down (0 while it is up): the counts may have "
-            "missed changes for this long.")
-        stale.add_metric([], status.stale_seconds(self._clock()))
-        yield stale
+_STALE_HELP = ("How long the node watch has been down (0 while it is up): the counts may have "
+               "missed changes for this long.")
 
 
 def _whole(value: object) -> int:
@@ -75,12 +48,34 @@ class Metrics:
                  watch_status: Callable[[], WatchStatus] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time, dry_run: bool = False) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
-        reg = self.registry
+        self.registry = new_registry()
         self._wall = wall
-        ProcessCollector(registry=reg)
-        PlatformCollector(registry=reg)
-        GCCollector(registry=reg)
+        self._cluster_series()
+        self._poll_series()
+        self._decision_series()
+        self._write_series(dry_run)
+        for target in targets:  # present from the start, so absence is never ambiguous
+            self.scale_writes.labels(str(target))
+            self.overwritten.labels(str(target))
+            if target.kind == "horizontalpodautoscaler":
+                self.floor_clamped.labels(str(target)).set(0)
+        for mode in MODES:
+            self.params_info.labels(mode).set(0)
+        if watch_status is not None:
+            self.registry.register(NodeWatchCollector("cpa", watch_status, clock, _STALE_HELP))
+        # The series every poll sets, looked up once: labels() costs more than set().
+        self._poll_ok = self.polls.labels("success")
+        self._poll_error = self.polls.labels("error")
+        self._nodes = (self.cluster_nodes.labels("all"), self.cluster_nodes.labels("schedulable"))
+        self._cores = (self.cluster_cores.labels("all"), self.cluster_cores.labels("schedulable"))
+        self._mode: str | None = None  # the mode params_info says is in force
+        self._zones = False  # whether cluster_zones has series (a zones key was in force)
+        self._writes: dict[Target, Counter] = {}
+        self._replicas: dict[Target, Gauge] = {}  # made at a target's first replica count
+
+    # The series, registered in the order the exposition lists them.
+    def _cluster_series(self) -> None:
+        reg = self.registry
         self.target_replicas = Gauge(
             "cpa_target_replicas", "Replicas of each target, as last read or written.",
             ["target"], registry=reg)
@@ -96,14 +91,15 @@ class Metrics:
         self.cluster_zones = Gauge(
             "cpa_cluster_zones", "Zones the counted Nodes are in (scope as nodes); only "
             "with a zones key in the parameters.", ["scope"], registry=reg)
-        self.polls = Counter("cpa_polls", "Polls by result.", ["result"], registry=reg)
+
+    def _poll_series(self) -> None:
+        reg = self.registry
+        self.polls = polls_counter("cpa", reg)
         self.early_polls = Counter(
             "cpa_early_polls", "Polls run between the period's because the node counts "
             "changed the replica count (--react-to-node-changes); also in cpa_polls.",
             registry=reg)
-        self.poll_duration = Histogram(
-            "cpa_poll_duration_seconds", "How long a poll took.", buckets=_POLL_BUCKETS,
-            registry=reg)
+        self.poll_duration = poll_duration_histogram("cpa", reg)
         self.scale_writes = Counter(
             "cpa_scale_writes", "Replica counts written to a target's scale subresource.",
             ["target"], registry=reg)
@@ -111,9 +107,10 @@ class Metrics:
             "cpa_scale_overwritten",
             "Polls that found a target's replicas changed by another writer.", ["target"],
             registry=reg)
-        self.last_success = Gauge(
-            "cpa_last_successful_poll_timestamp_seconds",
-            "Unix time of the last poll that succeeded.", registry=reg)
+        self.last_success = last_success_gauge("cpa", reg)
+
+    def _decision_series(self) -> None:
+        reg = self.registry
         self.params_info = Gauge(
             "cpa_params_info", "1 for the mode of the parameters in force, 0 for the others.",
             ["mode"], registry=reg)
@@ -128,10 +125,10 @@ class Metrics:
             "cpa_hpa_floor_clamped", "1 while an HPA floor target's bounds (maxReplicas, or "
             "the minimum of 1) keep its minReplicas from the parameters' count.", ["target"],
             registry=reg)
-        self.leader = Gauge(
-            "cpa_leader", "1 while this process may write (the leader, or no leader "
-            "election), 0 while it is a follower.", registry=reg)
-        self.leader.set(1)
+
+    def _write_series(self, dry_run: bool) -> None:
+        reg = self.registry
+        self.leader = leader_gauge("cpa", reg)
         self.dry_run = Gauge(
             "cpa_dry_run", "1 when the daemon runs with --dry-run and writes nothing.",
             registry=reg)
@@ -140,26 +137,6 @@ class Metrics:
             "cpa_dry_run_replicas", "With --dry-run: the replicas (an HPA's minReplicas) the "
             "daemon would have written to each target at the last poll.", ["target"],
             registry=reg)
-        for target in targets:  # present from the start, so absence is never ambiguous
-            self.scale_writes.labels(str(target))
-            self.overwritten.labels(str(target))
-            if target.kind == "horizontalpodautoscaler":
-                self.floor_clamped.labels(str(target)).set(0)
-        for result in ("success", "error"):
-            self.polls.labels(result)
-        for mode in MODES:
-            self.params_info.labels(mode).set(0)
-        if watch_status is not None:
-            reg.register(_WatchCollector(watch_status, clock))
-        # The series every poll sets, looked up once: labels() costs more than set().
-        self._poll_ok = self.polls.labels("success")
-        self._poll_error = self.polls.labels("error")
-        self._nodes = (self.cluster_nodes.labels("all"), self.cluster_nodes.labels("schedulable"))
-        self._cores = (self.cluster_cores.labels("all"), self.cluster_cores.labels("schedulable"))
-        self._mode: str | None = None  # the mode params_info says is in force
-        self._zones = False  # whether cluster_zones has series (a zones key was in force)
-        self._writes: dict[Target, Counter] = {}
-        self._replicas: dict[Target, Gauge] = {}  # made at a target's first replica count
 
     def _set_replicas(self, target: Target, value: int) -> None:
         gauge = self._replicas.get(target)

@@ -41,7 +41,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Final
 
-from cpa.decide.gojson import (
+from cpa.decide.steps import Step, plural
+from cpa.go.json import (
     GoJsonError,
     JsonValue,
     Number,
@@ -51,7 +52,6 @@ from cpa.decide.gojson import (
     go_string,
     members_by_field,
 )
-from cpa.decide.steps import Step, plural
 
 __all__ = [
     "MAX_PERIOD_SECONDS",

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final
 
-from cpa.decide.gojson import (
+from cpa.decide.steps import Step, plural
+from cpa.go.json import (
     GoJsonError,
     JsonValue,
     describe,
@@ -34,7 +35,6 @@ from cpa.decide.gojson import (
     go_float,
     go_string,
 )
-from cpa.decide.steps import Step, plural
 from cpa.nodes.counts import DEFAULT_POLICY, CountingPolicy
 
 __all__ = ["FIELDS", "NO_COUNTING", "PRESETS", "Counting", "CountingDoc",

@@ -7,7 +7,7 @@ parsers (:mod:`cpa.decide.modes` with ``behavior`` and the counting keys), which
 
 from __future__ import annotations
 
-from cpa.decide.gojson import GoJsonError, JsonValue, as_object, go_marshal, parse
+from cpa.go.json import GoJsonError, JsonValue, as_object, go_marshal, parse
 
 __all__ = ["default_params_to_data"]
 

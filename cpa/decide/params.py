@@ -32,9 +32,9 @@ from cpa.decide.counting import (
     counting_problems,
     decode_counting_field,
 )
-from cpa.decide.gojson import GoJsonError, JsonObject, JsonValue, as_object, go_bool, parse
 from cpa.decide.zones import FIELD as ZONES_KEY
 from cpa.decide.zones import Zones, ZonesDoc, decode_zones, zones_problems
+from cpa.go.json import GoJsonError, JsonObject, JsonValue, as_object, go_bool, parse
 from cpa.nodes.counts import CountingPolicy
 
 __all__ = ["SHARED_KEYS", "ParamsError", "SharedDecoder", "SharedParams", "decode_error",

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from cpa.decide.gojson import format_go_float
+from cpa.go.json import format_go_float
 
 __all__ = ["INFINITE", "Step", "plural", "show"]
 

@@ -38,7 +38,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from cpa.decide.gojson import (
+from cpa.decide.steps import Step, plural
+from cpa.go.json import (
     JsonValue,
     as_object,
     describe,
@@ -47,7 +48,6 @@ from cpa.decide.gojson import (
     go_string,
     members_by_field,
 )
-from cpa.decide.steps import Step, plural
 
 __all__ = ["DEFAULT_TOPOLOGY_KEY", "FIELD", "Zones", "ZonesDoc", "decode_zones",
            "zones_problems"]

@@ -28,8 +28,8 @@ from functools import lru_cache
 from typing import NamedTuple, Protocol
 
 from cpa import logs
+from cpa.go.quantity import CpuQuantityError, cores_rounded_up, cpu_millicores
 from cpa.nodes.counts import DEFAULT_POLICY, ClusterCounts, CountingPolicy
-from cpa.nodes.quantity import QuantityError, cores_rounded_up, cpu_millicores
 from cpa.nodes.records import NodeInfo
 
 __all__ = ["NodeRecord", "NodeSink", "NodeStore"]
@@ -210,7 +210,7 @@ class NodeStore:
         if node.cpu:
             try:
                 milli = _millicores(node.cpu)
-            except QuantityError as exc:
+            except CpuQuantityError as exc:
                 self._log.warning("node.bad_cpu", node=node.name, cpu=node.cpu, error=str(exc),
                                   hint="counted as 0 cores")
         with self._lock:

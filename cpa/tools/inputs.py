@@ -25,8 +25,8 @@ from cpa.decide.defaults import default_params_to_data
 from cpa.decide.modes.mode import Params
 from cpa.decide.modes.registry import parse_configmap_data
 from cpa.decide.params import ParamsError
+from cpa.go.quantity import CpuQuantityError, cores_rounded_up, cpu_millicores
 from cpa.nodes.counts import ClusterCounts
-from cpa.nodes.quantity import QuantityError, cores_rounded_up, cpu_millicores
 
 __all__ = ["COUNT_MAX", "REPLICAS_MAX", "InputError", "ToolParser", "UsageError",
            "add_parameter_arguments", "answer", "cluster_counts", "data_from_file",
@@ -314,7 +314,7 @@ def _millicores(value: object, what: str) -> int | Fraction:
         raise InputError(f"{what} is {_shown(value)}, not a number")
     try:
         millis = cpu_millicores(text)
-    except QuantityError:
+    except CpuQuantityError:
         raise InputError(f"{what} is {_shown(value)!r}, not a number of cores (write e.g. "
                          "16, 1.5 or 3920m)") from None
     if millis < 0:

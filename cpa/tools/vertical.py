@@ -22,6 +22,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from cpa.go.quantity import Format, Quantity
 from cpa.tools.inputs import InputError, ToolParser, UsageError, answer
 from cpa.vertical import options
 from cpa.vertical.config import (
@@ -47,7 +48,6 @@ from cpa.vertical.patch import (
     target_path,
     template_containers,
 )
-from cpa.vertical.quantity import Format, Quantity
 from cpa.vertical.resize import label_selector, plan_pod
 
 __all__ = ["explain_vertical_main"]

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
-from cpa.vertical._gojson import (
+from cpa.go.json import (
     GoJsonError,
     JsonObject,
     JsonValue,
@@ -43,7 +43,7 @@ from cpa.vertical._gojson import (
     match_field,
     parse,
 )
-from cpa.vertical.quantity import Quantity, QuantityError, go_trim_space
+from cpa.go.quantity import Quantity, QuantityError, go_trim_space
 
 __all__ = [
     "ConfigError",

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
+from cpa.go.quantity import MAX_MILLI_VALUE, Format, Quantity, wrap_int64
 from cpa.vertical.config import ResourceScaleConfig, ScaleConfig
-from cpa.vertical.quantity import MAX_MILLI_VALUE, Format, Quantity, wrap_int64
 
 __all__ = [
     "ContainerRequirements",

@@ -4,8 +4,9 @@ CPVA's flags (cmd/cpvpa/options/options.go:54-63) keep their names, types, defau
 checks, so a CPVA Deployment's ``command`` works unchanged: ``--target``, ``--namespace``
 (default ``$MY_NAMESPACE``, not CPA's ``$MY_POD_NAMESPACE``), ``--default-config``,
 ``--config-file``, ``--poll-period-seconds`` (10), ``--kubeconfig``, ``--version``,
-``--dry-run`` and the glog flags. The syntax is pflag's, parsed by :mod:`cpa.flags` with
-this module's table: ``_`` and ``-`` are one, ``-v=2`` works.
+``--dry-run`` and the glog flags. The syntax is pflag's, parsed by :mod:`cpa.go.pflag`
+with this module's table: ``_`` and ``-`` are one, ``-v=2`` works; the glog and
+leader-election rows are both daemons' (:mod:`cpa.runtime.options`).
 
 Validation reports every problem at once, with CPVA's messages (exit 1). Ours on top of
 CPVA's checks: an empty name (``deployment/``) and a name with a ``/`` are refused here
@@ -19,17 +20,20 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from cpa.flags import (
-    Flag,
-    FlagTable,
-    UsageError,
-    parse_bool,
-    parse_decimal_int,
-    parse_duration,
-    parse_flags,
-    parse_go_int,
-    parse_str,
-    shared,
+from cpa.go.duration import parse_duration
+from cpa.go.pflag import Flag, FlagTable, UsageError, parse_flags, parse_str
+from cpa.go.pflag import usage as table_usage
+from cpa.go.strconv import parse_bool, parse_go_int
+from cpa.runtime.options import (
+    GLOG_FLAGS,
+    KUBECONFIG_FLAG,
+    LEADER_ELECT_FLAG,
+    LEASE_FLAGS,
+    LOG_FORMAT_FLAG,
+    GlogOptions,
+    LeaderElectionOptions,
+    validate_leader_election,
+    verbosity_flag,
 )
 from cpa.vertical.config import ConfigError, ScaleConfig, decode_config
 from cpa.vertical.patch import PatchTarget, TargetError, parse_target
@@ -50,7 +54,7 @@ def _choice(*allowed: str) -> Callable[[str], str]:
 
 
 @dataclass(slots=True)
-class VerticalOptions:
+class VerticalOptions(GlogOptions, LeaderElectionOptions):
     """Everything ``/cpvpa`` takes from its command line (and ``$MY_NAMESPACE``)."""
 
     target: str = ""
@@ -62,16 +66,6 @@ class VerticalOptions:
     version: bool = False
     dry_run: bool = False
     help: bool = False
-    # glog flags: accepted for compatibility; only --v changes what we do.
-    v: int = 0
-    vmodule: str = ""
-    logtostderr: bool = False
-    alsologtostderr: bool = False
-    stderrthreshold: int = 2
-    log_dir: str = ""
-    log_link: str = ""
-    logbuflevel: int = 0
-    log_backtrace_at: str = ""
     # ours, opt-in
     resize_mode: str = "template"
     in_place_template: str = "when-safe"
@@ -79,12 +73,6 @@ class VerticalOptions:
     invalid_config: str = InvalidConfigPolicy.REFUSE.value
     health_port: int = 0
     log_format: str = "text"
-    leader_elect: bool = False
-    leader_elect_lease_name: str = ""
-    leader_elect_namespace: str = ""
-    leader_elect_lease_duration: float = 15.0
-    leader_elect_renew_deadline: float = 10.0
-    leader_elect_retry_period: float = 2.0
     # filled by validate()
     patch_target: PatchTarget | None = None
     default_scale_config: ScaleConfig | None = None
@@ -118,16 +106,14 @@ _FLAGS: tuple[Flag, ...] = (
          "when it is replaced (a mounted ConfigMap's update).", metavar="path"),
     Flag("poll-period-seconds", "poll_period_seconds", parse_go_int,
          "Seconds between polls of the cluster size (default 10).", metavar="int"),
-    *shared("kubeconfig"),
+    KUBECONFIG_FLAG,
     Flag("version", "version", parse_bool, "Print the version and exit.", is_bool=True),
     Flag("dry-run", "dry_run", parse_bool,
          "Compute and log the updates of the target but do not apply them.", is_bool=True),
     Flag("help", "help", parse_bool, "Show this help and exit.", is_bool=True),
-    Flag("v", "v", lambda text: parse_decimal_int(text, 32),
-         "Log verbosity: 0 writes and errors, 2 the config, 4 every poll's counts and "
-         "values.", metavar="int"),
-    *shared("vmodule", "logtostderr", "alsologtostderr", "stderrthreshold", "log-dir",
-            "log-link", "logbuflevel", "log-backtrace-at"),
+    verbosity_flag("Log verbosity: 0 writes and errors, 2 the config, 4 every poll's counts "
+                   "and values."),
+    *GLOG_FLAGS,
     Flag("resize-mode", "resize_mode", _choice(*RESIZE_MODES),
          "template (default, CPVA's): patch the target's pod template, which rolls its "
          "Pods. in-place: resize the running Pods through pods/resize (Kubernetes 1.33+), "
@@ -146,22 +132,19 @@ _FLAGS: tuple[Flag, ...] = (
     Flag("health-port", "health_port", parse_go_int,
          "Serve /healthz, /last-poll and /metrics on this port (default 0: off, as CPVA).",
          metavar="int"),
-    *shared("log-format"),
-    Flag("leader-elect", "leader_elect", parse_bool,
-         "Run several replicas: only the holder of a coordination.k8s.io Lease writes. "
-         "Needs get, create, update on leases.", is_bool=True),
+    LOG_FORMAT_FLAG,
+    LEADER_ELECT_FLAG,
     Flag("leader-elect-lease-name", "leader_elect_lease_name", parse_str,
          "Name of the Lease (default: cpvpa-<kind>-<name> of the target).",
          metavar="string"),
-    *shared("leader-elect-namespace", "leader-elect-lease-duration",
-            "leader-elect-renew-deadline", "leader-elect-retry-period"),
+    *LEASE_FLAGS,
 )
 
 TABLE = FlagTable(_FLAGS)
 
 
 def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> VerticalOptions:
-    """Parse ``argv`` (without the program name); raise :class:`cpa.flags.UsageError`."""
+    """Parse ``argv`` (without the program name); raise :class:`cpa.go.pflag.UsageError`."""
     env = os.environ if environ is None else environ
     opts = VerticalOptions(namespace=env.get("MY_NAMESPACE", ""),
                            kubeconfig=env.get("KUBECONFIG", ""))
@@ -204,22 +187,9 @@ def validate(opts: VerticalOptions) -> list[str]:
                         f"{opts.health_port}")
     if opts.resize_deferred_timeout <= 0:
         problems.append("--resize-deferred-timeout must be positive")
-    if opts.leader_elect:
-        duration = opts.leader_elect_lease_duration
-        deadline = opts.leader_elect_renew_deadline
-        retry = opts.leader_elect_retry_period
-        if not duration > deadline:
-            problems.append("--leader-elect-lease-duration must be greater than "
-                            f"--leader-elect-renew-deadline ({duration:g}s <= {deadline:g}s)")
-        if not deadline > 1.2 * retry:  # client-go's JitterFactor
-            problems.append("--leader-elect-renew-deadline must be greater than 1.2 x "
-                            f"--leader-elect-retry-period ({deadline:g}s, {retry:g}s)")
-        if retry <= 0:
-            problems.append("--leader-elect-retry-period must be positive")
+    problems.extend(validate_leader_election(opts))
     return problems
 
 
 def usage(prog: str) -> str:
-    from cpa.flags import usage as table_usage
-
     return table_usage(prog, TABLE)

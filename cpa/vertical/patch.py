@@ -31,9 +31,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from cpa.vertical._gojson import JsonObject, JsonValue, go_marshal
+from cpa.go.json import JsonObject, JsonValue, go_marshal
+from cpa.go.quantity import Quantity, QuantityError
 from cpa.vertical.formula import ContainerRequirements, Requirements
-from cpa.vertical.quantity import Quantity, QuantityError
 
 __all__ = [
     "KINDS",

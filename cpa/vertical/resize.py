@@ -30,9 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from cpa.go.quantity import Quantity, QuantityError
 from cpa.vertical.formula import ContainerRequirements, Requirements
 from cpa.vertical.patch import Difference, differences
-from cpa.vertical.quantity import Quantity, QuantityError
 
 __all__ = [
     "RESIZABLE",

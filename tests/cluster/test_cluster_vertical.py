@@ -130,7 +130,7 @@ def computed(c: Cluster) -> dict[str, dict[str, str]]:
 
 
 def same_values(have: dict[str, Any] | None, want: dict[str, dict[str, str]]) -> bool:
-    from cpa.vertical.quantity import Quantity
+    from cpa.go.quantity import Quantity
 
     have = have or {}
     return all(
@@ -331,7 +331,7 @@ def test_2_in_place_resize_keeps_the_pod(cluster: Cluster) -> None:
     cgroup = cgroup_values(cluster, after["status"]["containerStatuses"][0]["containerID"])
     # The kubelet's cgroup v1 arithmetic: shares = millicpu * 1024 / 1000, quota = limit
     # millicpu * 100 (100 ms periods), memory in bytes.
-    from cpa.vertical.quantity import Quantity
+    from cpa.go.quantity import Quantity
 
     cpu_request = Quantity.parse(want["requests"]["cpu"]).milli_value()
     cpu_limit = Quantity.parse(want["limits"]["cpu"]).milli_value()

@@ -413,7 +413,7 @@ def test_a_restart_writes_again_and_corrects_an_outside_edit(
 def test_the_soft_open_files_limit_is_raised_and_sigterm_cuts_a_hung_start(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any,
         tmp_path: Path) -> None:
-    """As the autoscaler (cpa.daemon.process): the open-files limit a container runtime
+    """As the autoscaler (cpa.runtime.process): the open-files limit a container runtime
     sets is raised to the hard one, and SIGTERM is honoured while a request hangs."""
     create_target(controlplane.admin(), namespace, "deployment", "addon")
     silent = socket.socket()  # accepts (the kernel's backlog) and never answers

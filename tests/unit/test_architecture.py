@@ -21,6 +21,7 @@ DOC = REPO / "docs" / "architecture.md"
 # What the pure core may use of the standard library: computing, no I/O, no clock.
 DECIDE_STDLIB = frozenset({"__future__", "array", "bisect", "collections", "dataclasses", "decimal",
                            "fractions", "math", "re", "typing"})
+GO_STDLIB = DECIDE_STDLIB | {"enum"}
 
 
 def rule() -> dict[str, frozenset[str]]:
@@ -152,6 +153,16 @@ def test_the_pure_core_uses_no_io() -> None:
                     for line, top in stdlib_imports(path)
                     if top not in DECIDE_STDLIB and top != "cpa"})
     assert found == [], f"decide computes only ({sorted(DECIDE_STDLIB)}): {found}"
+
+
+def test_go_compatibility_uses_no_io() -> None:
+    """cpa.go is what Go programs compute (their JSON, flags, numbers, quantities): pure, as
+    decide is, so both programs and decide may use it anywhere."""
+    found = sorted({f"{module_name(path)}:{line} {top}"
+                    for path in (PACKAGE / "go").rglob("*.py")
+                    for line, top in stdlib_imports(path)
+                    if top not in GO_STDLIB})
+    assert found == [], f"go computes only ({sorted(GO_STDLIB)}): {found}"
 
 
 def test_the_rule_catches_a_wrong_import(tmp_path: Path) -> None:

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from cpa.cli import loop_config
-from cpa.daemon.health import HealthState
 from cpa.daemon.loop import Autoscaler
 from cpa.flags import parse_args, validate
 from cpa.nodes.counts import ClusterCounts
+from cpa.runtime.health import HealthState
 from tests.fakes import FakeApi
 
 DEFAULTS = ('{"linear":{"coresPerReplica":256,"nodesPerReplica":16,'

@@ -28,9 +28,9 @@ from cpa.decide.behavior import (
     apply,
     parse_behavior,
 )
-from cpa.decide.gojson import GoJsonError, parse
 from cpa.decide.modes.registry import parse_configmap_data
 from cpa.decide.params import ParamsError
+from cpa.go.json import GoJsonError, parse
 from tests.unit.configured import ladder_params, linear_params, parse_ladder, parse_linear
 
 

@@ -12,7 +12,7 @@ import urllib3
 
 from cpa import VERSION_TEXT, __version__
 from cpa.cli import main, run_daemon
-from cpa.daemon.health import HealthState, serve
+from cpa.runtime.health import HealthState, serve
 from cpa.tools.explain import explain_main
 
 DEFAULTS = ('{"linear":{"coresPerReplica":256,"nodesPerReplica":16,'
@@ -145,7 +145,7 @@ def test_daemon_path_does_not_import_the_kubernetes_client() -> None:
     at the first log event, while the Node list is in flight), nor prometheus_client (after
     the first poll): start-up time is part of the time to the first correct write."""
     code = ("import sys, cpa.cli, cpa.daemon.loop, cpa.nodes.watch, cpa.nodes.store, "
-            "cpa.kube.config, cpa.kube.client, cpa.nodes.proto, cpa.daemon.health;"
+            "cpa.kube.config, cpa.kube.client, cpa.nodes.proto, cpa.runtime.health;"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('kubernetes', 'yaml', 'requests', 'pydantic', 'msgspec', 'google', "
             "'structlog', 'prometheus_client')))")

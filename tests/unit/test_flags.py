@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cpa.flags import (
-    Options,
-    UsageError,
-    _parse_go_int,
-    flag_names,
-    parse_args,
-    validate,
-)
+from cpa.flags import Options, flag_names, parse_args, validate
+from cpa.go.pflag import UsageError
+from cpa.go.strconv import parse_go_int
 from cpa.kube.scale import Target, parse_targets
 
 KUBE_DNS_DEFAULTS = ('{"linear":{"coresPerReplica":256,"nodesPerReplica":16,'
@@ -177,14 +172,14 @@ def test_severity_names_any_case() -> None:
     ("1_000", 1000), ("0x_1f", 31),
 ])
 def test_go_int_parsing(text: str, value: int) -> None:
-    assert _parse_go_int(text) == value
+    assert parse_go_int(text) == value
 
 
 @pytest.mark.parametrize("text", ["", "_1", "1_", "1__0", "08", "1.0", "1e3", " 1", "9" * 20,
                                   "0x", "+-1", "\u0661"])
 def test_go_int_rejects(text: str) -> None:
     with pytest.raises(ValueError):
-        _parse_go_int(text)
+        parse_go_int(text)
 
 
 def test_validation_reports_every_problem() -> None:

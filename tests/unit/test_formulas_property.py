@@ -19,8 +19,8 @@ from cpa.decide.decision import Decision, decide
 from cpa.decide.modes.ladder import LadderParams
 from cpa.decide.modes.linear import LinearParams
 from cpa.decide.modes.mode import Configured
+from cpa.go.quantity import cores_rounded_up, cpu_millicores
 from cpa.nodes.counts import ClusterCounts
-from cpa.nodes.quantity import cores_rounded_up, cpu_millicores
 from tests.unit.configured import ladder_params, linear_params, parse_ladder, parse_linear
 
 LIMIT = 2147483647

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cpa.decide.gojson import (
+from cpa.go.json import (
     MAX_DEPTH,
     MISSING,
     GoJsonError,

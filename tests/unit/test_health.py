@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 import urllib3
 
-from cpa.daemon import health
-from cpa.daemon.health import HealthServer, HealthState, serve
+from cpa.runtime import health
+from cpa.runtime.health import HealthServer, HealthState, serve
 
 
 @pytest.fixture

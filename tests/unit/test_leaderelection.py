@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from cpa.daemon.leaderelection import GuardedApi, LeaderElector, LeaseConfig
 from cpa.kube.api import ApiError
 from cpa.kube.scale import Target, ensure_replicas
+from cpa.runtime.leaderelection import GuardedApi, LeaderElector, LeaseConfig
 from tests.fakes import FakeApi
 
 PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/dns"

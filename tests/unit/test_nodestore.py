@@ -154,7 +154,7 @@ def _recount(nodes: dict[str, NodeInfo], policy: Any
     """A plain recomputation from scratch, sharing nothing with the store's bookkeeping."""
     import math
 
-    from cpa.nodes.quantity import cpu_millicores
+    from cpa.go.quantity import cpu_millicores
 
     total_n = sched_n = 0
     total_m: Any = 0

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from cpa.nodes.quantity import QuantityError, cores_rounded_up, cpu_millicores
+from cpa.go.quantity import QuantityError, cores_rounded_up, cpu_millicores
 
 
 @pytest.mark.parametrize(

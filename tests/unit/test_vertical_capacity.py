@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cpa.go.quantity import INT64_MAX
 from cpa.nodes.records import NodeInfo
 from cpa.vertical.daemon.capacity import CapacityStore
 from cpa.vertical.formula import CoresError, cluster_cores
-from cpa.vertical.quantity import INT64_MAX
 
 
 def node(name: str, capacity: str | None) -> NodeInfo:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cpa.go.quantity import Quantity
 from cpa.vertical.config import (
     ConfigError,
     ContainerScaleConfig,
@@ -12,7 +13,6 @@ from cpa.vertical.config import (
     decode_config,
 )
 from cpa.vertical.formula import compute
-from cpa.vertical.quantity import Quantity
 
 README = """{"containerA": {"requests": {
     "cpu": {"base": "10m", "step": "1m", "coresPerStep": 1},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cpa.go.quantity import INT64_MAX, INT64_MIN, Format, Quantity
 from cpa.vertical.config import ResourceScaleConfig, decode_config
 from cpa.vertical.formula import (
     MilliRangeError,
@@ -13,7 +14,6 @@ from cpa.vertical.formula import (
     increments,
     steps,
 )
-from cpa.vertical.quantity import INT64_MAX, INT64_MIN, Format, Quantity
 
 
 def rc(base: str | None = None, max_: str | None = None, step: str | None = None,

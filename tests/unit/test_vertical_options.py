@@ -8,7 +8,7 @@ import json
 import pytest
 
 from cpa.cli import _is_cpva_command_line
-from cpa.flags import UsageError, usage
+from cpa.go.pflag import UsageError, usage
 from cpa.vertical import options
 from cpa.vertical.daemon.main import run_vertical
 from cpa.vertical.patch import PatchTarget

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from cpa.go.quantity import Format, Quantity
 from cpa.vertical.config import decode_config
 from cpa.vertical.formula import ContainerRequirements, compute
 from cpa.vertical.patch import (
@@ -18,7 +19,6 @@ from cpa.vertical.patch import (
     patch_body,
     should_write,
 )
-from cpa.vertical.quantity import Format, Quantity
 
 CONFIG = decode_config(
     '{"proxy":{"requests":{"cpu":{"base":"10m","step":"1m","nodesPerStep":1},'

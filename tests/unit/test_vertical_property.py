@@ -16,11 +16,10 @@ from fractions import Fraction
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from cpa.nodes.quantity import cpu_millicores
+from cpa.go.quantity import INT64_MAX, INT64_MIN, Format, Quantity, cpu_millicores
 from cpa.vertical.config import ContainerScaleConfig, ResourceScaleConfig, decode_config
 from cpa.vertical.formula import CoresError, calculate, cluster_cores, compute
 from cpa.vertical.patch import PatchTarget, patch_body
-from cpa.vertical.quantity import INT64_MAX, INT64_MIN, Format, Quantity
 
 MILLI = st.integers(min_value=0, max_value=10**12)  # up to 1G units: no int64 overflow
 COUNT = st.integers(min_value=0, max_value=10**6)

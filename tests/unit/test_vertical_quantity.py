@@ -1,4 +1,4 @@
-"""cpa.vertical.quantity: apimachinery's Quantity, quirks included.
+"""cpa.go.quantity: apimachinery's Quantity, quirks included.
 
 The recorded vectors cover thousands of strings; these cases name the behaviours a reader
 should know about, each with the reason it matters to the vertical autoscaler.
@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from cpa.vertical.formula import CoresError, MilliRangeError, cluster_cores, milli_units
-from cpa.vertical.quantity import (
+from cpa.go.quantity import (
     INT64_MAX,
     INT64_MIN,
     Format,
@@ -18,6 +17,7 @@ from cpa.vertical.quantity import (
     go_trim_space,
     wrap_int64,
 )
+from cpa.vertical.formula import CoresError, MilliRangeError, cluster_cores, milli_units
 
 D, B, X = Format.DECIMAL_SI, Format.BINARY_SI, Format.DECIMAL_EXPONENT
 

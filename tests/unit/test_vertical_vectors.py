@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from cpa.go.quantity import Format, Quantity, QuantityError
 from cpa.vertical.config import ConfigError, ScaleConfig, decode_config
 from cpa.vertical.formula import (
     CoresError,
@@ -30,7 +31,6 @@ from cpa.vertical.formula import (
     milli_units,
 )
 from cpa.vertical.patch import PatchTarget, TargetError, parse_target, patch_body
-from cpa.vertical.quantity import Format, Quantity, QuantityError
 from cpa.vertical.state import FileRead, InvalidConfigPolicy, VerticalState
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "cpva_vectors.json"

@@ -10,9 +10,9 @@ import pytest
 
 from cpa.decide.behavior import BehaviorState, apply, parse_behavior
 from cpa.decide.decision import decide
-from cpa.decide.gojson import parse
 from cpa.decide.params import ParamsError
 from cpa.decide.zones import DEFAULT_TOPOLOGY_KEY, Zones
+from cpa.go.json import parse
 from cpa.nodes.counts import DEFAULT_POLICY, ClusterCounts, CountingPolicy
 from cpa.tools.explain import explain_main
 from cpa.tools.simulate import simulate_main

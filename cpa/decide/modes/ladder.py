@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final, overload
 
-from cpa.decide.gojson import GoJsonError, JsonValue, describe, go_int
 from cpa.decide.modes.mode import Mode, larger_reading
 from cpa.decide.steps import Step, plural
+from cpa.go.json import GoJsonError, JsonValue, describe, go_int
 
 __all__ = ["MODE", "LadderParams", "Table", "replicas"]
 

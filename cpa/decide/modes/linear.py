@@ -15,9 +15,9 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from cpa.decide.gojson import JsonValue, format_go_float, go_bool, go_float, go_int
 from cpa.decide.modes.mode import Mode, larger_reading
 from cpa.decide.steps import INFINITE, Step, plural, show
+from cpa.go.json import JsonValue, format_go_float, go_bool, go_float, go_int
 
 __all__ = ["MODE", "LinearParams", "replicas"]
 

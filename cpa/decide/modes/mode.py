@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
-from cpa.decide.gojson import GoJsonError, JsonValue, members_by_field
 from cpa.decide.params import (
     SHARED_KEYS,
     ParamsError,
@@ -29,6 +28,7 @@ from cpa.decide.params import (
     document,
 )
 from cpa.decide.steps import Step, show
+from cpa.go.json import GoJsonError, JsonValue, members_by_field
 
 __all__ = ["Configured", "Decoder", "Mode", "ModeParams", "Params", "larger_reading"]
 
@@ -51,7 +51,7 @@ class Decoder(Protocol[P_co]):
 
     def decode(self, key: str, value: JsonValue, where: str) -> None:
         """One member (``key`` is the field's spelling in the mode's ``keys``); type errors
-        raise :class:`~cpa.decide.gojson.GoJsonError`."""
+        raise :class:`~cpa.go.json.GoJsonError`."""
         ...
 
     def finish(self) -> tuple[P_co, list[str]]:

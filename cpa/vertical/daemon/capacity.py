@@ -24,9 +24,9 @@ import threading
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from cpa.go.quantity import INT64_MAX, Quantity, QuantityError
 from cpa.nodes.records import NodeInfo
 from cpa.vertical.formula import CoresError, cluster_cores
-from cpa.vertical.quantity import INT64_MAX, Quantity, QuantityError
 
 __all__ = ["CapacityStore"]
 

@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from cpa import logs
 from cpa.kube.api import ApiError
+from cpa.runtime.ticker import Ticker
 from cpa.vertical.config import config_string
 from cpa.vertical.daemon.configfile import ConfigFile
 from cpa.vertical.daemon.inplace import InPlaceOutcome, InPlaceResizer
@@ -95,7 +96,7 @@ class VerticalAutoscaler:
         self._stale = stale
         self._may_write = may_write
         self._clock = clock
-        self._woken = False
+        self._ticker = Ticker(float(config.poll_period_seconds), clock)
         self._log = logs.get_logger("cpvpa")
         self._skipped_for: Requirements | None = None  # template skip logged for these
         self._fallen_back: dict[str, Requirements] = {}  # reason -> logged for these
@@ -105,7 +106,7 @@ class VerticalAutoscaler:
         self._observers.append(observer)
 
     def wake(self) -> None:
-        self._woken = True
+        self._ticker.wake()
 
     def forget_written(self) -> None:
         """Leadership lost: the next leadership writes at once, as CPVA after a restart."""
@@ -218,38 +219,21 @@ class VerticalAutoscaler:
         result.written = computed
 
     # --- the loop -----------------------------------------------------------------------
-    def _sleep(self, stop: threading.Event, until: float) -> bool:
-        while not self._woken:
-            remaining = until - self._clock()
-            if remaining <= 0:
-                return stop.is_set()
-            if stop.wait(min(remaining, 1.0)):
-                return True
-        self._woken = False
-        return stop.is_set()
-
     def run(self, stop: threading.Event) -> int:
         """Poll now, then once per period (a ticker: an overrun skips the ticks it missed,
         as Go's ``time.Ticker`` drops them), until ``stop``."""
-        period = float(self._config.poll_period_seconds)
-        next_at = self._clock()
-        while not stop.is_set():
-            if self._may_write is None or self._may_write():
-                self.poll_once()
-            elif self._warm is not None:
-                try:
-                    self._warm()
-                except Exception as exc:  # the leader's polls report such errors
-                    if logs.v(4):
-                        self._log.info("follower.warm_failed", error=str(exc))
-            now = self._clock()
-            next_at += period
-            if next_at <= now:
-                next_at += period * ((now - next_at) // period + 1)
-            if self._sleep(stop, next_at):
-                break
-            next_at = min(next_at, self._clock())
-        return 0
+        return self._ticker.run(stop, self._tick)
+
+    def _tick(self) -> None:
+        """The leader polls; a follower keeps its Node counts ready for a takeover."""
+        if self._may_write is None or self._may_write():
+            self.poll_once()
+        elif self._warm is not None:
+            try:
+                self._warm()
+            except Exception as exc:  # the leader's polls report such errors
+                if logs.v(4):
+                    self._log.info("follower.warm_failed", error=str(exc))
 
 
 def _values(computed: Requirements) -> dict[str, str]:

@@ -5,9 +5,9 @@ Exit codes as CPVA's: 2 for a command line that cannot be parsed, 1 for invalid 
 or SIGINT, where CPVA is killed by the signal. Unlike CPVA, an unreachable API server at
 start is no exit: the first poll fails and the next one tries again.
 
-The pieces reused from the autoscaler: the kubeconfig/in-cluster connection and client
-(:mod:`cpa.kube`), the Node reflector (:mod:`cpa.nodes.watch`), the health server, the
-stale-counts watchdog and leader election (:mod:`cpa.daemon`).
+What every daemon of ours needs comes from :mod:`cpa.runtime` (the start-up, signals,
+health server, stale-counts watchdog, leader election); the connection and client from
+:mod:`cpa.kube`, the Node reflector from :mod:`cpa.nodes.watch`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cpa import VERTICAL_VERSION_TEXT, __version__, logs
-from cpa.flags import EXIT_INVALID, EXIT_USAGE, UsageError
+from cpa.go.pflag import EXIT_INVALID
+from cpa.runtime.startup import StartupError, connect, read_command_line, serve_health
 from cpa.vertical import options
 
 if TYPE_CHECKING:
     from cpa.kube.api import RawApi
+    from cpa.kube.config import Connection
+    from cpa.runtime.election import Election
+    from cpa.runtime.health import HealthServer, HealthState
+    from cpa.vertical.daemon.loop import VerticalAutoscaler, VerticalPollResult
+    from cpa.vertical.daemon.metrics import VerticalMetrics
+    from cpa.vertical.daemon.nodes import NodeCounts
+    from cpa.vertical.options import VerticalOptions
 
 __all__ = ["run_vertical"]
 
@@ -37,133 +45,103 @@ def run_vertical(argv: list[str], prog: str = PROG) -> int:
 
 
 def _run(argv: list[str], prog: str) -> int:
-    try:
-        opts = options.parse(argv)
-    except UsageError as exc:
-        print(f"{prog}: {exc} (see --help)", file=sys.stderr)
-        return EXIT_USAGE
-    if opts.help:
-        print(options.usage(prog))
-        return 0
-    if opts.version:
-        print(VERTICAL_VERSION_TEXT)
-        return 0
-    logs.configure(opts.v, opts.log_format)
-    problems = options.validate(opts)
-    if problems:
-        for problem in problems:
-            print(f"{prog}: {problem}", file=sys.stderr)
-        print(f"{prog}: failed to validate config parameters", file=sys.stderr)
-        return EXIT_INVALID
-    target = opts.patch_target
-    assert target is not None
-
-    from cpa.daemon.health import HealthState, serve
-    from cpa.daemon.process import Stopper, raise_open_files_limit
-    from cpa.daemon.watchdogs import StaleCounts
-    from cpa.kube.client import KubeApi
-    from cpa.kube.config import ConfigError, load
-    from cpa.vertical.daemon.configfile import ConfigFile
-    from cpa.vertical.daemon.inplace import InPlaceResizer
-    from cpa.vertical.daemon.loop import (
-        VerticalAutoscaler,
-        VerticalLoopConfig,
-        VerticalPollResult,
-    )
+    opts = read_command_line(argv, prog, options.parse, options.usage, VERTICAL_VERSION_TEXT,
+                             options.validate, "failed to validate config parameters")
+    if isinstance(opts, int):
+        return opts
+    from cpa.runtime.health import HealthState
     from cpa.vertical.daemon.nodes import NodeCounts
-    from cpa.vertical.daemon.writer import TemplateWriter
-    from cpa.vertical.state import VerticalState
-
-    raise_open_files_limit()
-    stopper = Stopper()
 
     try:
-        conn = load(opts.kubeconfig)
-    except ConfigError as exc:
+        stopper, conn, api = connect(opts.kubeconfig)
+        stopper.abort_on_stop(api)
+        _log_start(opts, conn)
+        nodes = NodeCounts(api)
+        health = HealthState()
+        metrics, server = _serve(opts, health, nodes)
+    except StartupError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_INVALID
-    api = KubeApi(conn)
-    stopper.abort_on_stop(api)
-    log = logs.get_logger("main")
-    in_place = opts.resize_mode == "in-place"
-    log.info("starting", version=__version__, server=conn.server, config=conn.source,
-             namespace=opts.namespace, target=f"{target.kind}/{target.name}",
-             config_file=opts.config_file or None, default_config=bool(opts.default_config),
-             poll_period_seconds=opts.poll_period_seconds, dry_run=opts.dry_run,
-             resize_mode=opts.resize_mode, invalid_config=opts.invalid_config,
-             leader_elect=opts.leader_elect)
-
-    nodes = NodeCounts(api)
-    period = float(opts.poll_period_seconds)
-    watchdog = StaleCounts(nodes.status, time.monotonic, period)
-    health = HealthState()
-    observers: list[Callable[[VerticalPollResult], None]] = [
-        lambda result: health.record(result.health_error)]
-    metrics = None
-    server = None
-    if opts.health_port:
-        from cpa.vertical.daemon.metrics import VerticalMetrics
-
-        metrics = VerticalMetrics(nodes.status, lambda: nodes.mode)
-        try:
-            server = serve(health, opts.health_port, metrics=metrics.exposition)
-        except OSError as exc:
-            print(f"{prog}: cannot serve health on port {opts.health_port}: {exc} "
-                  "(choose another with --health-port)", file=sys.stderr)
-            return EXIT_INVALID
-        observers.append(metrics.observe)
-
-    def stale() -> str | None:
-        return watchdog.check() if nodes.mode == "watch" else None
-
-    elector = None
+    election = None
     if opts.leader_elect:
-        from cpa.daemon.leaderelection import LeaderElector, LeaseConfig, default_identity
+        from cpa.runtime.election import Election
 
-        lease = LeaseConfig(namespace=opts.leader_elect_namespace or opts.namespace,
-                            name=opts.lease_name, identity=default_identity(),
-                            lease_duration=opts.leader_elect_lease_duration,
-                            renew_deadline=opts.leader_elect_renew_deadline,
-                            retry_period=opts.leader_elect_retry_period)
-        log.info("leader.election", lease=f"{lease.namespace}/{lease.name}",
-                 identity=lease.identity)
-        elector = LeaderElector(api, lease)
-    writer: RawApi = api
-    if elector is not None:
-        from cpa.daemon.leaderelection import GuardedApi
-
-        writer = GuardedApi(api, elector)  # every write checks the Lease just before it
-    resizer = (InPlaceResizer(writer, opts.namespace, target,
-                              template=opts.in_place_template,
-                              deferred_timeout=opts.resize_deferred_timeout)
-               if in_place else None)
-
-    autoscaler = VerticalAutoscaler(
-        VerticalLoopConfig(period, in_place), nodes.counts, ConfigFile(opts.config_file),
-        VerticalState(opts.default_scale_config, opts.policy),
-        TemplateWriter(writer, opts.namespace, target, dry_run=opts.dry_run),
-        resizer=resizer, observers=observers, stale=stale,
-        may_write=elector.is_leader if elector is not None else None, warm=nodes.warm)
-
-    if elector is not None:
+        election = Election(api, opts, opts.namespace, opts.lease_name)
+    autoscaler = _autoscaler(opts, election.writer if election else api, nodes, health,
+                             metrics, election)
+    if election is not None:
         def on_change(leading: bool) -> None:
-            if metrics is not None:
-                metrics.set_leader(leading)
             if leading:
                 autoscaler.wake()
             else:
                 autoscaler.forget_written()
                 health.record(None)  # a follower has no poll of its own to report
 
-        elector.on_change = on_change
-        if metrics is not None:
-            metrics.set_leader(False)
-        elector.start()
+        election.start(on_change, metrics.set_leader if metrics is not None else None)
     code = autoscaler.run(stopper.event)
-    if elector is not None:
-        elector.stop(release=True)
+    if election is not None:
+        election.stop()
     nodes.stop()
     if server is not None:
         server.shutdown()
-    log.info("stopped", exit_code=code, signal=stopper.signal_name)
+    logs.get_logger("main").info("stopped", exit_code=code, signal=stopper.signal_name)
     return code
+
+
+def _log_start(opts: VerticalOptions, conn: Connection) -> None:
+    target = opts.patch_target
+    assert target is not None
+    logs.get_logger("main").info(
+        "starting", version=__version__, server=conn.server, config=conn.source,
+        namespace=opts.namespace, target=f"{target.kind}/{target.name}",
+        config_file=opts.config_file or None, default_config=bool(opts.default_config),
+        poll_period_seconds=opts.poll_period_seconds, dry_run=opts.dry_run,
+        resize_mode=opts.resize_mode, invalid_config=opts.invalid_config,
+        leader_elect=opts.leader_elect)
+
+
+def _serve(opts: VerticalOptions, health: HealthState, nodes: NodeCounts
+           ) -> tuple[VerticalMetrics | None, HealthServer | None]:
+    """``--health-port`` (CPVA serves nothing: off by default): the server and its
+    ``/metrics``."""
+    if not opts.health_port:
+        return None, None
+    from cpa.vertical.daemon.metrics import VerticalMetrics
+
+    metrics = VerticalMetrics(nodes.status, lambda: nodes.mode)
+    return metrics, serve_health(health, opts.health_port, metrics.exposition)
+
+
+def _autoscaler(opts: VerticalOptions, writer: RawApi, nodes: NodeCounts,
+                health: HealthState, metrics: VerticalMetrics | None,
+                election: Election | None) -> VerticalAutoscaler:
+    """The poll loop and what it writes through (``writer``: guarded by the Lease)."""
+    from cpa.runtime.stalecounts import StaleCounts
+    from cpa.vertical.daemon.configfile import ConfigFile
+    from cpa.vertical.daemon.inplace import InPlaceResizer
+    from cpa.vertical.daemon.loop import VerticalAutoscaler, VerticalLoopConfig
+    from cpa.vertical.daemon.writer import TemplateWriter
+    from cpa.vertical.state import VerticalState
+
+    target = opts.patch_target
+    assert target is not None
+    period = float(opts.poll_period_seconds)
+    watchdog = StaleCounts(nodes.status, time.monotonic, period)
+
+    def stale() -> str | None:
+        return watchdog.check() if nodes.mode == "watch" else None
+
+    observers: list[Callable[[VerticalPollResult], None]] = [health.observe]
+    if metrics is not None:
+        observers.append(metrics.observe)
+    in_place = opts.resize_mode == "in-place"
+    resizer = (InPlaceResizer(writer, opts.namespace, target,
+                              template=opts.in_place_template,
+                              deferred_timeout=opts.resize_deferred_timeout)
+               if in_place else None)
+    return VerticalAutoscaler(
+        VerticalLoopConfig(period, in_place), nodes.counts, ConfigFile(opts.config_file),
+        VerticalState(opts.default_scale_config, opts.policy),
+        TemplateWriter(writer, opts.namespace, target, dry_run=opts.dry_run),
+        resizer=resizer, observers=observers, stale=stale,
+        may_write=election.is_leader if election is not None else None, warm=nodes.warm)

@@ -12,28 +12,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    disable_created_metrics,
-    generate_latest,
-)
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.gc_collector import GCCollector
-from prometheus_client.platform_collector import PlatformCollector
-from prometheus_client.process_collector import ProcessCollector
-from prometheus_client.registry import Collector
+from prometheus_client import Counter, Gauge, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from cpa.nodes.watch import WatchStatus
+from cpa.runtime.metrics import (
+    NodeWatchCollector,
+    last_success_gauge,
+    leader_gauge,
+    new_registry,
+    poll_duration_histogram,
+    polls_counter,
+)
 from cpa.vertical.daemon.loop import VerticalPollResult
 from cpa.vertical.formula import Requirements
 
 __all__ = ["VerticalMetrics"]
 
-disable_created_metrics()  # type: ignore[no-untyped-call]
-_POLL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _Labels = tuple[str, str, str]
 
 
@@ -46,15 +41,15 @@ def _by_label(values: Requirements) -> dict[_Labels, float]:
     return out
 
 
-class _NodesCollector(Collector):
-    """The node watch's state at scrape time (the counts' source, its restarts, how long
-    it has been down)."""
+class _NodesCollector(NodeWatchCollector):
+    """The node watch's state at scrape time, after the counts' source (a watch, or one
+    list per poll)."""
 
     def __init__(self, status: Callable[[], WatchStatus], mode: Callable[[], str],
                  clock: Callable[[], float]) -> None:
-        self._status = status
+        super().__init__("cpvpa", status, clock, "How long the node watch has been down (0 "
+                         "while it is up or not used).", lambda: mode() == "watch")
         self._mode = mode
-        self._clock = clock
 
     def collect(self) -> Iterable[Metric]:
         mode = GaugeMetricFamily(
@@ -65,17 +60,7 @@ class _NodesCollector(Collector):
         for source in ("watch", "list"):
             mode.add_metric([source], 1 if current == source else 0)
         yield mode
-        status = self._status()
-        restarts = CounterMetricFamily(
-            "cpvpa_node_watch_restarts", "Node watches that failed and were replaced.")
-        restarts.add_metric([], status.restarts)
-        yield restarts
-        stale = GaugeMetricFamily(
-            "cpvpa_node_counts_stale_seconds",
-            "How long the node watch has been down (0 while it is up or not used).")
-        stale.add_metric([], status.stale_seconds(self._clock()) if current == "watch"
-                         else 0.0)
-        yield stale
+        yield from super().collect()
 
 
 class VerticalMetrics:
@@ -85,12 +70,9 @@ class VerticalMetrics:
                  node_source: Callable[[], str] = lambda: "",
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry = new_registry()
         reg = self.registry
         self._wall = wall
-        ProcessCollector(registry=reg)
-        PlatformCollector(registry=reg)
-        GCCollector(registry=reg)
         labels = ["container", "kind", "resource"]
         self.computed = Gauge(
             "cpvpa_computed", "The value the config gives at the current cluster size, per "
@@ -108,9 +90,8 @@ class VerticalMetrics:
         self.cluster_cores = Gauge("cpvpa_cluster_cores",
                                    "Cores counted: the Nodes' capacity cpu, summed.",
                                    registry=reg)
-        self.polls = Counter("cpvpa_polls", "Polls by result.", ["result"], registry=reg)
-        self.poll_duration = Histogram("cpvpa_poll_duration_seconds", "How long a poll took.",
-                                       buckets=_POLL_BUCKETS, registry=reg)
+        self.polls = polls_counter("cpvpa", reg)
+        self.poll_duration = poll_duration_histogram("cpvpa", reg)
         self.writes = Counter("cpvpa_writes", "Template PATCHes by result (success, error, "
                               "dry_run).", ["result"], registry=reg)
         self.resizes = Counter("cpvpa_pod_resizes", "Pods resized in place (pods/resize "
@@ -121,13 +102,8 @@ class VerticalMetrics:
             "cpvpa_resize_fallbacks", "In-place resizes refused, by reason, counted once per "
             "change of the computed values; the template is patched instead.", ["reason"],
             registry=reg)
-        self.last_success = Gauge("cpvpa_last_successful_poll_timestamp_seconds",
-                                  "Unix time of the last poll that succeeded.", registry=reg)
-        self.leader = Gauge("cpvpa_leader", "1 while this process may write (the leader, or "
-                            "no leader election), 0 while it is a follower.", registry=reg)
-        self.leader.set(1)
-        for result in ("success", "error"):
-            self.polls.labels(result)
+        self.last_success = last_success_gauge("cpvpa", reg)
+        self.leader = leader_gauge("cpvpa", reg)
         for result in ("success", "error", "dry_run"):
             self.writes.labels(result)
         if watch_status is not None:

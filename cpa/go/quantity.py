@@ -13,23 +13,30 @@ a milli suffix. So a :class:`Quantity` keeps Go's representation (an ``int64Amou
 ``inf.Dec``, its scale, and the cached text) and every method follows the Go function it
 names, with int64 wrap-around where Go wraps. All arithmetic is exact integer arithmetic.
 
-This module is pure: no I/O, no logging. ``cpa.quantity`` (CPU millicores for the
-horizontal autoscaler) is unrelated and unchanged.
+Both programs read quantities here. The horizontal autoscaler needs only the exact sum
+of its Nodes' allocatable CPU (:func:`cpu_millicores`, :func:`cores_rounded_up`), which
+upstream adds with ``Quantity.Add`` at arbitrary precision: exact millicores, no int64
+representation to keep. This module is pure: no I/O, no logging.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
+from fractions import Fraction
 from typing import Final
 
 __all__ = [
     "INT64_MAX",
     "INT64_MIN",
     "MAX_MILLI_VALUE",
+    "CpuQuantityError",
     "Format",
     "Quantity",
     "QuantityError",
+    "cores_rounded_up",
+    "cpu_millicores",
     "go_trim_space",
     "wrap_int64",
 ]
@@ -585,3 +592,84 @@ def _canonical(q: Quantity) -> str:
         # 1000E prints "1").
         return f"{mantissa}{_DECIMAL_BY_EXPONENT.get(exponent, '')}"
     return f"{mantissa}" if exponent == 0 else f"{mantissa}e{exponent}"
+
+
+# --- CPU as exact millicores (the horizontal autoscaler's sum) ------------------------------
+
+
+# Why exact arithmetic: upstream adds the nodes' ``status.allocatable.cpu`` quantities with
+# ``resource.Quantity.Add`` (arbitrary precision) and rounds the sum up to whole cores once.
+# Three nodes of "3920m" make 11760m, which is 12 cores; rounding each node first, or
+# summing floats, can give a different replica count. So every value here is an ``int``
+# (or, for sub-millicore quantities, a :class:`~fractions.Fraction`). Like
+# ``resource.ParseQuantity``, a non-zero value is rounded up (away from zero) to a whole
+# nanocore, the finest precision a Quantity keeps; the API server only ever emits canonical
+# forms, where this changes nothing.
+
+
+class CpuQuantityError(QuantityError):
+    """Text that :func:`cpu_millicores` refuses; its message is the whole message (no Go
+    error to quote: upstream's sum never sees a text the API server did not accept)."""
+
+    def __init__(self, message: str) -> None:
+        ValueError.__init__(self, message)
+        self.text = self.go_error = ""
+
+
+_QUANTITY = re.compile(
+    r"(?P<sign>[+-]?)"
+    r"(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+|[numkMGTPE]?)"
+)
+
+
+# Far beyond any real CPU count; keeps a hostile "1e999999999" from building a huge int.
+_MAX_EXPONENT: Final = 1000
+_MAX_LENGTH: Final = 1000
+
+_NANOS_PER_CORE: Final = 10**9
+_NANOS_PER_MILLICORE: Final = 10**6
+
+
+def cpu_millicores(text: str) -> int | Fraction:
+    """Parse a quantity and return its value in millicores.
+
+    An ``int`` in the usual case ("3920m" -> 3920, "4" -> 4000, "1Ki" -> 1024000); a
+    ``Fraction`` below millicore precision ("1n" -> 1/1000000).  Raises
+    :class:`CpuQuantityError` for anything outside the Kubernetes quantity grammar.
+    """
+    if len(text) > _MAX_LENGTH:
+        raise CpuQuantityError(
+            f"CPU quantity is {len(text)} characters long; a Kubernetes quantity such as "
+            f"'3920m' or '4' is expected"
+        )
+    match = _QUANTITY.fullmatch(text)
+    if match is None:
+        raise CpuQuantityError(
+            f"{text!r} is not a Kubernetes quantity: expected an optional sign, digits with "
+            "an optional fraction, and an optional suffix (m, k, M, G, T, P, E, n, u, "
+            "Ki, Mi, Gi, Ti, Pi, Ei, or an exponent like e3), for example '3920m' or '4'"
+        )
+    whole, _, fraction = match["number"].partition(".")
+    cores = Fraction(int((whole or "0") + fraction), 10 ** len(fraction))
+    suffix = match["suffix"]
+    if suffix in _BINARY_SUFFIXES:
+        cores *= 2 ** _BINARY_SUFFIXES[suffix]
+    else:
+        exponent = _DECIMAL_SUFFIXES[suffix] if suffix in _DECIMAL_SUFFIXES else int(suffix[1:])
+        if abs(exponent) > _MAX_EXPONENT:
+            raise CpuQuantityError(
+                f"{text!r}: the exponent {exponent} is out of range for a CPU quantity"
+            )
+        cores *= Fraction(10) ** exponent
+    # resource.ParseQuantity keeps nanocores at most and rounds the magnitude up.
+    nanos = -((-cores * _NANOS_PER_CORE) // 1)
+    millicores = Fraction(nanos, _NANOS_PER_MILLICORE)
+    if match["sign"] == "-":
+        millicores = -millicores
+    return millicores.numerator if millicores.denominator == 1 else millicores
+
+
+def cores_rounded_up(total_millicores: int | Fraction) -> int:
+    """Whole cores from a millicore total, rounded up (11760 -> 12), as Quantity.Value()."""
+    return -((-total_millicores) // 1000)

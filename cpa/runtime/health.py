@@ -30,12 +30,9 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from cpa import logs
-
-if TYPE_CHECKING:
-    from cpa.daemon.loop import PollResult
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 TEXT = "text/plain; charset=utf-8"
@@ -49,6 +46,13 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 431: "Request Heade
             "Large", 500: "Internal Server Error"}
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+class PollOutcome(Protocol):
+    """What ``/last-poll`` needs of a poll's result (either daemon's)."""
+
+    @property
+    def health_error(self) -> str | None: ...
 
 
 class HealthState:
@@ -65,7 +69,7 @@ class HealthState:
         with self._lock:
             self._error = error
 
-    def observe(self, result: PollResult) -> None:
+    def observe(self, result: PollOutcome) -> None:
         """A poll observer: the poll's error, or stale counts, make /last-poll 500."""
         self.record(result.health_error)
 

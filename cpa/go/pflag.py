@@ -1,0 +1,132 @@
+"""pflag's command-line syntax, as upstream's Go binaries parse their flags.
+
+Manifests written for the Go binaries must keep working unchanged, so this is a small
+re-implementation of pflag's syntax (``--f=v``, ``--f v``, bare booleans, ``-`` and ``_``
+interchangeable, one-letter glog flags usable as ``-v``) rather than argparse, whose
+abbreviation matching and option syntax differ in ways a Go user would trip over. Each
+program has its own :class:`FlagTable`; the rows both programs share are in
+:mod:`cpa.runtime.options`.
+
+Two failure classes, with upstream's exit codes:
+* :class:`UsageError` (:data:`EXIT_USAGE`, 2): unknown flag, missing value, unparsable value;
+* a program's own validation reports every problem at once (:data:`EXIT_INVALID`, 1), so an
+  operator fixes a manifest in one round trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+__all__ = ["EXIT_INVALID", "EXIT_USAGE", "Flag", "FlagTable", "UsageError", "parse_flags",
+           "parse_str", "usage"]
+
+EXIT_USAGE = 2
+EXIT_INVALID = 1
+
+
+class UsageError(Exception):
+    """A flag the command line cannot be parsed with; upstream exits 2 for these."""
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """One flag of a table: its name (``-`` spelling), the attribute it sets, its parser."""
+
+    name: str
+    attr: str
+    parse: Callable[[str], Any]
+    help: str
+    is_bool: bool = False
+    metavar: str = ""
+
+
+def parse_str(text: str) -> str:
+    return text
+
+
+class FlagTable:
+    """A program's flags, parsed by :func:`parse_flags` with pflag's rules."""
+
+    def __init__(self, flags: Sequence[Flag]) -> None:
+        self.flags = tuple(flags)
+        self.by_name: dict[str, Flag] = {f.name: f for f in self.flags}
+        # pflag.PFlagFromGoFlag gives one-letter Go flags a shorthand: "-v=2" works; and
+        # pflag answers -h with the usage, as --help.
+        self.shorthands: dict[str, Flag] = {f.name: f for f in self.flags if len(f.name) == 1}
+        if "help" in self.by_name and "h" not in self.shorthands:
+            self.shorthands["h"] = self.by_name["help"]
+
+
+_OptionsT = TypeVar("_OptionsT")
+
+
+def _normalize(name: str) -> str:
+    """Upstream's WordSepNormalizeFunc: ``_`` and ``-`` are the same in flag names."""
+    return name.replace("_", "-")
+
+
+def parse_flags(argv: Sequence[str], table: FlagTable, opts: _OptionsT) -> _OptionsT:
+    """Set ``opts``' attributes from ``argv`` as ``table`` says, with pflag rules; raise
+    :class:`UsageError`. Positional arguments are ignored, as upstream's ``pflag.Parse``
+    leaves them unused."""
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            break
+        if not arg.startswith("-") or arg == "-":
+            continue
+        flag, shown, has_value, value = _flag_of(arg, table)
+        if not has_value:
+            if flag.is_bool:
+                value = "true"
+            elif i < len(args):
+                value = args[i]
+                i += 1
+            else:
+                raise UsageError(f"flag needs an argument: {shown}")
+        try:
+            setattr(opts, flag.attr, flag.parse(value))
+        except ValueError as exc:
+            detail = str(exc)
+            reason = f": {detail}" if detail and detail != value else ""
+            raise UsageError(
+                f"invalid argument {_cut(value)!r} for {shown} flag{_cut(reason, 300)}"
+            ) from None
+    return opts
+
+
+def _flag_of(arg: str, table: FlagTable) -> tuple[Flag, str, bool, str]:
+    """(the flag, its spelling for messages, whether ``arg`` carries the value, the value)
+    of one ``--name[=value]`` or ``-x[=value]`` argument."""
+    if arg.startswith("--"):
+        name, equals, value = arg[2:].partition("=")
+        flag = table.by_name.get(_normalize(name))
+        if flag is None or name.startswith("-") or not name:
+            raise UsageError(f"unknown flag: --{_cut(name)}".replace("\n", " "))
+        return flag, f"--{name}", bool(equals), value
+    body = arg[1:]
+    letter, rest = body[:1], body[1:]
+    short = table.shorthands.get(letter)
+    if short is None:
+        raise UsageError(f"unknown shorthand flag: {letter!r} in {_cut(arg)}")
+    return short, f"-{letter}", bool(rest), rest[1:] if rest.startswith("=") else rest
+
+
+def _cut(text: str, limit: int = 100) -> str:
+    """A value quoted back in a message, shortened: a one-line error stays one line."""
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text)} characters)"
+
+
+def usage(prog: str, table: FlagTable) -> str:
+    """The ``--help`` text: every flag with its spelling as manifests use it."""
+    lines = [f"Usage of {prog}:"]
+    for flag in table.flags:
+        spelled = f"--{flag.name}" + (f" {flag.metavar}" if flag.metavar else "")
+        lines.append(f"      {spelled:<34} {flag.help}")
+    lines.append("Names may use '_' or '-' interchangeably (--log_dir == --log-dir).")
+    return "\n".join(lines)

@@ -1,0 +1,66 @@
+"""The poll period of both daemons: poll now, then on every period boundary, as Go's
+``time.Ticker`` ticks (an overrun skips the ticks it missed instead of firing them back to
+back, so slow polls never pile up), until told to stop; a wake() (leadership acquired)
+ticks at once and makes that moment the new boundary.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+__all__ = ["Sleep", "Ticker", "next_boundary"]
+
+Sleep = Callable[[threading.Event, float], bool]
+"""Wait until the clock reads the second argument (or a wake); True when stopped."""
+
+
+def next_boundary(previous: float, period: float, now: float) -> float:
+    """The first boundary after ``previous`` that is still ahead of ``now``."""
+    next_at = previous + period
+    if next_at <= now:
+        next_at += period * ((now - next_at) // period + 1)
+    return next_at
+
+
+class Ticker:
+    """Calls ``tick`` on every boundary; ``wake`` cuts the wait short."""
+
+    def __init__(self, period: float, clock: Callable[[], float], step: float = 1.0) -> None:
+        """``step``: how long one wait may be when a wake() can come from another thread
+        (it is looked at between steps); ``inf`` when nothing can wake the loop."""
+        self._period = period
+        self._clock = clock
+        self._step = step
+        self.woken = False
+
+    def wake(self) -> None:
+        self.woken = True
+
+    def sleep(self, stop: threading.Event, until: float) -> bool:
+        """Wait until the clock reads ``until``, or a wake(); True when stopped."""
+        while not self.woken:
+            remaining = until - self._clock()
+            if remaining <= 0:
+                return stop.is_set()
+            if stop.wait(min(remaining, self._step)):
+                return True
+        self.woken = False
+        return stop.is_set()
+
+    def run(self, stop: threading.Event, tick: Callable[[], int | None],
+            sleep: Sleep | None = None) -> int:
+        """Tick now, then on every boundary until ``stop``; the exit code is the first
+        one ``tick`` returns, else 0. ``sleep`` replaces :meth:`sleep` (one that also
+        reacts to something between the boundaries)."""
+        wait = sleep or self.sleep
+        next_at = self._clock()
+        while not stop.is_set():
+            code = tick()
+            if code is not None:
+                return code
+            next_at = next_boundary(next_at, self._period, self._clock())
+            if wait(stop, next_at):
+                break
+            next_at = min(next_at, self._clock())  # woken early: this is the new boundary
+        return 0
