@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # imported for real only on the daemon's path, below
     from cpa.daemon.loop import LoopConfig, PollResult
     from cpa.daemon.metrics import Metrics
     from cpa.kube.api import Api, RawApi
-    from cpa.kube.scale import Target
+    from cpa.kube.targets import Target
     from cpa.nodes.watch import NodeReflector, WatchStatus
     from cpa.runtime.health import HealthState
     from cpa.runtime.leaderelection import LeaderElector

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from cpa.go.pflag import Flag, FlagTable, parse_flags, parse_str
 from cpa.go.pflag import usage as table_usage
 from cpa.go.strconv import parse_bool, parse_go_int
-from cpa.kube.scale import Target, parse_targets
 from cpa.kube.selector import SelectorError, parse_selector
+from cpa.kube.targets import Target, parse_targets
 from cpa.runtime.options import (
     GLOG_FLAGS,
     KUBECONFIG_FLAG,

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from cpa import logs
 from cpa.kube.api import Api, ApiError
+from cpa.kube.writers import writer_for
 
 if TYPE_CHECKING:
     from cpa.daemon.loop import PollResult
@@ -61,9 +62,8 @@ class EventRecorder:
             if not scale.changed or decision is None or counts is None:
                 continue
             kind = scale.target.api
-            what = (f"Set the floor (spec.minReplicas) of {scale.target} from {scale.previous} "
-                    f"to {scale.replicas}" if kind.floor else
-                    f"Scaled {scale.target} from {scale.previous} to {scale.replicas} replicas")
+            what = writer_for(scale.target).change_note(scale.target, scale.previous,
+                                                        scale.replicas)
             note = (f"{what} ({decision.mode} mode: {decision.nodes} nodes and "
                     f"{decision.cores} cores counted; the cluster has {counts.total_nodes} "
                     f"nodes and {counts.total_cores} cores, {counts.schedulable_nodes} and "

@@ -27,7 +27,8 @@ from cpa.decide.modes.registry import parse_configmap_data
 from cpa.decide.params import ParamsError
 from cpa.kube import configmap
 from cpa.kube.api import ApiError, RawApi
-from cpa.kube.scale import ScaleResult, Target, ensure_replicas
+from cpa.kube.targets import ScaleResult, Target
+from cpa.kube.writers import ensure_replicas
 from cpa.nodes.counts import ClusterCounts, CountingPolicy
 from cpa.nodes.watch import WatchStatus
 from cpa.runtime.stalecounts import StaleCounts

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import Counter, Gauge, generate_latest
 
 from cpa.decide.modes.registry import MODES
+from cpa.kube.writers import writer_for
 from cpa.runtime.metrics import (
     NodeWatchCollector,
     last_success_gauge,
@@ -29,7 +30,7 @@ from cpa.runtime.metrics import (
 
 if TYPE_CHECKING:
     from cpa.daemon.loop import PollResult
-    from cpa.kube.scale import Target
+    from cpa.kube.targets import Target
     from cpa.nodes.watch import WatchStatus
 
 _STALE_HELP = ("How long the node watch has been down (0 while it is up): the counts may have "
@@ -57,7 +58,7 @@ class Metrics:
         for target in targets:  # present from the start, so absence is never ambiguous
             self.scale_writes.labels(str(target))
             self.overwritten.labels(str(target))
-            if target.kind == "horizontalpodautoscaler":
+            if writer_for(target).bounded:
                 self.floor_clamped.labels(str(target)).set(0)
         for mode in MODES:
             self.params_info.labels(mode).set(0)
@@ -175,7 +176,7 @@ class Metrics:
         if result.decision is not None:
             self.desired_replicas.set(result.decision.replicas)
         for scale in result.scales:
-            if scale.target.kind == "horizontalpodautoscaler" and scale.error is None:
+            if scale.error is None and writer_for(scale.target).bounded:
                 self.floor_clamped.labels(str(scale.target)).set(scale.clamped_from is not None)
             if scale.dry_run:
                 self.would_write.labels(str(scale.target)).set(scale.replicas)

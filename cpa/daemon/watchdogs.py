@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cpa import logs
-from cpa.kube.scale import ScaleResult, Target
+from cpa.kube.targets import ScaleResult, Target
 
 __all__ = ["FloorClamps", "OtherWriters", "Overwrite"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from cpa.kube.api import Api, ApiError
-from cpa.kube.scale import Kind, Target
+from cpa.kube.targets import Kind, Target
 
 __all__ = ["ResolveError", "resolve", "resolve_all"]
 

@@ -21,7 +21,8 @@ from cpa.decide.behavior import BehaviorState, Outcome, apply
 from cpa.decide.decision import Decision, decide
 from cpa.decide.modes.mode import Params
 from cpa.decide.steps import Step
-from cpa.kube.scale import Current, Target, hpa_floor
+from cpa.kube.targets import Current, Target
+from cpa.kube.writers import writer_for
 from cpa.nodes.counts import ClusterCounts
 from cpa.tools.inputs import (
     InputError,
@@ -171,7 +172,8 @@ def read_target(args: argparse.Namespace) -> TargetView | None:
                            "or give --current-replicas instead")
     from cpa.kube.api import ApiError
     from cpa.kube.discovery import ResolveError, resolve
-    from cpa.kube.scale import parse_targets, read_current
+    from cpa.kube.targets import parse_targets
+    from cpa.kube.writers import read_current
 
     targets, problems = parse_targets(args.target)
     if problems or len(targets) != 1:
@@ -201,28 +203,8 @@ def target_steps(view: TargetView | None, replicas: int) -> tuple[int, list[Step
     clamped to 1..maxReplicas; a ``RESOURCE.GROUP`` target is what discovery found."""
     if view is None:
         return replicas, []
-    target, kind, now = view.target, view.target.api, view.current
-    if kind.floor:
-        floor = hpa_floor(replicas, now.max_replicas)
-        bound = (f"its maxReplicas {now.max_replicas}" if now.max_replicas is not None
-                 else "no maxReplicas")
-        text = (f"{target} is a HorizontalPodAutoscaler: the count is written to its "
-                f"spec.minReplicas (now {now.replicas}), a floor the HPA scales above. ")
-        if floor == replicas:
-            text += f"{replicas} lies between 1 and {bound}, so it is written as it is."
-        elif replicas > floor:
-            text += (f"{replicas} is above {bound}, so {floor} is written (clamped; the "
-                     "daemon warns with hpa.floor_clamped and cpa_hpa_floor_clamped).")
-        else:
-            text += (f"minReplicas cannot be below 1, so 1 is written instead of {replicas} "
-                     "(the daemon warns with hpa.floor_clamped).")
-        return floor, [Step("target.hpa_floor", text)]
-    if target.custom:
-        return replicas, [Step("target.resolved", (
-            f"API discovery finds {target.kind} as {kind.name} in {kind.api_version}; its "
-            f"replicas are set through its scale subresource, which has {now.replicas} "
-            "now."))]
-    return replicas, []
+    written, step = writer_for(view.target).explain(view.target, view.current, replicas)
+    return written, [] if step is None else [Step(*step)]
 
 
 def behave(params: Params, decision: Decision, current: int | None) -> Outcome | None:
@@ -266,7 +248,7 @@ def render_text(counts: ClusterCounts, decision: Decision, origin: str,
     written, steps = target_steps(view, count)
     first = len(decision.steps) + (len(outcome.steps) if outcome is not None else 0) + 1
     lines += [f"{i}. {step.text}" for i, step in enumerate(steps, first)]
-    unit = ("as minReplicas" if view is not None and view.target.api.floor else "replicas")
+    unit = writer_for(view.target).unit if view is not None else "replicas"
     if outcome is not None and outcome.shaped:
         lines.append(f"=> {written} {unit} (the formula says {decision.replicas}; "
                      f"{outcome.reason})")
@@ -284,12 +266,11 @@ def render_json(counts: ClusterCounts, params: Params, decision: Decision,
     if decision.error is None and view is not None:
         written, steps = target_steps(view, doc["replicas"])
         doc["steps"] += [{"key": s.key, "text": s.text} for s in steps]
-        kind = view.target.api
+        kind, writer = view.target.api, writer_for(view.target)
         doc["target"] = {"target": str(view.target), "kind": kind.name,
-                         "api_version": kind.api_version,
-                         "writes": "spec.minReplicas" if kind.floor else "scale",
+                         "api_version": kind.api_version, "writes": writer.writes,
                          "current": view.current.replicas, "replicas": written}
-        if kind.floor:
+        if writer.bounded:
             doc["target"]["max_replicas"] = view.current.max_replicas
         if written != doc["replicas"]:
             doc.setdefault("desired", decision.replicas)

@@ -11,7 +11,7 @@ import pytest
 from cpa import logs
 from cpa.daemon.metrics import Metrics
 from cpa.flags import parse_args
-from cpa.kube.scale import Target
+from cpa.kube.targets import Target
 from tests.fakes import FakeApi
 from tests.unit.test_autoscaler import CM, COREDNS, DEFAULTS, counts, make
 

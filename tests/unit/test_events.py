@@ -12,7 +12,7 @@ from cpa.daemon.events import NOTE_LIMIT, RETRY_FORBIDDEN_SECONDS, EventRecorder
 from cpa.daemon.loop import PollResult
 from cpa.decide.decision import Decision
 from cpa.kube.api import ApiError
-from cpa.kube.scale import ScaleResult, Target
+from cpa.kube.targets import ScaleResult, Target
 from cpa.nodes.counts import ClusterCounts
 from tests.fakes import FakeApi
 

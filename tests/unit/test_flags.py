@@ -7,7 +7,7 @@ import pytest
 from cpa.flags import Options, flag_names, parse_args, validate
 from cpa.go.pflag import UsageError
 from cpa.go.strconv import parse_go_int
-from cpa.kube.scale import Target, parse_targets
+from cpa.kube.targets import Target, parse_targets
 
 KUBE_DNS_DEFAULTS = ('{"linear":{"coresPerReplica":256,"nodesPerReplica":16,'
                      '"preventSinglePointFailure":true,"includeUnschedulableNodes":true}}')

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from cpa.kube.api import ApiError
-from cpa.kube.scale import Target, ensure_replicas
+from cpa.kube.targets import Target
+from cpa.kube.writers import ensure_replicas
 from cpa.runtime.leaderelection import GuardedApi, LeaderElector, LeaseConfig
 from tests.fakes import FakeApi
 

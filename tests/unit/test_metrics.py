@@ -8,7 +8,7 @@ from cpa.daemon.loop import PollResult
 from cpa.daemon.metrics import Metrics
 from cpa.daemon.watchdogs import Overwrite
 from cpa.decide.decision import Decision
-from cpa.kube.scale import ScaleResult, Target
+from cpa.kube.targets import ScaleResult, Target
 from cpa.nodes.counts import ClusterCounts
 from cpa.nodes.watch import WatchStatus
 from tests.unit.configured import linear_params

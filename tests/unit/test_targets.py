@@ -16,18 +16,9 @@ from cpa.daemon.metrics import Metrics
 from cpa.decide.decision import Decision
 from cpa.decide.steps import Step
 from cpa.kube.discovery import ResolveError, resolve
-from cpa.kube.scale import (
-    Current,
-    Kind,
-    ScaleResult,
-    Target,
-    ensure_floor,
-    ensure_replicas,
-    hpa_floor,
-    parse_targets,
-    read_current,
-    scale_path,
-)
+from cpa.kube.hpafloor import ensure_floor, hpa_floor
+from cpa.kube.targets import Current, Kind, ScaleResult, Target, parse_targets, scale_path
+from cpa.kube.writers import ensure_replicas, read_current
 from cpa.nodes.counts import ClusterCounts
 from cpa.tools.explain import TargetView, target_steps
 from tests.fakes import FakeApi
