@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from cpa.cli import loop_config
 from cpa.daemon.loop import Autoscaler
+from cpa.daemon.main import loop_config
 from cpa.flags import parse_args, validate
 from cpa.nodes.counts import ClusterCounts
 from cpa.runtime.health import HealthState
@@ -125,7 +125,7 @@ def test_invalid_configmap_fails_and_scales_nothing(data: dict[str, str], fragme
 
 
 def test_params_reparsed_only_on_new_resource_version(monkeypatch: pytest.MonkeyPatch) -> None:
-    import cpa.daemon.loop as mod
+    import cpa.daemon.paramscache as mod
     from cpa.decide.modes.registry import parse_configmap_data as real
 
     calls: list[Any] = []
@@ -252,7 +252,7 @@ def test_unexpected_parse_error_fails_closed_until_the_configmap_changes(
     """Any exception while reading a new version makes it invalid on every poll; the
     previous parameters never stay in force (they did: one failed poll, then the old
     parameters were used again with /last-poll 200)."""
-    import cpa.daemon.loop as autoscaler_module
+    import cpa.daemon.paramscache as autoscaler_module
     from cpa.decide.modes.registry import parse_configmap_data as real
 
     api = FakeApi()
@@ -462,7 +462,7 @@ def test_mode_changed_names_the_mode_in_force_before_an_invalid_version(
     api.add_scale(COREDNS, 1)
     a = make(api, counts(16, 64))
     log = _Recorder()
-    a._log = log
+    a._params._log = log
     api.set_configmap(CM, {"linear": '{"nodesPerReplica":16}'})
     assert a.poll_once().ok
     api.set_configmap(CM, {"linear": '{"nodesPerReplica":-1}'})
