@@ -50,7 +50,7 @@ test: $(STAMP) test-tools
 	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
 
 unit: $(STAMP) test-tools
-	$(PYTHON) -m pytest -q tests/unit $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -q tests/unit tests/repo $(PYTEST_ARGS)
 
 integration: $(STAMP)
 	$(PYTHON) -m pytest -q -m integration tests/integration $(PYTEST_ARGS)
@@ -108,12 +108,12 @@ e2e:
 
 chart-test:
 	bash scripts/install-helm.sh
-	$(PYTHON) -m pytest -q tests/unit/test_chart.py
+	$(PYTHON) -m pytest -q tests/repo/test_chart.py
 
 # The alert rules (promtool check/test rules) and the dashboard's queries.
 monitoring-test:
 	bash scripts/install-promtool.sh
-	$(PYTHON) -m pytest -q tests/unit/test_monitoring.py
+	$(PYTHON) -m pytest -q tests/repo/test_monitoring.py
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -5,7 +5,7 @@
 #   scripts/install-helm.sh            # builds HELM_VERSION once; later runs are no-ops
 #   HELM_VERSION=v3.22.0 scripts/install-helm.sh
 # Takes ~2-3 minutes cold on 2 cores (plus module downloads); prints the binary path.
-# tests/unit/test_chart.py uses .cache/bin/helm (or a helm on PATH) and skips without one.
+# tests/repo/test_chart.py uses .cache/bin/helm (or a helm on PATH) and skips without one.
 set -euo pipefail
 
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"

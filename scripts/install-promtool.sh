@@ -2,7 +2,7 @@
 # Build promtool from the Prometheus Go module into .cache/bin/promtool (idempotent).
 #
 # Why: the alerting rules we ship (monitoring/prometheus-rules.yaml) are checked and unit-
-# tested with the real promtool (`check rules`, `test rules`) in tests/unit/test_monitoring.py;
+# tested with the real promtool (`check rules`, `test rules`) in tests/repo/test_monitoring.py;
 # like helm and the control plane, it comes from the Go module proxy only (no release-site
 # download):
 #   scripts/install-promtool.sh            # builds PROMTOOL_MODULE_VERSION once; later runs are no-ops

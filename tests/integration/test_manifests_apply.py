@@ -1,6 +1,6 @@
 """Every shipped manifest is accepted by a real kube-apiserver (server-side apply, strict).
 
-What this proves beyond the YAML checks in tests/unit/test_manifests.py: field names and
+What this proves beyond the YAML checks in tests/repo/test_manifests.py: field names and
 types are valid for the API (fieldValidation=Strict rejects typos such as
 ``readOnlyRootFileSystem``), RBAC objects are well-formed and reference what they should,
 and the Helm chart's output is a valid set of objects too.

@@ -8,7 +8,7 @@ DaemonSet, marked Running through the status subresource) and the API server's
 ``pods/resize`` validates and stores the resize as it would for a kubelet.
 
 Expected values come from CPVA's formula as written out in each test (the pure core is
-held against CPVA's own code by tests/unit/test_vertical_vectors.py).
+held against CPVA's own code by tests/unit/vertical/test_vectors.py).
 """
 
 from __future__ import annotations

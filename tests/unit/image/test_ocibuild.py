@@ -205,7 +205,7 @@ def test_cross_built_wheel_is_checked(tmp_path: Path) -> None:
 
 
 def test_build_tools_are_pinned() -> None:
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     pins = wheels.requirement_lines(repo / "image" / "build-requirements.txt")
     assert pins and all("==" in pin for pin in pins), pins
     names = {wheels.normalize(pin.split("==")[0]) for pin in pins}

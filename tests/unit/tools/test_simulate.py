@@ -14,9 +14,9 @@ import pytest
 
 from cpa.tools.simulate import load_timeline, simulate, simulate_main, writes
 from tests.fakes import FakeApi
-from tests.unit.test_autoscaler import CM, COREDNS, make
+from tests.unit.daemon.test_autoscaler import CM, COREDNS, make
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "simulate"
 WINDOW = json.dumps({"linear": '{"nodesPerReplica":16,"behavior":{"scaleDown":'
                                '{"stabilizationWindowSeconds":600}}}'})

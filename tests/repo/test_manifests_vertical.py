@@ -15,7 +15,7 @@ import pytest
 
 from cpa.vertical import options
 from cpa.vertical.config import decode_config
-from tests.unit.test_manifests import granted_to, load, of_kind, one
+from tests.repo.test_manifests import granted_to, load, of_kind, one
 
 REPO = Path(__file__).resolve().parents[2]
 VERTICAL = REPO / "manifests" / "vertical"

@@ -23,7 +23,7 @@ from cpa.vertical.daemon.loop import VerticalAutoscaler, VerticalLoopConfig
 from cpa.vertical.daemon.writer import STRATEGIC_MERGE, TemplateWriter
 from cpa.vertical.patch import PatchTarget
 from cpa.vertical.state import InvalidConfigPolicy, VerticalState
-from tests.unit.test_vertical_vectors import check_all, vectors
+from tests.unit.vertical.test_vectors import check_all, vectors
 
 
 class RecordingApi:

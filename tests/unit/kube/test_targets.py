@@ -22,7 +22,7 @@ from cpa.kube.writers import ensure_replicas, read_current
 from cpa.nodes.counts import ClusterCounts
 from cpa.tools.explain import TargetView, target_steps
 from tests.fakes import FakeApi
-from tests.unit.test_autoscaler import COREDNS, counts, make
+from tests.unit.daemon.test_autoscaler import COREDNS, counts, make
 
 NS = "kube-system"
 HPA_PATH = f"/apis/autoscaling/v2/namespaces/{NS}/horizontalpodautoscalers/coredns"

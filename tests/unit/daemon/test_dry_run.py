@@ -13,7 +13,7 @@ from cpa.daemon.metrics import Metrics
 from cpa.flags import parse_args
 from cpa.kube.targets import Target
 from tests.fakes import FakeApi
-from tests.unit.test_autoscaler import CM, COREDNS, DEFAULTS, counts, make
+from tests.unit.daemon.test_autoscaler import CM, COREDNS, DEFAULTS, counts, make
 
 HPA_PATH = "/apis/autoscaling/v2/namespaces/kube-system/horizontalpodautoscalers/coredns"
 

@@ -15,7 +15,7 @@ import pytest
 
 from cpa import logs
 from tests.fakes import FakeApi
-from tests.unit.test_autoscaler import CM, COREDNS, counts, make, scale_path
+from tests.unit.daemon.test_autoscaler import CM, COREDNS, counts, make, scale_path
 
 WINDOW = '"behavior":{"scaleDown":{"stabilizationWindowSeconds":600}}'
 

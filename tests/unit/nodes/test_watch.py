@@ -26,8 +26,8 @@ from cpa.nodes.watch import (
     WatchStatus,
 )
 from tests.fakes import FakeResponse, ScriptedApi
-from tests.unit.test_nodeproto import condition, envelope, fixture, ld, node
-from tests.unit.test_nodestore import node_json
+from tests.unit.nodes.test_proto import condition, envelope, fixture, ld, node
+from tests.unit.nodes.test_store import node_json
 
 
 def event(kind: str, obj: dict[str, Any]) -> bytes:
