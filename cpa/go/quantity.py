@@ -497,7 +497,16 @@ def _parse(text: str) -> Quantity:
         return Quantity(0, 0, Format.DECIMAL_SI, text="0")
     positive, value, num, denom, suffix = _scan(text)
     base, exponent, fmt = _interpret(text, suffix)
+    quantity = _as_int64(text, positive, num, denom, exponent, fmt)
+    if quantity is not None:
+        return quantity
+    # The inf.Dec path: many digits, a fine fraction, or an int64 overflow.
+    return _as_dec(text, value, base, exponent, fmt)
 
+
+def _as_int64(text: str, positive: bool, num: str, denom: str, exponent: int,
+              fmt: Format) -> Quantity | None:
+    """ParseQuantity's fast path: an ``int64Amount`` when the digits fit (None when not)."""
     scale = 0
     mantissa = 1
     if fmt is Format.BINARY_SI:
@@ -510,25 +519,29 @@ def _parse(text: str) -> Quantity:
     else:
         scale = exponent
         precision = 18 - (len(num) + len(denom))
+    if precision < 0:
+        return None
+    scale = _int32(scale - len(denom))
+    if scale < -9:
+        return None
+    shifted = num + denom
+    parsed = int(shifted)
+    result, ok = _int64_multiply(parsed, mantissa)
+    if not ok:
+        return None
+    if not positive:
+        result = -result
+    cached: str | None = None
+    if fmt is Format.BINARY_SI:
+        if exponent % 10 == 0 and parsed & 0x07 != 0:
+            cached = text
+    elif scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0":
+        cached = text
+    return Quantity(result, scale, fmt, text=cached)
 
-    if precision >= 0:
-        scale = _int32(scale - len(denom))
-        if scale >= -9:
-            shifted = num + denom
-            parsed = int(shifted)
-            result, ok = _int64_multiply(parsed, mantissa)
-            if ok:
-                if not positive:
-                    result = -result
-                cached: str | None = None
-                if fmt is Format.BINARY_SI:
-                    if exponent % 10 == 0 and parsed & 0x07 != 0:
-                        cached = text
-                elif scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0":
-                    cached = text
-                return Quantity(result, scale, fmt, text=cached)
 
-    # The inf.Dec path: many digits, a fine fraction, or an int64 overflow.
+def _as_dec(text: str, value: str, base: int, exponent: int, fmt: Format) -> Quantity:
+    """ParseQuantity's ``inf.Dec`` path, rounded up to whole nanos."""
     unscaled, dec_scale = _inf_dec(text, value)
     if base == 10:
         dec_scale = _int32(dec_scale - exponent)

@@ -145,28 +145,13 @@ class KubeApi:
                     answer = resp.read()
                 finally:
                     resp.release_conn()
-            except DeadlineExceeded as exc:
-                raise ApiError(0, "Timeout",
-                               f"{method} {path}: no complete answer from the API server at "
-                               f"{self.conn.server} within the request's {limit:.0f}s "
-                               "deadline (connect to last byte)") from exc
-            except ConnectError as exc:
-                if reconnects and exc.retryable:
+            except (OSError, http.client.HTTPException) as exc:
+                if self._reconnect(exc, method, path, limit, reconnects):
                     reconnects -= 1
                     continue
-                if self._again_after_reset(method, exc, retries, end):
-                    retries += 1
-                    continue
-                raise ApiError(0, "ConnectionError",
-                               f"{method} {path}: cannot reach the API server at "
-                               f"{self.conn.server}: {exc}") from exc
-            except (OSError, http.client.HTTPException) as exc:
-                if self._again_after_reset(method, exc, retries, end):
-                    retries += 1
-                    continue
-                raise ApiError(0, "ConnectionError",
-                               f"{method} {path}: the API server at {self.conn.server} did "
-                               f"not answer: {_describe(exc)}") from exc
+                self._or_again(exc, method, path, retries, end)
+                retries += 1
+                continue
             if 200 <= resp.status < 300:
                 return answer
             wait = retry_after(resp.status, resp.headers)
@@ -175,6 +160,32 @@ class KubeApi:
                 self._refused(resp.status)
                 raise api_error(resp.status, answer, resp.headers.get("Content-Type"))
             retries += 1
+
+    def _reconnect(self, exc: BaseException, method: str, path: str, limit: float,
+                   reconnects: int) -> bool:
+        """A request that failed without an answer: True to send it once more on another
+        connection (a kept-alive one dropped as we sent it); raise :class:`ApiError` for a
+        deadline; False to look further (:meth:`_or_again`)."""
+        if isinstance(exc, DeadlineExceeded):
+            raise ApiError(0, "Timeout",
+                           f"{method} {path}: no complete answer from the API server at "
+                           f"{self.conn.server} within the request's {limit:.0f}s "
+                           "deadline (connect to last byte)") from exc
+        return isinstance(exc, ConnectError) and bool(reconnects) and exc.retryable
+
+    def _or_again(self, exc: BaseException, method: str, path: str, retries: int,
+                  end: float) -> None:
+        """Return to send the request again after a reset (a GET, a second later); else
+        raise :class:`ApiError` saying what failed."""
+        if self._again_after_reset(method, exc, retries, end):
+            return
+        if isinstance(exc, ConnectError):
+            raise ApiError(0, "ConnectionError",
+                           f"{method} {path}: cannot reach the API server at "
+                           f"{self.conn.server}: {exc}") from exc
+        raise ApiError(0, "ConnectionError",
+                       f"{method} {path}: the API server at {self.conn.server} did "
+                       f"not answer: {_describe(exc)}") from exc
 
     def _again_after_reset(self, method: str, exc: BaseException, retries: int,
                            end: float) -> bool:

@@ -71,89 +71,104 @@ def _is_ident(tok: str | None) -> bool:
 
 def parse_selector(text: str) -> tuple[Requirement, ...]:
     """Parse ``text``; raise :class:`SelectorError` naming the first problem."""
-    toks = _tokens(text)
-    pos = 0
-    reqs: list[Requirement] = []
-
-    def peek() -> str | None:
-        return toks[pos] if pos < len(toks) else None
-
-    def take() -> str | None:
-        nonlocal pos
-        tok = peek()
-        pos += 1
-        return tok
-
-    if not toks:
+    parser = _Parser(text)
+    if not parser.toks:
         return ()
+    reqs: list[Requirement] = []
     while True:
-        tok = take()
-        if tok == "!":
-            key = take()
-            if not _is_ident(key):
-                raise SelectorError(f"expected a label key after '!' in {text!r}")
-            assert key is not None
-            _check_key(key)
-            reqs.append(Requirement(key, "!", ()))
-        elif _is_ident(tok):
-            assert tok is not None
-            key = tok
-            _check_key(key)
-            op = peek()
-            if op is None or op == ",":
-                reqs.append(Requirement(key, "exists", ()))
-            else:
-                take()
-                if op in ("=", "==", "!="):
-                    value = peek()
-                    if _is_ident(value):
-                        take()
-                    else:
-                        value = ""
-                    assert value is not None
-                    _check_value(value)
-                    reqs.append(Requirement(key, "!=" if op == "!=" else "=", (value,)))
-                elif op in (">", "<"):
-                    value = take()
-                    if not _is_ident(value) or not re.fullmatch(r"-?[0-9]+", value or ""):
-                        raise SelectorError(
-                            f"{key}{op}: the value must be an integer in {text!r}")
-                    assert value is not None
-                    reqs.append(Requirement(key, op, (value,)))
-                elif op in ("in", "notin"):
-                    if take() != "(":
-                        raise SelectorError(f"expected '(' after {key} {op} in {text!r}")
-                    values: list[str] = []
-                    while True:
-                        nxt = take()
-                        if nxt == ")" and not values:
-                            values.append("")
-                            break
-                        if _is_ident(nxt):
-                            assert nxt is not None
-                            _check_value(nxt)
-                            values.append(nxt)
-                            nxt = take()
-                        elif nxt == ",":
-                            values.append("")
-                            continue
-                        if nxt == ")":
-                            break
-                        if nxt != ",":
-                            raise SelectorError(
-                                f"expected ',' or ')' in the value set of {key} in {text!r}")
-                    reqs.append(Requirement(key, op, tuple(values)))
-                else:
-                    raise SelectorError(
-                        f"unexpected {op!r} after label key {key!r} in {text!r}: use =, ==, "
-                        "!=, in, notin, > or <")
-        else:
-            raise SelectorError(f"expected a label key, found {tok!r} in {text!r}")
-        sep = take()
+        reqs.append(parser.requirement())
+        sep = parser.take()
         if sep is None:
             break
         if sep != ",":
             raise SelectorError(f"expected ',' between requirements, found {sep!r} in {text!r}")
-        if peek() is None:
+        if parser.peek() is None:
             raise SelectorError(f"trailing ',' in {text!r}")
     return tuple(reqs)
+
+
+class _Parser:
+    """apimachinery's selector parser over the tokens of ``text``, one requirement at a
+    time."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.toks = _tokens(text)
+        self.pos = 0
+
+    def peek(self) -> str | None:
+        return self.toks[self.pos] if self.pos < len(self.toks) else None
+
+    def take(self) -> str | None:
+        tok = self.peek()
+        self.pos += 1
+        return tok
+
+    def requirement(self) -> Requirement:
+        text = self.text
+        tok = self.take()
+        if tok == "!":
+            key = self.take()
+            if not _is_ident(key):
+                raise SelectorError(f"expected a label key after '!' in {text!r}")
+            assert key is not None
+            _check_key(key)
+            return Requirement(key, "!", ())
+        if not _is_ident(tok):
+            raise SelectorError(f"expected a label key, found {tok!r} in {text!r}")
+        assert tok is not None
+        _check_key(tok)
+        op = self.peek()
+        if op is None or op == ",":
+            return Requirement(tok, "exists", ())
+        self.take()
+        return self._operation(tok, op)
+
+    def _operation(self, key: str, op: str) -> Requirement:
+        text = self.text
+        if op in ("=", "==", "!="):
+            value = self.peek()
+            if _is_ident(value):
+                self.take()
+            else:
+                value = ""
+            assert value is not None
+            _check_value(value)
+            return Requirement(key, "!=" if op == "!=" else "=", (value,))
+        if op in (">", "<"):
+            value = self.take()
+            if not _is_ident(value) or not re.fullmatch(r"-?[0-9]+", value or ""):
+                raise SelectorError(f"{key}{op}: the value must be an integer in {text!r}")
+            assert value is not None
+            return Requirement(key, op, (value,))
+        if op in ("in", "notin"):
+            return Requirement(key, op, self._value_set(key, op))
+        raise SelectorError(
+            f"unexpected {op!r} after label key {key!r} in {text!r}: use =, ==, "
+            "!=, in, notin, > or <")
+
+    def _value_set(self, key: str, op: str) -> tuple[str, ...]:
+        """``(a, b, ...)`` after ``in``/``notin``; an empty member is the empty value."""
+        text = self.text
+        if self.take() != "(":
+            raise SelectorError(f"expected '(' after {key} {op} in {text!r}")
+        values: list[str] = []
+        while True:
+            nxt = self.take()
+            if nxt == ")" and not values:
+                values.append("")
+                break
+            if _is_ident(nxt):
+                assert nxt is not None
+                _check_value(nxt)
+                values.append(nxt)
+                nxt = self.take()
+            elif nxt == ",":
+                values.append("")
+                continue
+            if nxt == ")":
+                break
+            if nxt != ",":
+                raise SelectorError(
+                    f"expected ',' or ')' in the value set of {key} in {text!r}")
+        return tuple(values)

@@ -415,30 +415,8 @@ class NodeReflector:
                 if watching:
                     self._contact()
                 count += 1
-                kind = event.type
-                node = event.node
-                if kind in ("ADDED", "MODIFIED", "DELETED") and (node is None or not node.name):
-                    raise _Corrupt(f"a watch event {kind} without metadata.name (no Node in "
-                                   "it): not applied")
-                if node is not None and kind in ("ADDED", "MODIFIED"):
-                    self._store.upsert(node)
-                    if initial is not None:
-                        initial.add(node.name)
-                    self._rv = node.resource_version or self._rv
-                elif node is not None and kind == "DELETED":
-                    self._store.delete(node.name)
-                    self._rv = node.resource_version or self._rv
-                elif kind == "BOOKMARK":
-                    self._rv = event.resource_version or self._rv
-                    if initial is not None and event.initial_end:
-                        self._store.retain(initial)
-                        self._mark_synced("streaming-list")
-                        return count, True
-                elif kind == "ERROR":
-                    status = event.status or Status(message="an ERROR event without a Status")
-                    if status.code == 410:
-                        raise _Relist(status.message)
-                    raise ApiError(status.code, status.reason, status.message)
+                if self._apply(event, initial):
+                    return count, True
             read_to_the_end = not self._stop.is_set()
         finally:
             self._resp = None
@@ -447,6 +425,35 @@ class NodeReflector:
             else:
                 _discard(resp)
         return count, complete
+
+    def _apply(self, event: Event, initial: set[str] | None) -> bool:
+        """One watch event into the store; True at a streaming list's initial-events-end
+        bookmark (the store then keeps only the Nodes of ``initial``: the list is whole)."""
+        kind = event.type
+        node = event.node
+        if kind in ("ADDED", "MODIFIED", "DELETED") and (node is None or not node.name):
+            raise _Corrupt(f"a watch event {kind} without metadata.name (no Node in "
+                           "it): not applied")
+        if node is not None and kind in ("ADDED", "MODIFIED"):
+            self._store.upsert(node)
+            if initial is not None:
+                initial.add(node.name)
+            self._rv = node.resource_version or self._rv
+        elif node is not None and kind == "DELETED":
+            self._store.delete(node.name)
+            self._rv = node.resource_version or self._rv
+        elif kind == "BOOKMARK":
+            self._rv = event.resource_version or self._rv
+            if initial is not None and event.initial_end:
+                self._store.retain(initial)
+                self._mark_synced("streaming-list")
+                return True
+        elif kind == "ERROR":
+            status = event.status or Status(message="an ERROR event without a Status")
+            if status.code == 410:
+                raise _Relist(status.message)
+            raise ApiError(status.code, status.reason, status.message)
+        return False
 
 
 def _discard(resp: StreamResponse) -> None:
