@@ -18,23 +18,13 @@ from cpa.go.pflag import usage as table_usage
 from cpa.go.strconv import parse_bool, parse_go_int
 from cpa.kube.selector import SelectorError, parse_selector
 from cpa.kube.targets import Target, parse_targets
-from cpa.runtime.options import (
-    GLOG_FLAGS,
-    KUBECONFIG_FLAG,
-    LEADER_ELECT_FLAG,
-    LEASE_FLAGS,
-    LOG_FORMAT_FLAG,
-    GlogOptions,
-    LeaderElectionOptions,
-    validate_leader_election,
-    verbosity_flag,
-)
+from cpa.runtime import options as shared
 
 __all__ = ["CPA_FLAGS", "Options", "flag_names", "parse_args", "usage", "validate"]
 
 
 @dataclass(slots=True)
-class Options(GlogOptions, LeaderElectionOptions):
+class Options(shared.GlogOptions, shared.LeaderElectionOptions):
     """Everything the daemon needs from its command line (and ``MY_POD_NAMESPACE``)."""
 
     target: str = ""
@@ -92,21 +82,21 @@ _FLAGS: tuple[Flag, ...] = (
          "Exit 1 after this many consecutive failed polls (0: never).", metavar="int"),
     Flag("version", "version", parse_bool, "Print the version and exit.", is_bool=True),
     Flag("help", "help", parse_bool, "Show this help and exit.", is_bool=True),
-    verbosity_flag("Log verbosity: 0 scale decisions and errors, 1 mode changes, "
-                   "2 parameters, 4 every poll's counts."),
-    *GLOG_FLAGS,
-    KUBECONFIG_FLAG,
+    shared.verbosity_flag("Log verbosity: 0 scale decisions and errors, 1 mode changes, "
+                          "2 parameters, 4 every poll's counts."),
+    *shared.GLOG_FLAGS,
+    shared.KUBECONFIG_FLAG,
     Flag("health-port", "health_port", parse_go_int,
          "Port of the /healthz and /last-poll server (default 8080).", metavar="int"),
-    LOG_FORMAT_FLAG,
+    shared.LOG_FORMAT_FLAG,
     Flag("events", "events", parse_bool,
          "Create Events: Normal on every replica change (regarding the target), Warning "
          "for invalid parameters (regarding the ConfigMap). Needs create on "
          "events.k8s.io events.", is_bool=True),
-    LEADER_ELECT_FLAG,
+    shared.LEADER_ELECT_FLAG,
     Flag("leader-elect-lease-name", "leader_elect_lease_name", parse_str,
          "Name of the Lease (default: the --configmap name).", metavar="string"),
-    *LEASE_FLAGS,
+    *shared.LEASE_FLAGS,
     Flag("react-to-node-changes", "react_to_node_changes", parse_bool,
          "Also poll as soon as the Node counts change the replica count (debounced 0.1s, "
          "at most one extra poll a second; the period's polls go on as before).",
@@ -154,7 +144,7 @@ def validate(opts: Options) -> list[str]:
             problems.append(f"--nodelabels: {exc}")
     if not 0 < opts.health_port < 65536:
         problems.append(f"--health-port must be between 1 and 65535, got {opts.health_port}")
-    problems.extend(validate_leader_election(opts))
+    problems.extend(shared.validate_leader_election(opts))
     return problems
 
 

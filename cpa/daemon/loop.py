@@ -33,6 +33,7 @@ from cpa.kube.targets import ScaleResult, Target
 from cpa.kube.writers import writer_for
 from cpa.nodes.counts import ClusterCounts, CountingPolicy
 from cpa.nodes.watch import WatchStatus
+from cpa.runtime.polls import PollRecord, report
 from cpa.runtime.stalecounts import StaleCounts
 from cpa.runtime.ticker import Ticker
 
@@ -42,34 +43,21 @@ class PollError(Exception):
 
 
 @dataclass(slots=True)
-class PollResult:
+class PollResult(PollRecord):
     """Everything one poll saw and did."""
 
-    started: float  # the loop's clock
-    duration: float = 0.0
-    error: str | None = None
     counts: ClusterCounts | None = None
     params: Params | None = None
     params_version: str | None = None  # the ConfigMap's resourceVersion
     params_invalid: str | None = None  # why that version's parameters are invalid
     decision: Decision | None = None
     scales: list[ScaleResult] = field(default_factory=list)
-    stale: str | None = None  # why the counts may be out of date (the poll still ran)
     overwritten: list[Overwrite] = field(default_factory=list)  # another writer's changes
     behavior: dict[Target, Outcome] = field(default_factory=dict)
     """Ours: what ``behavior`` made of the decision per target (empty without it)."""
     early: bool = False
     """Ours: run between the period's polls because the node counts changed the decision
     (``--react-to-node-changes``)."""
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    @property
-    def health_error(self) -> str | None:
-        """What ``/last-poll`` reports: the poll's error, else stale counts, else None."""
-        return self.error or self.stale
 
 
 Observer = Callable[[PollResult], None]
@@ -180,7 +168,7 @@ class Autoscaler:
             result.error = f"unexpected {type(exc).__name__}: {exc}"
         self._count_failure(result)
         result.duration = self._clock() - result.started
-        self._report(result)
+        report(self._observers, result, self._log)
         self._params.give_back()  # after a large version came or went
         return result
 
@@ -269,14 +257,6 @@ class Autoscaler:
             self.consecutive_failures += 1
             self._log.error("poll.failed", error=result.error,
                             consecutive_failures=self.consecutive_failures)
-
-    def _report(self, result: PollResult) -> None:
-        for observer in self._observers:
-            try:
-                observer(result)
-            except Exception as exc:  # an observer must never stop the polls
-                self._log.error("observer.failed", observer=repr(observer),
-                                error=f"{type(exc).__name__}: {exc}")
 
     # --- behavior (ours, opt-in) ---------------------------------------------------
     def _shaper(self, target: Target, behavior: Behavior | None, result: PollResult

@@ -19,14 +19,7 @@ from prometheus_client import Counter, Gauge, generate_latest
 
 from cpa.decide.modes.registry import MODES
 from cpa.kube.writers import writer_for
-from cpa.runtime.metrics import (
-    NodeWatchCollector,
-    last_success_gauge,
-    leader_gauge,
-    new_registry,
-    poll_duration_histogram,
-    polls_counter,
-)
+from cpa.runtime import metrics as common
 
 if TYPE_CHECKING:
     from cpa.daemon.loop import PollResult
@@ -49,7 +42,7 @@ class Metrics:
                  watch_status: Callable[[], WatchStatus] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time, dry_run: bool = False) -> None:
-        self.registry = new_registry()
+        self.registry = common.new_registry()
         self._wall = wall
         self._cluster_series()
         self._poll_series()
@@ -63,7 +56,8 @@ class Metrics:
         for mode in MODES:
             self.params_info.labels(mode).set(0)
         if watch_status is not None:
-            self.registry.register(NodeWatchCollector("cpa", watch_status, clock, _STALE_HELP))
+            self.registry.register(
+                common.NodeWatchCollector("cpa", watch_status, clock, _STALE_HELP))
         # The series every poll sets, looked up once: labels() costs more than set().
         self._poll_ok = self.polls.labels("success")
         self._poll_error = self.polls.labels("error")
@@ -95,12 +89,12 @@ class Metrics:
 
     def _poll_series(self) -> None:
         reg = self.registry
-        self.polls = polls_counter("cpa", reg)
+        self.polls = common.polls_counter("cpa", reg)
         self.early_polls = Counter(
             "cpa_early_polls", "Polls run between the period's because the node counts "
             "changed the replica count (--react-to-node-changes); also in cpa_polls.",
             registry=reg)
-        self.poll_duration = poll_duration_histogram("cpa", reg)
+        self.poll_duration = common.poll_duration_histogram("cpa", reg)
         self.scale_writes = Counter(
             "cpa_scale_writes", "Replica counts written to a target's scale subresource.",
             ["target"], registry=reg)
@@ -108,7 +102,7 @@ class Metrics:
             "cpa_scale_overwritten",
             "Polls that found a target's replicas changed by another writer.", ["target"],
             registry=reg)
-        self.last_success = last_success_gauge("cpa", reg)
+        self.last_success = common.last_success_gauge("cpa", reg)
 
     def _decision_series(self) -> None:
         reg = self.registry
@@ -129,7 +123,7 @@ class Metrics:
 
     def _write_series(self, dry_run: bool) -> None:
         reg = self.registry
-        self.leader = leader_gauge("cpa", reg)
+        self.leader = common.leader_gauge("cpa", reg)
         self.dry_run = Gauge(
             "cpa_dry_run", "1 when the daemon runs with --dry-run and writes nothing.",
             registry=reg)

@@ -24,17 +24,7 @@ from cpa.go.duration import parse_duration
 from cpa.go.pflag import Flag, FlagTable, UsageError, parse_flags, parse_str
 from cpa.go.pflag import usage as table_usage
 from cpa.go.strconv import parse_bool, parse_go_int
-from cpa.runtime.options import (
-    GLOG_FLAGS,
-    KUBECONFIG_FLAG,
-    LEADER_ELECT_FLAG,
-    LEASE_FLAGS,
-    LOG_FORMAT_FLAG,
-    GlogOptions,
-    LeaderElectionOptions,
-    validate_leader_election,
-    verbosity_flag,
-)
+from cpa.runtime import options as shared
 from cpa.vertical.config import ConfigError, ScaleConfig, decode_config
 from cpa.vertical.patch import PatchTarget, TargetError, parse_target
 from cpa.vertical.state import InvalidConfigPolicy
@@ -54,7 +44,7 @@ def _choice(*allowed: str) -> Callable[[str], str]:
 
 
 @dataclass(slots=True)
-class VerticalOptions(GlogOptions, LeaderElectionOptions):
+class VerticalOptions(shared.GlogOptions, shared.LeaderElectionOptions):
     """Everything ``/cpvpa`` takes from its command line (and ``$MY_NAMESPACE``)."""
 
     target: str = ""
@@ -106,14 +96,14 @@ _FLAGS: tuple[Flag, ...] = (
          "when it is replaced (a mounted ConfigMap's update).", metavar="path"),
     Flag("poll-period-seconds", "poll_period_seconds", parse_go_int,
          "Seconds between polls of the cluster size (default 10).", metavar="int"),
-    KUBECONFIG_FLAG,
+    shared.KUBECONFIG_FLAG,
     Flag("version", "version", parse_bool, "Print the version and exit.", is_bool=True),
     Flag("dry-run", "dry_run", parse_bool,
          "Compute and log the updates of the target but do not apply them.", is_bool=True),
     Flag("help", "help", parse_bool, "Show this help and exit.", is_bool=True),
-    verbosity_flag("Log verbosity: 0 writes and errors, 2 the config, 4 every poll's counts "
-                   "and values."),
-    *GLOG_FLAGS,
+    shared.verbosity_flag("Log verbosity: 0 writes and errors, 2 the config, 4 every poll's "
+                          "counts and values."),
+    *shared.GLOG_FLAGS,
     Flag("resize-mode", "resize_mode", _choice(*RESIZE_MODES),
          "template (default, CPVA's): patch the target's pod template, which rolls its "
          "Pods. in-place: resize the running Pods through pods/resize (Kubernetes 1.33+), "
@@ -132,12 +122,12 @@ _FLAGS: tuple[Flag, ...] = (
     Flag("health-port", "health_port", parse_go_int,
          "Serve /healthz, /last-poll and /metrics on this port (default 0: off, as CPVA).",
          metavar="int"),
-    LOG_FORMAT_FLAG,
-    LEADER_ELECT_FLAG,
+    shared.LOG_FORMAT_FLAG,
+    shared.LEADER_ELECT_FLAG,
     Flag("leader-elect-lease-name", "leader_elect_lease_name", parse_str,
          "Name of the Lease (default: cpvpa-<kind>-<name> of the target).",
          metavar="string"),
-    *LEASE_FLAGS,
+    *shared.LEASE_FLAGS,
 )
 
 TABLE = FlagTable(_FLAGS)
@@ -187,7 +177,7 @@ def validate(opts: VerticalOptions) -> list[str]:
                         f"{opts.health_port}")
     if opts.resize_deferred_timeout <= 0:
         problems.append("--resize-deferred-timeout must be positive")
-    problems.extend(validate_leader_election(opts))
+    problems.extend(shared.validate_leader_election(opts))
     return problems
 
 

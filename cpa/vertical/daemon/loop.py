@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from cpa import logs
 from cpa.kube.api import ApiError
+from cpa.runtime.polls import PollRecord, report
 from cpa.runtime.ticker import Ticker
 from cpa.vertical.config import config_string
 from cpa.vertical.daemon.configfile import ConfigFile
@@ -43,31 +44,19 @@ class VerticalLoopConfig(NamedTuple):
 
 
 @dataclass(slots=True)
-class VerticalPollResult:
+class VerticalPollResult(PollRecord):
     """Everything one poll saw and did."""
 
-    started: float
-    duration: float = 0.0
-    error: str | None = None
     nodes: int | None = None
     cores: int | None = None
     plan: Plan | None = None
     written: Requirements | None = None  # what this poll wrote (or logged, in a dry run)
     dry_run: bool = False
     write_failed: bool = False
-    stale: str | None = None  # why the counts may be out of date (the poll still ran)
     inplace: InPlaceOutcome | None = None
     template_skipped: str | None = None  # in-place: why the template was left alone
     drift: list[Difference] = field(default_factory=list)  # template vs computed, in-place
     fallbacks: list[str] = field(default_factory=list)  # reasons newly falling back
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    @property
-    def health_error(self) -> str | None:
-        return self.error or self.stale
 
 
 Observer = Callable[[VerticalPollResult], None]
@@ -124,12 +113,7 @@ class VerticalAutoscaler:
         if result.error is not None:
             self._log.error("poll.failed", error=result.error)
         result.duration = self._clock() - result.started
-        for observer in self._observers:
-            try:
-                observer(result)
-            except Exception as exc:
-                self._log.error("observer.failed", observer=repr(observer),
-                                error=f"{type(exc).__name__}: {exc}")
+        report(self._observers, result, self._log)
         return result
 
     def _poll(self, result: VerticalPollResult) -> None:

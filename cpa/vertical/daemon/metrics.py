@@ -16,14 +16,7 @@ from prometheus_client import Counter, Gauge, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from cpa.nodes.watch import WatchStatus
-from cpa.runtime.metrics import (
-    NodeWatchCollector,
-    last_success_gauge,
-    leader_gauge,
-    new_registry,
-    poll_duration_histogram,
-    polls_counter,
-)
+from cpa.runtime import metrics as common
 from cpa.vertical.daemon.loop import VerticalPollResult
 from cpa.vertical.formula import Requirements
 
@@ -41,7 +34,7 @@ def _by_label(values: Requirements) -> dict[_Labels, float]:
     return out
 
 
-class _NodesCollector(NodeWatchCollector):
+class _NodesCollector(common.NodeWatchCollector):
     """The node watch's state at scrape time, after the counts' source (a watch, or one
     list per poll)."""
 
@@ -70,7 +63,7 @@ class VerticalMetrics:
                  node_source: Callable[[], str] = lambda: "",
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time) -> None:
-        self.registry = new_registry()
+        self.registry = common.new_registry()
         reg = self.registry
         self._wall = wall
         labels = ["container", "kind", "resource"]
@@ -90,8 +83,8 @@ class VerticalMetrics:
         self.cluster_cores = Gauge("cpvpa_cluster_cores",
                                    "Cores counted: the Nodes' capacity cpu, summed.",
                                    registry=reg)
-        self.polls = polls_counter("cpvpa", reg)
-        self.poll_duration = poll_duration_histogram("cpvpa", reg)
+        self.polls = common.polls_counter("cpvpa", reg)
+        self.poll_duration = common.poll_duration_histogram("cpvpa", reg)
         self.writes = Counter("cpvpa_writes", "Template PATCHes by result (success, error, "
                               "dry_run).", ["result"], registry=reg)
         self.resizes = Counter("cpvpa_pod_resizes", "Pods resized in place (pods/resize "
@@ -102,8 +95,8 @@ class VerticalMetrics:
             "cpvpa_resize_fallbacks", "In-place resizes refused, by reason, counted once per "
             "change of the computed values; the template is patched instead.", ["reason"],
             registry=reg)
-        self.last_success = last_success_gauge("cpvpa", reg)
-        self.leader = leader_gauge("cpvpa", reg)
+        self.last_success = common.last_success_gauge("cpvpa", reg)
+        self.leader = common.leader_gauge("cpvpa", reg)
         for result in ("success", "error", "dry_run"):
             self.writes.labels(result)
         if watch_status is not None:
