@@ -103,11 +103,14 @@ _CATEGORIES = (
       "cpa/kube/targets.py", "cpa/kube/writers.py")),
     ("decision (formula and its steps)", ("cpa/decide/",)),
     ("logging (structlog at --v=4)", ("structlog/", "cpa/logs.py", "datetime")),
-    ("metrics (prometheus_client)", ("prometheus_client/", "cpa/daemon/metrics.py")),
+    ("metrics (prometheus_client)", ("prometheus_client/", "cpa/daemon/metrics.py",
+                                      "cpa/runtime/metrics.py")),
     ("health, watchdogs, behavior, leader", ("cpa/runtime/health.py", "cpa/daemon/watchdogs.py",
-                                             "cpa/runtime/leaderelection.py")),
+                                             "cpa/runtime/leaderelection.py",
+                                             "cpa/runtime/stalecounts.py")),
     ("node store counts", ("cpa/nodes/",)),
-    ("poll loop", ("cpa/daemon/loop.py", "cpa/cli.py")),
+    ("poll loop", ("cpa/daemon/loop.py", "cpa/daemon/paramscache.py", "cpa/daemon/react.py",
+                   "cpa/runtime/ticker.py", "cpa/runtime/polls.py", "cpa/cli.py")),
     ("threading (locks)", ("threading.py", "<method 'acquire'", "<method 'release'")),
 )
 
