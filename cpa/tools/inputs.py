@@ -94,6 +94,8 @@ def read_text(path: str, flag: str) -> str:
         raw = Path(path).read_bytes()
     except OSError as exc:
         raise InputError(f"{flag}: cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a path no file can have ("embedded null byte")
+        raise InputError(f"{flag}: cannot read {path!r}: {exc}") from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

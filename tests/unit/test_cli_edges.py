@@ -121,6 +121,20 @@ def test_non_utf8_files_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "--timeline: " in one_line(capsys.readouterr().err)
 
 
+def test_a_path_no_file_can_have_is_one_line(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A NUL in a file's name (a generated command line found it): one line, exit 1, not an
+    internal error."""
+    timeline = tmp_path / "t.csv"
+    timeline.write_text("t,nodes,cores\n0,1,1\n")
+    assert main(["simulate", "--timeline", str(timeline), "--configmap-file", "a\x00b"]) == 1
+    err = one_line(capsys.readouterr().err)
+    assert "--configmap-file: cannot read 'a\\x00b': embedded null byte" in err
+    assert "internal error" not in err
+    code, _, err = explain(["--configmap-file", "\x00", *NODES], capsys)
+    assert code == 1 and "internal error" not in err and "embedded null byte" in err
+
+
 def test_plot_to_a_text_file_is_refused_before_any_work(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("matplotlib")
