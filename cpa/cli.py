@@ -13,15 +13,20 @@ import sys
 from collections.abc import Callable, Sequence
 
 from cpa import VERSION_TEXT
-from cpa.daemon.main import DAEMON_NAME, run
 from cpa.go.pflag import EXIT_INVALID, EXIT_USAGE
 from cpa.runtime.startup import usage_exit
 
 __all__ = ["DAEMON_NAME", "daemon_main", "guarded", "main", "run_daemon", "vertical_main"]
 
+DAEMON_NAME = "cluster-proportional-autoscaler"
+"""Upstream's binary name: the console script's, and the daemon's name in messages."""
+
 
 def run_daemon(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
-    """The autoscaler daemon (:func:`cpa.daemon.main.run`)."""
+    """The autoscaler daemon (:func:`cpa.daemon.main.run`; imported here, so that
+    ``/cpvpa`` and the one-shot commands load nothing of it)."""
+    from cpa.daemon.main import run
+
     return run(argv, prog)
 
 
