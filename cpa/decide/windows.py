@@ -42,7 +42,7 @@ from cpa.decide.load import Load
 from cpa.decide.steps import Step, plural
 
 __all__ = ["LoadAxis", "LoadOutcome", "PanicState", "Reading", "Sample", "read_windows",
-           "scale", "unavailable"]
+           "scale", "start", "unavailable"]
 
 
 class Sample(NamedTuple):
@@ -141,20 +141,30 @@ def _ceil(rate: float, target: float) -> int:
     return math.ceil(quotient) if math.isfinite(quotient) else 2**31
 
 
+def start(state: PanicState, ready: int, now: float) -> bool:
+    """Knative's ``newAutoscaler`` (lines 95-114, 127): more than one Ready Pod starts the
+    axis in panic at that count; the ratchet starts at the Ready count either way. True when
+    it started in panic."""
+    state.begun = True
+    state.max_pods = ready  # line 127
+    if ready > 1:
+        state.since = now  # lines 108-111
+        return True
+    state.since = None
+    return False
+
+
 def scale(load: Load, state: PanicState, reading: Reading, now: float) -> LoadOutcome:
     """Knative's decider for one poll (``autoscaler.Scale``): updates ``state`` and returns
     the load replicas with the reasoning."""
     steps: list[Step] = []
     target = load.target_per_replica
     ready = max(1, reading.ready)  # line 161
-    if not state.begun:
-        state.begun = True
-        if reading.ready > 1:  # lines 95-114: start in panic at the current scale
-            state.since, state.max_pods = now, reading.ready
-            steps.append(Step("load.start", (
-                f"First decision since the start: {plural(reading.ready, 'Ready Pod')}, so "
-                "the load axis starts in panic at that count and does not scale down "
-                "before a stable window of its own has passed (Knative does the same).")))
+    if not state.begun and start(state, reading.ready, now):
+        steps.append(Step("load.start", (
+            f"First decision since the start: {plural(reading.ready, 'Ready Pod')}, so "
+            "the load axis starts in panic at that count and does not scale down before a "
+            "stable window of its own has passed (Knative does the same).")))
     stable = _ceil(reading.stable, target)  # line 196
     steps.append(Step("load.stable", (
         f"The stable window ({load.stable_window_seconds} s, "

@@ -1,0 +1,237 @@
+"""The load axis's inputs: the text format, counter rates and resets, the estimate, the
+concurrent fetch (against small HTTP servers on loopback), the Pod selection."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cpa.kube.api import ApiError
+from cpa.kube.pods import list_ready_pods, read_selection
+from cpa.load.exposition import ExpositionError, Family, parse_family
+from cpa.load.fetch import Request, fetch_all
+from cpa.load.rates import CounterBook, estimate
+from tests.fakes import FakeApi
+
+COREDNS_PAGE = """\
+# HELP coredns_build_info A metric with a constant '1' value.
+# TYPE coredns_build_info gauge
+coredns_build_info{goversion="go1.26.8",revision="",version="1.15.0"} 1
+# HELP coredns_dns_requests_total Counter of DNS requests made per zone, protocol and family.
+# TYPE coredns_dns_requests_total counter
+coredns_dns_requests_total{family="1",proto="udp",server="dns://:53",type="A",zone="."} 1200
+coredns_dns_requests_total{family="1",proto="udp",server="dns://:53",type="AAAA",zone="."} 34
+coredns_dns_requests_total{family="1",proto="tcp",server="dns://:53",type="NS",zone="."} 5e+0
+coredns_dns_requests_total_other 99
+# TYPE process_start_time_seconds gauge
+process_start_time_seconds 1.76e+09
+"""
+
+
+def test_a_coredns_page() -> None:
+    family = parse_family(COREDNS_PAGE, "coredns_dns_requests_total")
+    assert family.counter and family.type == "counter"
+    assert sorted(family.series.values()) == [5.0, 34.0, 1200.0]
+    assert family.start_time == 1.76e9
+
+
+@pytest.mark.parametrize(("page", "name", "values", "counter"), [
+    ("m_total 3\n", "m_total", [3.0], True),  # untyped, _total: a counter
+    ("m 3\n", "m", [3.0], False),  # untyped: a gauge
+    ("# TYPE m gauge\nm{a=\"x\"} 1\nm{a=\"y\"} 2 1700000000000\n", "m", [1.0, 2.0], False),
+    ("# TYPE m counter\nm_total 4\n", "m_total", [4.0], True),  # OpenMetrics-style TYPE
+    ('m{a="q\\"}\\\\",b="}"} 7\n', "m", [7.0], False),  # escapes, } inside a value
+    ("m NaN\n", "m", [math.nan], False),
+    ("m +Inf\r\nm_bucket 1\n", "m", [math.inf], False),
+    ("other 1\n", "m", [], False),
+    ("m{} 2\n", "m", [2.0], False),
+])
+def test_text_format(page: str, name: str, values: list[float], counter: bool) -> None:
+    family = parse_family(page, name)
+    got = sorted(family.series.values())
+    assert len(got) == len(values)
+    pairs = zip(got, values, strict=True)
+    assert all((math.isnan(a) and math.isnan(b)) or a == b for a, b in pairs)
+    assert family.counter is counter
+
+
+@pytest.mark.parametrize("page", [
+    "<html><body>m 1</body></html>\nm oops\n",
+    'm{a=1} 2\n',
+    'm{a="1" b="2"} 2\n',
+    "# TYPE m widget\nm 1\n",
+])
+def test_not_the_text_format(page: str) -> None:
+    with pytest.raises(ExpositionError):
+        parse_family(page, "m")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_any_page_parses_or_is_refused(page: str) -> None:
+    with contextlib.suppress(ExpositionError):
+        parse_family(page, "m")
+
+
+def fam(values: dict[str, float], start: float | None = None, kind: str = "counter"
+        ) -> Family:
+    return Family("m_total", kind, dict(values), start)
+
+
+def test_counter_rates_per_series_with_resets() -> None:
+    book = CounterBook()
+    assert book.observe("p", 0.0, fam({"a": 100, "b": 50})).rate is None  # first sample
+    assert book.observe("p", 2.0, fam({"a": 120, "b": 60})).rate == 15.0
+    # b reset (process restarted, start time unknown): its increase is its new value 4
+    assert book.observe("p", 4.0, fam({"a": 130, "b": 4})).rate == (10 + 4) / 2
+    # a series gone and a new one: nothing from either (no false reset of the sum)
+    assert book.observe("p", 6.0, fam({"b": 8, "c": 1000})).rate == 2.0
+
+
+def test_a_decrease_without_a_restart_is_a_fault_and_with_one_a_reset() -> None:
+    book = CounterBook()
+    book.observe("p", 0.0, fam({"a": 100}, start=10.0))
+    got = book.observe("p", 2.0, fam({"a": 90}, start=10.0))
+    assert got.rate is None and got.fault == "counter_backwards"
+    assert book.observe("p", 4.0, fam({"a": 96}, start=10.0)).rate == 3.0  # re-based
+    assert book.observe("p", 6.0, fam({"a": 8}, start=55.0)).rate == 4.0  # restarted
+
+
+def test_faults_and_gauges() -> None:
+    book = CounterBook()
+    assert book.observe("p", 0.0, fam({})).fault == "missing_metric"
+    assert book.observe("p", 0.0, fam({"a": math.nan})).fault == "not_finite"
+    assert book.observe("p", 0.0, fam({"a": 3, "b": 4}, kind="gauge")).rate == 7.0
+    book.observe("q", 0.0, fam({"a": 1}))
+    book.keep_only(["p"])
+    assert book.observe("q", 2.0, fam({"a": 5})).rate is None  # forgotten: starts afresh
+
+
+def test_knative_estimate() -> None:
+    assert estimate([10.0, 20.0], 2) == 30.0  # everyone answered: the sum
+    assert estimate([10.0, 20.0], 4) == 60.0  # two of four: the mean times four
+    assert estimate([], 3) is None
+
+
+# --- the fetch ---------------------------------------------------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        if self.path == "/slow":
+            time.sleep(1.5)
+        body = COREDNS_PAGE.encode()
+        if self.path == "/chunked":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for part in (body[:100], body[100:]):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        if self.path == "/missing":
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+class _Quiet(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # the slow answer's client is gone by the time it writes: expected
+
+
+@pytest.fixture
+def server() -> Iterator[int]:
+    httpd = _Quiet(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd.server_address[1]
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_fetch_all(server: int) -> None:
+    closed = _free_port()
+    requests = [Request(f"ok{i}", "127.0.0.1", server, "/metrics") for i in range(6)]
+    requests += [Request("chunked", "127.0.0.1", server, "/chunked"),
+                 Request("slow", "127.0.0.1", server, "/slow"),
+                 Request("404", "127.0.0.1", server, "/missing"),
+                 Request("refused", "127.0.0.1", closed, "/metrics")]
+    started = time.monotonic()
+    answers = {a.key: a for a in fetch_all(requests, 3, 0.5)}
+    assert time.monotonic() - started < 1.4  # the slow one is cut at its deadline
+    assert set(answers) == {r.key for r in requests}
+    for i in range(6):
+        assert answers[f"ok{i}"].error is None and answers[f"ok{i}"].body == COREDNS_PAGE.encode()
+    assert answers["chunked"].body == COREDNS_PAGE.encode()
+    assert answers["slow"].reason == "timeout" and "timeout after 0.5 s" in str(
+        answers["slow"].error)
+    assert answers["404"].reason == "http" and answers["404"].status == 404
+    assert answers["refused"].reason == "connect" and "ECONNREFUSED" in str(
+        answers["refused"].error)
+
+
+# --- the Pods ------------------------------------------------------------------------------
+
+
+def _pod(name: str, ip: str | None, ready: str = "True", phase: str = "Running",
+         deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "uid": f"uid-{name}"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    status: dict[str, Any] = {"phase": phase,
+                              "conditions": [{"type": "Ready", "status": ready}]}
+    if ip:
+        status["podIP"] = ip
+    return {"metadata": meta, "status": status}
+
+
+def test_ready_pods_only() -> None:
+    api = FakeApi()
+    path = "/api/v1/namespaces/kube-system/pods"
+    api.objects[path] = {"items": [
+        _pod("a", "10.0.0.2"), _pod("b", "10.0.0.3", ready="False"), _pod("c", None),
+        _pod("d", "10.0.0.5", phase="Pending"), _pod("e", "10.0.0.6", deleting=True),
+        _pod("f", "fd00::7")]}
+    pods, selected = list_ready_pods(api, "kube-system", "k8s-app=kube-dns")
+    assert [(p.name, p.ip) for p in pods] == [("a", "10.0.0.2"), ("f", "fd00::7")]
+    assert selected == 6
+    scale = "/apis/apps/v1/namespaces/kube-system/deployments/coredns/scale"
+    api.objects[scale] = {"status": {"selector": "k8s-app=kube-dns", "replicas": 3}}
+    assert read_selection(api, scale) == ("k8s-app=kube-dns", 3)
+
+
+class _Forbidden(FakeApi):
+    def get_json(self, path: str, query: Any = None, *, deadline: float | None = None
+                 ) -> dict[str, Any]:
+        raise ApiError(403, "Forbidden", 'pods is forbidden: cannot list resource "pods"')
+
+
+def test_a_403_names_the_rule() -> None:
+    api = _Forbidden()
+    with pytest.raises(ApiError, match=r'resources: \["pods"\], verbs: \["list"\]'):
+        list_ready_pods(api, "kube-system", "a=b")
