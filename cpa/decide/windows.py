@@ -160,7 +160,9 @@ def scale(load: Load, state: PanicState, reading: Reading, now: float) -> LoadOu
     steps: list[Step] = []
     target = load.target_per_replica
     ready = max(1, reading.ready)  # line 161
+    event: str | None = None
     if not state.begun and start(state, reading.ready, now):
+        event = "started"
         steps.append(Step("load.start", (
             f"First decision since the start: {plural(reading.ready, 'Ready Pod')}, so "
             "the load axis starts in panic at that count and does not scale down before a "
@@ -185,7 +187,6 @@ def scale(load: Load, state: PanicState, reading: Reading, now: float) -> LoadOu
             f"{panic} replicas, {'at least' if over else 'under'} "
             f"{format_go_float(load.panic_threshold_percentage)} % of "
             f"{plural(reading.ready, 'Ready Pod')}.")))
-    event: str | None = None
     if state.since is None and over:  # lines 222-226
         state.since, event = now, "started"
         steps.append(Step("load.mode", "So panic mode starts now: the count goes up at once "
