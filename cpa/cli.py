@@ -428,11 +428,12 @@ commands:
   run       run the autoscaler daemon (same flags as cluster-proportional-autoscaler)
   explain   show what the autoscaler would do, and why, without writing anything
             (--vertical: what /cpvpa, the vertical autoscaler, would write)
-  simulate  replay a timeline of node/core counts through the formula and its behavior
+  simulate  replay a timeline of node/core counts (and load) through the formula and its behavior
+  advise    the load axis's targetPerReplica and windows a recorded load would have needed
 
 `cpa <command> --help` (or `cpa help <command>`) describes a command's flags."""
 
-_COMMANDS = ("run", "explain", "simulate")
+_COMMANDS = ("run", "explain", "simulate", "advise")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -468,5 +469,9 @@ def _main(args: list[str]) -> int:
         from cpa.tools.simulate import simulate_main
 
         return simulate_main(rest)
-    return _usage_exit("cpa", f"unknown command {command[:40]!r}: use run, explain or "
-                              "simulate")
+    if command == "advise":
+        from cpa.tools.advise import advise_main
+
+        return advise_main(rest)
+    return _usage_exit("cpa", f"unknown command {command[:40]!r}: use run, explain, "
+                              "simulate or advise")
