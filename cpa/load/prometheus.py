@@ -62,6 +62,8 @@ def _get(source: Prometheus, api: str, params: dict[str, str], timeout: float) -
             detail = str(json.loads(detail).get("error") or detail)
         raise PrometheusError("http", f"Prometheus at {source.url} answered HTTP {exc.code}: "
                                       f"{detail[:300]}") from exc
+    except ValueError as exc:  # a URL urllib cannot use
+        raise PrometheusError("connect", f"cannot query {source.url}: {exc}") from exc
     except (urllib.error.URLError, OSError, ssl.SSLError) as exc:
         reason = getattr(exc, "reason", exc)
         word = "timeout" if "timed out" in str(reason) else "connect"

@@ -22,6 +22,7 @@ import io
 import itertools
 import json
 import math
+import re
 import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -256,6 +257,9 @@ def _series(args: argparse.Namespace) -> Series:
         return load_series(args.timeline)
     if not args.query:
         raise InputError("--prometheus-url needs --query")
+    if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", args.prometheus_url):
+        raise InputError(f"--prometheus-url {args.prometheus_url[:60]!r}: give the server's "
+                         "base URL such as http://prometheus.monitoring:9090")
     from cpa.load.prometheus import PrometheusError, range_query
 
     hours = _positive(args.hours, "--hours", 24.0)
