@@ -2,10 +2,16 @@
 
 Counters become rates series by series, as PromQL's ``sum(rate(m[w]))`` does: a value
 lower than the previous one is a counter reset, and the increase since the reset is the
-new value (Prometheus' ``rate``/``increase``). A series seen for the first time adds
-nothing until its second sample, as in Prometheus; a series that vanished adds nothing.
+new value (Prometheus' ``rate``/``increase``); a series that vanished adds nothing.
 Summing the series first and taking the rate of the sum would turn a vanished series into
-a false reset: a spike the size of the whole counter.
+a false reset: a spike the size of the whole counter. One difference from Prometheus: a
+series that appears on a Pod scraped a moment ago counts from 0 (Prometheus skips its
+first sample), because client libraries create a labelled counter's series at its first
+increment: on CoreDNS a surge of a new query type would otherwise be missed for a scrape.
+
+A Pod whose page has no series of the metric yet is at rate 0, not a fault: an idle
+CoreDNS has no ``coredns_dns_requests_total`` until its first query. A Pod that had the
+metric and loses it (same process) is a fault (``missing_metric``).
 
 A decrease is believed to be a reset when the Pod's process restarted (its
 ``process_start_time_seconds`` changed) or when the page does not say. A decrease while the
@@ -63,28 +69,38 @@ class CounterBook:
 
     def observe(self, pod: str, at: float, family: Family) -> PodRate:
         """One Pod's page at ``at`` -> its rate (per second) since its previous page."""
+        previous = self._seen.get(pod)
+        restarted = (previous is None or family.start_time is None
+                     or previous.start_time is None
+                     or family.start_time != previous.start_time)
         if not family.series:
-            self._seen.pop(pod, None)
-            return PodRate(None, "missing_metric")
+            if previous is not None and previous.series and not restarted:
+                del self._seen[pod]  # it had the metric: a page without it is a fault
+                return PodRate(None, "missing_metric")
+            # Not yet: a labelled counter gets its series at its first event (an idle
+            # CoreDNS has no coredns_dns_requests_total until its first query).
+            self._seen[pod] = _Seen(at, {}, family.start_time)
+            return PodRate(0.0 if previous is not None and at > previous.at else None)
         if any(not math.isfinite(value) for value in family.series.values()):
             self._seen.pop(pod, None)
             return PodRate(None, "not_finite")
         if not family.counter:
             return PodRate(math.fsum(family.series.values()))
-        previous = self._seen.get(pod)
         self._seen[pod] = _Seen(at, family.series, family.start_time)
         if previous is None:
             return PodRate(None)
         elapsed = at - previous.at
         if elapsed <= 0:
             return PodRate(None)
-        restarted = (family.start_time is None or previous.start_time is None
-                     or family.start_time != previous.start_time)
         increase = 0.0
         for labels, value in family.series.items():
             before = previous.series.get(labels)
             if before is None:
-                continue  # a new series: its first sample adds nothing
+                # A series the same process did not have a scrape ago started at 0 since
+                # (a labelled counter's child is made at its first increment). After a
+                # restart, everything starts at 0 anyway.
+                increase += value
+                continue
             if value >= before:
                 increase += value - before
             elif restarted:

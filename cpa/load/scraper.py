@@ -33,11 +33,13 @@ from cpa.load.fetch import Request, fetch_all
 from cpa.load.prometheus import PrometheusError, instant
 from cpa.load.rates import CounterBook, estimate
 
-__all__ = ["SELECTOR_REFRESH_SECONDS", "ScrapeStatus", "Scraper"]
+__all__ = ["SELECTOR_REFRESH_SECONDS", "UNSEEN_SCRAPES", "ScrapeStatus", "Scraper"]
 
 SELECTOR_REFRESH_SECONDS = 30.0
 """How often the target's ``/scale`` is read again for its selector (a changed selector
 is rare: a Deployment's is immutable)."""
+UNSEEN_SCRAPES = 15
+"""Scrapes after which a metric no Pod has shown yet is logged once (``load.metric.unseen``)."""
 
 
 class ScrapeStatus(NamedTuple):
@@ -83,6 +85,8 @@ class Scraper:
         self._fault: tuple[str, str] | None = None
         self._failing: dict[str, str] = {}  # pod -> reason, logged once per episode
         self._ready = self._answered = self._scrapes = 0
+        self._metric_seen = False  # some Pod's page has had the metric
+        self._unseen_logged = False
         self._duration = 0.0
         self._log = logs.get_logger("load")
 
@@ -234,6 +238,7 @@ class Scraper:
                 except ExpositionError as exc:
                     reason, error = "parse", f"not the Prometheus text format: {exc}"
                 else:
+                    self._metric_seen = self._metric_seen or bool(family.series)
                     result = self._book.observe(pod.uid, answer.at, family)
                     if result.rate is not None:
                         rates.append(result.rate)
@@ -250,6 +255,13 @@ class Scraper:
                                   ip=pod.ip, reason=reason, error=error)
         self._failing = failing
         self._book.keep_only(by_uid)
+        if not self._metric_seen and not self._unseen_logged and self._scrapes >= UNSEEN_SCRAPES:
+            self._unseen_logged = True  # idle, or a wrong name: say so once
+            self._log.warning("load.metric.unseen", target=self._target, metric=load.metric,
+                              scrapes=self._scrapes, hint=(
+                                  "no Pod's page has had this metric yet: its rate counts as "
+                                  "0; check the name (an idle CoreDNS shows "
+                                  "coredns_dns_requests_total at its first query)"))
         with self._lock:
             self._errors.update(faults)
             self._ready, self._answered = len(pods), len(rates)
@@ -268,7 +280,7 @@ class Scraper:
 
 
 _FAULTS = {
-    "missing_metric": "the page has no sample of {metric}",
+    "missing_metric": "the page has lost {metric} (the same process had it)",
     "not_finite": "{metric} has a NaN or infinite value",
     "counter_backwards": "{metric} went down while the process did not restart "
                          "(process_start_time_seconds unchanged): not a reset",

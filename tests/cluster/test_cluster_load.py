@@ -25,6 +25,7 @@ Times are printed at the end (the figures in docs/load.md come from these runs).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -246,6 +247,15 @@ def test_load_scales_coredns_in_panic_and_back_after_the_stable_window(
         rates = [e for e in events(logs, "load.panic.started") if e.get("panic_rate")]
         print(f"[cluster-load] panic started at rates {[e['panic_rate'] for e in rates]} "
               f"with {[e['ready'] for e in rates]} Ready; ended {len(ended)}x", flush=True)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            print("[cluster-load] autoscaler log:\n" + autoscaler_logs(cluster)[-6000:],
+                  flush=True)
+        with contextlib.suppress(Exception):
+            for pod in ready_pods(cluster, "k8s-app=kube-dns")[:2]:
+                print(f"[cluster-load] {pod['metadata']['name']} log:\n" + cluster.kubectl(
+                    "logs", "-n", NS, pod["metadata"]["name"]).stdout[-2000:], flush=True)
+        raise
     finally:
         if sampler is not None:
             sampler.stop()

@@ -94,8 +94,8 @@ def test_counter_rates_per_series_with_resets() -> None:
     assert book.observe("p", 2.0, fam({"a": 120, "b": 60})).rate == 15.0
     # b reset (process restarted, start time unknown): its increase is its new value 4
     assert book.observe("p", 4.0, fam({"a": 130, "b": 4})).rate == (10 + 4) / 2
-    # a series gone and a new one: nothing from either (no false reset of the sum)
-    assert book.observe("p", 6.0, fam({"b": 8, "c": 1000})).rate == 2.0
+    # a series gone (no false reset of the sum) and a new one, counted from 0
+    assert book.observe("p", 6.0, fam({"b": 8, "c": 10})).rate == (4 + 10) / 2
 
 
 def test_a_decrease_without_a_restart_is_a_fault_and_with_one_a_reset() -> None:
@@ -107,9 +107,18 @@ def test_a_decrease_without_a_restart_is_a_fault_and_with_one_a_reset() -> None:
     assert book.observe("p", 6.0, fam({"a": 8}, start=55.0)).rate == 4.0  # restarted
 
 
+def test_no_series_yet_is_idle_and_losing_the_metric_a_fault() -> None:
+    book = CounterBook()
+    assert book.observe("p", 0.0, fam({}, start=1.0)) == (None, None)  # a new Pod
+    assert book.observe("p", 2.0, fam({}, start=1.0)) == (0.0, None)  # idle CoreDNS
+    assert book.observe("p", 4.0, fam({"a": 6}, start=1.0)).rate == 3.0  # its first queries
+    assert book.observe("p", 6.0, fam({}, start=1.0)).fault == "missing_metric"
+    assert book.observe("p", 8.0, fam({}, start=9.0)) == (None, None)  # re-based: afresh
+    assert book.observe("p", 10.0, fam({}, start=9.0)) == (0.0, None)
+
+
 def test_faults_and_gauges() -> None:
     book = CounterBook()
-    assert book.observe("p", 0.0, fam({})).fault == "missing_metric"
     assert book.observe("p", 0.0, fam({"a": math.nan})).fault == "not_finite"
     assert book.observe("p", 0.0, fam({"a": 3, "b": 4}, kind="gauge")).rate == 7.0
     book.observe("q", 0.0, fam({"a": 1}))
