@@ -54,6 +54,9 @@ class _Seen:
     at: float
     series: dict[str, float]
     start_time: float | None
+    lost: bool = False
+    """The Pod had the metric and its page lost it: when it is back, its values are the old
+    counters', not new series from 0."""
 
 
 class CounterBook:
@@ -73,9 +76,11 @@ class CounterBook:
         restarted = (previous is None or family.start_time is None
                      or previous.start_time is None
                      or family.start_time != previous.start_time)
+        lost = previous is not None and not restarted and (previous.lost or bool(
+            previous.series))
         if not family.series:
-            if previous is not None and previous.series and not restarted:
-                del self._seen[pod]  # it had the metric: a page without it is a fault
+            if lost:  # it had the metric: a page without it is a fault
+                self._seen[pod] = _Seen(at, {}, family.start_time, lost=True)
                 return PodRate(None, "missing_metric")
             # Not yet: a labelled counter gets its series at its first event (an idle
             # CoreDNS has no coredns_dns_requests_total until its first query).
@@ -87,8 +92,8 @@ class CounterBook:
         if not family.counter:
             return PodRate(math.fsum(family.series.values()))
         self._seen[pod] = _Seen(at, family.series, family.start_time)
-        if previous is None:
-            return PodRate(None)
+        if previous is None or previous.lost:
+            return PodRate(None)  # the first sample, or back after a loss: a new base
         elapsed = at - previous.at
         if elapsed <= 0:
             return PodRate(None)

@@ -64,9 +64,9 @@ class Counter:
             value = self.value()
             lines += [f"# TYPE {METRIC} counter",  # split over two series, as CoreDNS does
                       f'{METRIC}{{proto="udp",server="dns://:53",type="A",zone="."}} '
-                      f"{int(value * 0.75)}",
+                      f"{int(value * 0.75)}",  # each series on its own never decreases
                       f'{METRIC}{{proto="udp",server="dns://:53",type="AAAA",zone="."}} '
-                      f"{int(value) - int(value * 0.75)}"]
+                      f"{int(value * 0.25)}"]
         return ("\n".join(lines) + "\n").encode()
 
 

@@ -113,8 +113,11 @@ def test_no_series_yet_is_idle_and_losing_the_metric_a_fault() -> None:
     assert book.observe("p", 2.0, fam({}, start=1.0)) == (0.0, None)  # idle CoreDNS
     assert book.observe("p", 4.0, fam({"a": 6}, start=1.0)).rate == 3.0  # its first queries
     assert book.observe("p", 6.0, fam({}, start=1.0)).fault == "missing_metric"
-    assert book.observe("p", 8.0, fam({}, start=9.0)) == (None, None)  # re-based: afresh
-    assert book.observe("p", 10.0, fam({}, start=9.0)) == (0.0, None)
+    assert book.observe("p", 8.0, fam({}, start=1.0)).fault == "missing_metric"
+    # back with its old counters: a new base, never counted from 0 (a false spike)
+    assert book.observe("p", 10.0, fam({"a": 20}, start=1.0)) == (None, None)
+    assert book.observe("p", 12.0, fam({"a": 24}, start=1.0)).rate == 2.0
+    assert book.observe("p", 14.0, fam({}, start=9.0)) == (0.0, None)  # restarted: idle
 
 
 def test_faults_and_gauges() -> None:
