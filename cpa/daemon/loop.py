@@ -168,6 +168,7 @@ class Autoscaler:
         self._count_by = count_by
         self._load = load
         """Ours: the load axis (``load`` key); None in tests that have no scrapers."""
+        self._load_active = False  # the parameters in force have a load key
         self._may_write = may_write
         self._woken = False
         self._wakeup = threading.Event()  # wake() and nodes_changed(), when reacting
@@ -235,7 +236,7 @@ class Autoscaler:
 
         The waits are cut into seconds only when something can wake the loop early
         (leader election): without it the loop sleeps once until the boundary."""
-        if self._react or self._load is not None:  # the load's scrapes may wake() it
+        if self._react or self._load_active:  # the load's scrapes may wake() it
             return self._sleep_reacting(stop, until)
         step = 1.0 if self._may_write is not None else float("inf")
         while not self._woken:
@@ -455,8 +456,9 @@ class Autoscaler:
             if behavior is None:
                 self.behavior.reset()
             load = params.shared.load
-            if load is None and self._load is not None:
+            if load is None and self._load_active and self._load is not None:
                 self._load.retire()
+            self._load_active = load is not None and self._load is not None
             for target in self._config.targets:  # ours: every target is attempted
                 if load is not None and self._load is not None:
                     axis = result.load[target] = self._load.axis(target, load, result.started)
