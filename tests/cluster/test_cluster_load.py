@@ -18,7 +18,9 @@ The steps:
 2. While in panic the count never goes down: sampled every 0.25 s from the first write
    up to ``load.panic.ended``, it only rises.
 3. The load stops: the count stays up until the load has been under the threshold for a
-   whole stable window, then goes back to the proportional 1.
+   whole stable window (counted from the last poll that saw it over), then the stable
+   window decides: back to the proportional 1, through a step when the window still holds
+   the load's last seconds.
 
 Times are printed at the end (the figures in docs/load.md come from these runs).
 """
@@ -235,12 +237,14 @@ def test_load_scales_coredns_in_panic_and_back_after_the_stable_window(
         assert down >= STABLE, f"back to 1 after {down:.1f} s, inside the stable window"
 
         # 2. panic never scaled down: from the first write up, the count only rose until
-        # the single drop that ended the panic (straight to the proportional count).
+        # the panic ended; from then on the stable window decides and only lowers it (a
+        # stable window that still holds the end of the load may give a step on the way).
         counts = [r for _t, r in seen]
         first_up = next(i for i, r in enumerate(counts) if r > 1)
         drop = next(i for i in range(first_up + 1, len(counts)) if counts[i] < counts[i - 1])
         assert counts[first_up:drop] == sorted(counts[first_up:drop]), counts
-        assert counts[drop] == 1 and set(counts[drop:]) == {1}, counts
+        assert counts[drop:] == sorted(counts[drop:], reverse=True), counts
+        assert counts[-1] == 1, counts
         changes = [(e["old"], e["new"], e.get("proportional"), e.get("load"))
                    for e in events(logs, "scale.changed")]
         print(f"[cluster-load] writes (old, new, proportional, load): {changes}", flush=True)
