@@ -28,6 +28,7 @@ import argparse
 import json
 import math
 import os
+import random
 import secrets
 import statistics
 import subprocess
@@ -206,7 +207,9 @@ def reaction(plane: ControlPlane, trials: int) -> dict[str, Any]:
                 if time.monotonic() > deadline or daemon.poll() is not None:
                     raise RuntimeError(f"the daemon has no rate: {log.read_text()[-2000:]}")
                 time.sleep(0.1)
-            time.sleep(12 + trial % 5 * 2)  # a steady state, the step at a varying phase
+            # A steady state, then the step at a random phase of the 2 s scrape (the log
+            # line above comes right after a scrape).
+            time.sleep(12 + random.uniform(0.0, 2.0))
             assert admin.get(path)["spec"]["replicas"] == 1
             servers.rate(3000.0)
             step = time.monotonic()
@@ -242,7 +245,7 @@ def reaction(plane: ControlPlane, trials: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.load")
-    parser.add_argument("--pods", default="10,100")
+    parser.add_argument("--pods", default="10,100", help='"" for none')
     parser.add_argument("--scrapes", type=int, default=30)
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--poll-period", type=float, default=10.0)
@@ -252,7 +255,7 @@ def main() -> None:
                                           "load_average": os.getloadavg()}}
     with ControlPlane(bin_dir=ensure_binaries()) as plane:
         result["scrape"] = [scrape_cost(plane, int(n), args.scrapes, args.poll_period)
-                            for n in args.pods.split(",")]
+                            for n in args.pods.split(",") if n]
         for row in result["scrape"]:
             print(f"{row['pods']:4d} Pods: {row['cpu_ms_per_scrape']['median']:.2f} ms CPU per "
                   f"scrape (p90 {row['cpu_ms_per_scrape']['p90']:.2f}; Pod list "
