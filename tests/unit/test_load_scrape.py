@@ -4,23 +4,28 @@ concurrent fetch (against small HTTP servers on loopback), the Pod selection."""
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cpa.decide.load import Load, Prometheus
 from cpa.kube.api import ApiError
 from cpa.kube.pods import list_ready_pods, read_selection
 from cpa.load.exposition import ExpositionError, Family, parse_family
 from cpa.load.fetch import Request, fetch_all
+from cpa.load.prometheus import PrometheusError, instant, range_query
 from cpa.load.rates import CounterBook, estimate
+from cpa.load.scraper import Scraper
 from tests.fakes import FakeApi
 
 COREDNS_PAGE = """\
@@ -247,3 +252,93 @@ def test_a_403_names_the_rule() -> None:
     api = _Forbidden()
     with pytest.raises(ApiError, match=r'resources: \["pods"\], verbs: \["list"\]'):
         list_ready_pods(api, "kube-system", "a=b")
+
+
+# --- the Prometheus source -------------------------------------------------------------------
+
+
+class _PromHandler(BaseHTTPRequestHandler):
+    answers: ClassVar[dict[str, Any]] = {}
+    seen: ClassVar[list[tuple[str, str | None]]] = []
+
+    def do_GET(self) -> None:
+        _PromHandler.seen.append((self.path, self.headers.get("Authorization")))
+        path = self.path.split("?", 1)[0]
+        status, doc = _PromHandler.answers.get(path, (404, {"status": "error",
+                                                            "error": "no such API"}))
+        body = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def prometheus() -> Iterator[str]:
+    httpd = _Quiet(("127.0.0.1", 0), _PromHandler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    _PromHandler.seen.clear()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _vector(*values: str) -> tuple[int, dict[str, Any]]:
+    return 200, {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {}, "value": [1700000000.0, v]} for v in values]}}
+
+
+def test_the_prometheus_source(prometheus: str, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    source = Prometheus(prometheus, "sum(rate(coredns_dns_requests_total[1m]))",
+                        bearer_token_file=str(token))
+    _PromHandler.answers = {"/api/v1/query": _vector("1234.5")}
+    assert instant(source, 2.0) == 1234.5
+    path, auth = _PromHandler.seen[-1]
+    assert auth == "Bearer s3cret" and "query=sum%28rate%28coredns" in path
+    _PromHandler.answers = {"/api/v1/query": (200, {"status": "success", "data": {
+        "resultType": "scalar", "result": [1700000000.0, "7"]}})}
+    assert instant(source, 2.0) == 7.0
+    for answer, reason in [(_vector(), "no_result"), (_vector("1", "2"), "many_series"),
+                           (_vector("NaN"), "not_finite"), (_vector("-3"), "negative"),
+                           ((400, {"status": "error", "error": "parse error"}), "http")]:
+        _PromHandler.answers = {"/api/v1/query": answer}
+        with pytest.raises(PrometheusError) as caught:
+            instant(source, 2.0)
+        assert caught.value.reason == reason
+    with pytest.raises(PrometheusError) as down:
+        instant(Prometheus(f"http://127.0.0.1:{_free_port()}", "x"), 1.0)
+    assert down.value.reason == "connect"
+    token.unlink()
+    with pytest.raises(PrometheusError, match="bearerTokenFile"):
+        instant(source, 1.0)
+
+
+def test_the_range_query_for_advice(prometheus: str) -> None:
+    _PromHandler.answers = {"/api/v1/query_range": (200, {"status": "success", "data": {
+        "resultType": "matrix", "result": [{"metric": {}, "values": [
+            [100.0, "10"], [110.0, "NaN"], [120.0, "30"]]}]}})}
+    points = range_query(Prometheus(prometheus, "q"), 100.0, 120.0, 10.0)
+    assert points == [(100.0, 10.0), (120.0, 30.0)]  # a NaN point is a gap
+
+
+def test_a_scraper_on_the_prometheus_source(prometheus: str) -> None:
+    api = FakeApi()
+    scale = "/apis/apps/v1/namespaces/kube-system/deployments/coredns/scale"
+    api.objects[scale] = {"status": {"selector": "k8s-app=kube-dns", "replicas": 3}}
+    load = Load(target_per_replica=100, prometheus=Prometheus(prometheus, "q"))
+    scraper = Scraper(api, "kube-system", scale, "deployment/coredns", load)
+    _PromHandler.answers = {"/api/v1/query": _vector("450")}
+    sample = scraper.scrape_once()
+    assert sample is not None and (sample.rate, sample.ready) == (450.0, 3)
+    _PromHandler.answers = {}
+    assert scraper.scrape_once() is None
+    status = scraper.status()
+    assert status.fault_reason == "http" and status.errors == {"http": 1}
+    assert len(status.samples) == 1  # the gap is no sample
