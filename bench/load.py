@@ -18,8 +18,7 @@ status the benchmark sets and their metric servers (CoreDNS-shaped pages, ~160 l
   ``--trials`` times, each in a fresh namespace with a fresh daemon.
 
 Writes ``bench/results/load.json`` (or ``--out``) and prints a table. Run it on a quiet
-machine: ``flock /work/locks/bench.lock python -m bench.load`` (here: the lock that keeps
-two benchmarks apart).
+machine, one benchmark at a time; it records the load average before and after.
 """
 
 from __future__ import annotations
