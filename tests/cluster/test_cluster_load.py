@@ -239,7 +239,7 @@ def test_load_scales_coredns_in_panic_and_back_after_the_stable_window(
         # 2. panic never scaled down: from the first write up, the count only rose until
         # the panic ended; from then on the stable window decides and only lowers it (a
         # stable window that still holds the end of the load may give a step on the way).
-        counts = [r for _t, r in seen]
+        counts = [r for _t, r in seen] + [coredns_replicas(cluster)]  # and the count now
         first_up = next(i for i, r in enumerate(counts) if r > 1)
         drop = next(i for i in range(first_up + 1, len(counts)) if counts[i] < counts[i - 1])
         assert counts[first_up:drop] == sorted(counts[first_up:drop]), counts
