@@ -20,7 +20,7 @@ export PATH := $(abspath $(dir $(PYTHON))):$(PATH)
 endif
 
 .PHONY: help install controlplane apiserver test-tools test unit integration lint demo bench bench-quick bench-container e2e \
-	chart-test image image-test image-reproducible push deploy cluster-e2e monitoring-test clean
+	chart-test image image-test image-reproducible push deploy cluster-e2e kind-node-image monitoring-test clean
 
 help:
 	@echo "make install       the venv ($(VENV)): made and filled (editable) when missing or stale"
@@ -39,7 +39,9 @@ help:
 	@echo "make image-reproducible  build twice (the second from nothing) and compare digests"
 	@echo "make cluster-e2e   a real single-node cluster here (kubelet, containerd, kube-proxy, ...):"
 	@echo "                   the manifest and the chart as Pods scaling CoreDNS (root; docs/development.md)"
-	@echo "make e2e           kind end-to-end (needs Docker + kind; skips otherwise)"
+	@echo "make kind-node-image  a kind node image built here (podman; root; cached by its inputs)"
+	@echo "make e2e           kind end-to-end: a cluster (Docker, or rootful podman with the image"
+	@echo "                   above), the manifest, CoreDNS scaled, a worker joins, host left clean"
 	@echo "make monitoring-test  the alert rules with promtool (built from its Go module once)"
 
 # Every time (silent, ~0.1 s when ready): the stamp ($(VENV)/.cpa-installed) lives in the
@@ -92,7 +94,7 @@ image: install
 	bash image/build.sh
 
 # The index `make image` wrote, pushed with crane (image/tools.sh builds it once).
-push:
+push: install
 	@test -n "$(IMAGE)" || { echo "usage: make push IMAGE=registry/name:tag"; exit 2; }
 	bash image/push.sh "$(IMAGE)"
 
@@ -116,7 +118,12 @@ image-reproducible: install
 cluster-e2e: install
 	bash tests/cluster/run.sh
 
-e2e:
+# Podman's image store: run it under the host lock on a shared machine (docs/kind.md).
+kind-node-image: install
+	bash image/kind-node/build.sh
+
+# Creates and deletes a kind cluster (podman/Docker, iptables, mounts): host lock.
+e2e: install
 	bash scripts/e2e-kind.sh
 
 chart-test: install

@@ -35,11 +35,12 @@ from tests.controlplane import ensure_binaries
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-# The targets that never reach Python's package tools: they build Go tools, push or deploy
-# an image, or print. Their scripts are checked to mention no pip.
-NO_PYTHON_ENV = {"help", "controlplane", "apiserver", "test-tools", "push", "deploy", "e2e",
-                 "clean"}
+# The targets that run no Python: they build Go tools, deploy, or print. Their scripts, and
+# the scripts those run, are checked to name neither python3 nor pip.
+NO_PYTHON_ENV = {"help", "controlplane", "apiserver", "test-tools", "deploy", "clean"}
 _PIP_CALL = re.compile(r"(^|[\s;&|(])(pip3?|\S*/pip3?)\s|-m\s+pip(\s|$)")
+_PYTHON = re.compile(r"\bpython3?\b|\bpip3?\b")
+_SCRIPT = re.compile(r"[\w./-]+\.sh\b")
 
 
 @dataclass
@@ -61,6 +62,20 @@ class Checkout:
     def pip_outside_the_venv(self) -> list[str]:
         return [c for c in self.system_calls()
                 if c.startswith("pip:") or _PIP_CALL.search(c.partition(": ")[2])]
+
+
+def _scripts(root: Path, text: str, seen: set[Path]) -> set[Path]:
+    """The shell scripts ``text`` names (``bash image/build.sh``, ``"$repo/x/y.sh"``,
+    ``"$here/z.sh"``), and those they name, found under ``root``."""
+    for name in _SCRIPT.findall(text):
+        parts = Path(name.lstrip("/")).parts
+        found = next((base / Path(*parts[i:]) for i in range(len(parts))
+                      for base in (root, *(s.parent for s in seen))
+                      if (base / Path(*parts[i:])).is_file()), None)
+        if found is not None and found not in seen:
+            seen.add(found)
+            _scripts(root, found.read_text(), seen)
+    return seen
 
 
 def _wrapper(path: Path, log: Path, body: str) -> None:
@@ -171,10 +186,9 @@ def test_no_target_runs_pip_outside_the_venv(checkout: Checkout) -> None:
         direct = [line for line in dry.stdout.splitlines() if _PIP_CALL.search(line)]
         assert not direct, (target, direct)
         if target in NO_PYTHON_ENV:
-            assert "scripts/pyenv.sh" not in dry.stdout, target
-            for script in re.findall(r"bash (\S+\.sh)", dry.stdout):
-                text = (checkout.root / script).read_text()
-                assert not _PIP_CALL.search(text), (target, script)
+            assert "scripts/pyenv.sh" not in dry.stdout and not _PYTHON.search(dry.stdout)
+            for script in _scripts(checkout.root, dry.stdout, set()):
+                assert not _PYTHON.search(script.read_text()), (target, script)
         else:
             assert dry.stdout.lstrip().startswith("bash scripts/pyenv.sh"), (target, dry.stdout)
 
