@@ -71,6 +71,8 @@ def guarded(prog: str, command: Callable[[], int]) -> int:
     * A reader that goes away (``cpa explain ... | head -1``) is not an error: the rest of
       the output is dropped quietly and the exit code is 0 (the output was cut by request).
     * Ctrl-C ends a one-shot command with 130, as a shell expects.
+    * A module that is not installed is the installation's problem: one line naming the
+      package and how to install it, exit 1.
     * Anything unexpected is a bug of ours: one line saying where, asking for a report,
       exit 1 (never the raw exception).
     """
@@ -85,6 +87,11 @@ def guarded(prog: str, command: Callable[[], int]) -> int:
         return 130
     except (RecursionError, MemoryError):
         _say(prog, "the input is too large or nested too deeply to handle")
+        return EXIT_INVALID
+    except ModuleNotFoundError as exc:  # an installation's problem: say how to fix it
+        from cpa.tools.inputs import missing_module
+
+        _say(prog, missing_module(exc))
         return EXIT_INVALID
     except Exception as exc:
         from cpa.tools.inputs import internal_error
@@ -114,11 +121,12 @@ commands:
   run       run the autoscaler daemon (same flags as cluster-proportional-autoscaler)
   explain   show what the autoscaler would do, and why, without writing anything
             (--vertical: what /cpvpa, the vertical autoscaler, would write)
-  simulate  replay a timeline of node/core counts through the formula and its behavior
+  simulate  replay a timeline of node/core counts (and load) through the formula and its behavior
+  advise    the load axis's targetPerReplica and windows a recorded load would have needed
 
 `cpa <command> --help` (or `cpa help <command>`) describes a command's flags."""
 
-_COMMANDS = ("run", "explain", "simulate")
+_COMMANDS = ("run", "explain", "simulate", "advise")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -154,5 +162,9 @@ def _main(args: list[str]) -> int:
         from cpa.tools.simulate import simulate_main
 
         return simulate_main(rest)
-    return usage_exit("cpa", f"unknown command {command[:40]!r}: use run, explain or "
-                              "simulate")
+    if command == "advise":
+        from cpa.tools.advise import advise_main
+
+        return advise_main(rest)
+    return usage_exit("cpa", f"unknown command {command[:40]!r}: use run, explain, "
+                              "simulate or advise")

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from cpa.daemon.loadstage import TargetLoad
     from cpa.daemon.loop import PollResult
     from cpa.daemon.metrics import Metrics
     from cpa.kube.targets import Target
@@ -21,13 +22,16 @@ class LateMetrics:
     """Stands for :class:`~cpa.daemon.metrics.Metrics` until it is made."""
 
     def __init__(self, targets: Sequence[Target], watch_status: Callable[[], WatchStatus],
-                 dry_run: bool = False) -> None:
+                 dry_run: bool = False,
+                 load_view: Callable[[], list[TargetLoad]] | None = None) -> None:
+        """``load_view``: the load axis's (:meth:`cpa.daemon.lateload.LateLoad.view`)."""
         self._targets = targets
         self._watch_status = watch_status
         self._dry_run = dry_run
         self._lock = threading.Lock()
         self._real: Metrics | None = None
         self._leading = True
+        self._load_view = load_view
 
     def _get(self) -> Metrics:
         with self._lock:
@@ -35,7 +39,7 @@ class LateMetrics:
                 from cpa.daemon.metrics import Metrics
 
                 self._real = Metrics(self._targets, self._watch_status,
-                                     dry_run=self._dry_run)
+                                     dry_run=self._dry_run, load_view=self._load_view)
                 self._real.set_leader(self._leading)
             return self._real
 

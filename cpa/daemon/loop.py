@@ -4,7 +4,8 @@
 (autoscaler_server.go): the cluster status from the node store (no API call), the
 ConfigMap (GET, or lazily create; re-parsed only when its resourceVersion changed:
 :mod:`cpa.daemon.paramscache`), the expected replicas, then each target's write (its
-writer's GET, and a write on change: :mod:`cpa.kube.writers`). Time and the API are
+writer's GET, and a write on change: :mod:`cpa.kube.writers`); with a ``load`` key (ours),
+each target's load axis between the two (:class:`LoadAxes`). Time and the API are
 injected so the loop can be tested; the period is a :class:`~cpa.runtime.ticker.Ticker`,
 the early polls of ``--react-to-node-changes`` are :mod:`cpa.daemon.react`'s.
 
@@ -17,8 +18,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from cpa import logs
 from cpa.daemon.loopconfig import LoopConfig
@@ -36,6 +38,10 @@ from cpa.nodes.watch import WatchStatus
 from cpa.runtime.polls import PollRecord, report
 from cpa.runtime.stalecounts import StaleCounts
 from cpa.runtime.ticker import Ticker
+
+if TYPE_CHECKING:
+    from cpa.decide.load import Load
+    from cpa.decide.windows import LoadAxis
 
 
 class PollError(Exception):
@@ -58,9 +64,26 @@ class PollResult(PollRecord):
     early: bool = False
     """Ours: run between the period's polls because the node counts changed the decision
     (``--react-to-node-changes``)."""
+    load: dict[Target, LoadAxis] = field(default_factory=dict)
+    """Ours: the load axis per target (parameters with a ``load`` key; empty without)."""
+    decisions: dict[Target, Decision] = field(default_factory=dict)
+    """Ours, with ``load``: each target's decision (the load axis is per target);
+    ``decision`` is then the first target's."""
 
 
 Observer = Callable[[PollResult], None]
+
+
+class LoadAxes(Protocol):
+    """Ours, the ``load`` key: each target's load axis (:class:`cpa.daemon.loadstage.LoadStage`)."""
+
+    def axis(self, target: Target, load: Load, now: float) -> LoadAxis:
+        """The load axis of ``target`` for the poll at ``now``."""
+        ...
+
+    def retire(self) -> None:
+        """No ``load`` key any more: stop scraping."""
+        ...
 
 
 class Autoscaler:
@@ -71,6 +94,7 @@ class Autoscaler:
                  watch_status: Callable[[], WatchStatus] | None = None,
                  may_write: Callable[[], bool] | None = None,
                  count_by: Callable[[CountingPolicy], bool] | None = None,
+                 load: LoadAxes | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``may_write`` (leader election) is asked before every poll: a follower does not
         poll at all, it only keeps its node watch warm. ``count_by`` hands the parameters'
@@ -79,6 +103,9 @@ class Autoscaler:
         self._api = api
         self._counts = counts
         self._count_by = count_by
+        self._load = load
+        """Ours: the load axis (``load`` key); None in tests that have no scrapers."""
+        self._load_active = False  # the parameters in force have a load key
         self._may_write = may_write
         self._observers = list(observers)
         self._clock = clock
@@ -110,14 +137,16 @@ class Autoscaler:
 
     def wake(self) -> None:
         """Poll at once instead of at the next period boundary (leadership acquired); the
-        loop notices within a second (at once with ``react_to_node_changes``)."""
+        loop notices within a second (at once with ``react_to_node_changes``, or while a
+        ``load`` key is in force: the load's scrapes call this)."""
         self._ticker.wake()
         self.interrupt()
 
     def interrupt(self) -> None:
         """Make a waiting loop look at its stop event now (the signal handler calls this
-        after setting it); without ``react_to_node_changes`` the loop waits on the stop
-        event itself and this changes nothing."""
+        after setting it); without ``react_to_node_changes`` or a ``load`` key the loop
+        waits on the stop event itself and this changes nothing."""
+        self._ticker.interrupt()
         if self._react is not None:
             self._react.interrupt()
 
@@ -158,7 +187,8 @@ class Autoscaler:
             params = self._sync_params(result)
             counts = self._count_as(params, counts, result)
             decision = self._expected_replicas(params, counts, result)
-            self._update_targets(decision, counts, params.shared.behavior, result)
+            with_load = self._load_axes(params, counts, result)
+            self._update_targets(decision, with_load, counts, params.shared.behavior, result)
         except InvalidParams as exc:
             result.error = result.params_invalid = str(exc)
             result.params_version = self._params.version
@@ -213,16 +243,40 @@ class Autoscaler:
             raise PollError(decision.error)
         return decision
 
-    def _update_targets(self, decision: Decision, counts: ClusterCounts,
-                        behavior: Behavior | None, result: PollResult) -> None:
-        """Every target is attempted (ours: upstream stops at the first failure)."""
+    def _load_axes(self, params: Params, counts: ClusterCounts,
+                   result: PollResult) -> Mapping[Target, Decision]:
+        """Ours, the ``load`` key: each target's decision with its load axis, max(proportional,
+        load) (:func:`decide` with the axis); empty without the key (every target takes the
+        proportional decision). The scrapers stop when a version without the key comes."""
+        load = params.shared.load
+        if load is None and self._load_active and self._load is not None:
+            self._load.retire()
+        self._load_active = load is not None and self._load is not None
+        if load is None or self._load is None:
+            return {}
+        for target in self._config.targets:
+            axis = result.load[target] = self._load.axis(target, load, result.started)
+            decision = result.decisions[target] = decide(params, counts, axis)
+            if len(result.decisions) == 1:
+                result.decision = decision
+        return result.decisions
+
+    def _update_targets(self, proportional: Decision, with_load: Mapping[Target, Decision],
+                        counts: ClusterCounts, behavior: Behavior | None,
+                        result: PollResult) -> None:
+        """Every target is attempted (ours: upstream stops at the first failure), each with
+        its own decision where the load axis made one."""
         if behavior is None:
             self.behavior.reset()
         failures: list[str] = []
         for target in self._config.targets:
+            decision = with_load.get(target, proportional)
+            if decision.error is not None:  # only a load axis's: the proportional one raised
+                failures.append(f"{target}: {decision.error}")
+                continue
             res = writer_for(target).ensure(self._api, self._config.namespace, target,
                                             decision.replicas,
-                                            self._shaper(target, behavior, result),
+                                            self._shaper(target, behavior, result, decision),
                                             dry_run=self._config.dry_run)
             result.scales.append(res)
             self._watch_write(res, decision, result)
@@ -236,7 +290,7 @@ class Autoscaler:
                                total_cores=counts.total_cores,
                                schedulable_nodes=counts.schedulable_nodes,
                                schedulable_cores=counts.schedulable_cores,
-                               **_zones_field(decision), **shaped)
+                               **_zones_field(decision), **_load_fields(decision), **shaped)
         if failures:
             raise PollError("; ".join(failures))
 
@@ -259,8 +313,8 @@ class Autoscaler:
                             consecutive_failures=self.consecutive_failures)
 
     # --- behavior (ours, opt-in) ---------------------------------------------------
-    def _shaper(self, target: Target, behavior: Behavior | None, result: PollResult
-                ) -> Callable[[int], int] | None:
+    def _shaper(self, target: Target, behavior: Behavior | None, result: PollResult,
+                decision: Decision) -> Callable[[int], int] | None:
         """With ``behavior``, the count written depends on the target's current replicas
         (the scale GET's), so the scale write asks this function; without it, None and the
         formula's count is written as upstream writes it.
@@ -271,8 +325,7 @@ class Autoscaler:
         """
         if behavior is None:
             return None
-        assert result.decision is not None
-        desired, now, floor = result.decision.replicas, result.started, result.decision.floor
+        desired, now, floor = decision.replicas, result.started, decision.floor
 
         def shape(current: int) -> int:
             outcome = self.behavior.shape(target, behavior, desired, current, now, floor)
@@ -316,8 +369,16 @@ class Autoscaler:
         A poll that overruns the period skips the boundaries it missed instead of
         firing them back to back, so slow polls never pile up.
         """
-        sleep = self._react.sleep if self._react is not None else None
-        return self._ticker.run(stop, self._tick, sleep)
+        return self._ticker.run(stop, self._tick, self._sleep)
+
+    def _sleep(self, stop: threading.Event, until: float) -> bool:
+        """The wait between boundaries: with early polls, theirs; while a ``load`` key is
+        in force, one that a scrape's wake() cuts short at once; else the ticker's."""
+        if self._react is not None:
+            return self._react.sleep(stop, until)
+        if self._load_active:  # the load's scrapes may wake() it
+            return self._ticker.sleep_prompt(stop, until)
+        return self._ticker.sleep(stop, until)
 
     def _tick(self) -> int | None:
         if self._gave_up():  # early polls failed meanwhile
@@ -335,6 +396,13 @@ class Autoscaler:
                             limit=limit)
             return True
         return False
+
+
+def _load_fields(decision: Decision) -> dict[str, object]:
+    """``proportional`` and ``load`` for ``scale.changed`` with a load key (ours)."""
+    if decision.proportional is None:
+        return {}
+    return {"proportional": decision.proportional, "load": decision.load}
 
 
 def _zones_field(decision: Decision) -> dict[str, object]:

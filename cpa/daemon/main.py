@@ -21,8 +21,9 @@ from cpa.go.pflag import EXIT_INVALID
 from cpa.runtime.startup import StartupError, connect, read_command_line, serve_health
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
+    from cpa.daemon.lateload import LateLoad
     from cpa.daemon.latemetrics import LateMetrics
     from cpa.daemon.loop import Autoscaler, PollResult
     from cpa.daemon.loopconfig import LoopConfig
@@ -59,6 +60,7 @@ def _run(argv: Sequence[str], prog: str) -> int:
     config = loop_config(opts)
     # Only what starting the health server and the Node list needs comes first (the rest
     # is imported while the list is in flight).
+    from cpa.daemon.lateload import LateLoad
     from cpa.daemon.latemetrics import LateMetrics
     from cpa.nodes.store import NodeStore
     from cpa.nodes.watch import NodeReflector
@@ -72,7 +74,8 @@ def _run(argv: Sequence[str], prog: str) -> int:
         # nothing until its informer synced): /healthz 200, /last-poll 500 saying why we
         # wait, /metrics counting it. It is a few sockets and one thread, ~1 ms.
         health = HealthState(WAITING)
-        metrics = LateMetrics(opts.targets, watch.status, opts.dry_run)
+        load = LateLoad(_api_maker(conn), opts.namespace)  # ours: nothing until a load key
+        metrics = LateMetrics(opts.targets, watch.status, opts.dry_run, load.view)
         server = serve_health(health, opts.health_port, metrics.exposition)
     except StartupError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
@@ -102,9 +105,9 @@ def _run(argv: Sequence[str], prog: str) -> int:
         election = Election(api, opts, opts.namespace, opts.lease_name)
         health.record(None)  # a follower has no poll of its own to report
     autoscaler = _autoscaler(Autoscaler, opts, ready, election.writer if election else api,
-                             store, watch, health, metrics, election)
+                             store, watch, health, metrics, election, load)
     stopper.also_interrupt(autoscaler.interrupt)
-    code = _poll(autoscaler, stopper.event, health, metrics, election)
+    code = _poll(autoscaler, stopper.event, health, metrics, election, load)
     watch.stop()
     server.shutdown()
     logs.get_logger("main").info("stopped", exit_code=code, signal=stopper.signal_name)
@@ -112,8 +115,9 @@ def _run(argv: Sequence[str], prog: str) -> int:
 
 
 def _poll(autoscaler: Autoscaler, stop: threading.Event, health: HealthState,
-          metrics: LateMetrics, election: Election | None) -> int:
-    """Campaign for the Lease (with ``--leader-elect``) and poll until ``stop``."""
+          metrics: LateMetrics, election: Election | None, load: LateLoad) -> int:
+    """Campaign for the Lease (with ``--leader-elect``) and poll until ``stop``; then stop
+    the load's scrapers (if a load key started any) and give the Lease up."""
     if election is not None:
         def on_change(leading: bool) -> None:
             if leading:
@@ -123,6 +127,7 @@ def _poll(autoscaler: Autoscaler, stop: threading.Event, health: HealthState,
 
         election.start(on_change, metrics.set_leader)
     code = autoscaler.run(stop)
+    load.retire()
     if election is not None:
         election.stop()
     return code
@@ -154,13 +159,16 @@ def _ready(config: LoopConfig, api: Api, watch: NodeReflector, stop: threading.E
 
 def _autoscaler(autoscaler: type[Autoscaler], opts: flags.Options, config: LoopConfig,
                 writer: RawApi, store: NodeStore, watch: NodeReflector, health: HealthState,
-                metrics: LateMetrics, election: Election | None) -> Autoscaler:
-    """The poll loop, its observers, and the node store's changes handed to it."""
+                metrics: LateMetrics, election: Election | None, load: LateLoad) -> Autoscaler:
+    """The poll loop, its observers, the node store's changes and the load's scrapes
+    handed to it."""
     loop = autoscaler(config, writer, store.counts,
                       observers=[_ReleaseLogs(), health.observe, metrics.observe],
                       watch_status=watch.status,
                       may_write=election.is_leader if election is not None else None,
-                      count_by=lambda policy: store.set_policy(policy, LABEL_LIST_WAIT))
+                      count_by=lambda policy: store.set_policy(policy, LABEL_LIST_WAIT),
+                      load=load)
+    load.wake = loop.wake  # a scrape that makes a panic likely polls now
     store.on_change = loop.node_listener
     if opts.events:
         from cpa.daemon.events import EventRecorder
@@ -172,6 +180,14 @@ def _autoscaler(autoscaler: type[Autoscaler], opts: flags.Options, config: LoopC
 
 
 WAITING = "waiting for the first Node list"
+
+
+def _api_maker(conn: Connection) -> Callable[[], Api]:
+    """Each load scraper's own API client (its own connection: the scrapes never queue
+    behind a poll's requests)."""
+    from cpa.kube.client import KubeApi
+
+    return lambda: KubeApi(conn)
 
 
 def _wait_for_the_first_list(watch: NodeReflector, stop: threading.Event,

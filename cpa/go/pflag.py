@@ -8,7 +8,8 @@ program has its own :class:`FlagTable`; the rows both programs share are in
 :mod:`cpa.runtime.options`.
 
 Two failure classes, with upstream's exit codes:
-* :class:`UsageError` (:data:`EXIT_USAGE`, 2): unknown flag, missing value, unparsable value;
+* :class:`UsageError` (:data:`EXIT_USAGE`, 2): unknown flag (naming the nearest ones, as
+  cobra suggests commands), missing value, unparsable value;
 * a program's own validation reports every problem at once (:data:`EXIT_INVALID`, 1), so an
   operator fixes a manifest in one round trip.
 """
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 __all__ = ["EXIT_INVALID", "EXIT_USAGE", "Flag", "FlagTable", "UsageError", "parse_flags",
-           "parse_str", "usage"]
+           "parse_str", "suggest", "usage"]
 
 EXIT_USAGE = 2
 EXIT_INVALID = 1
@@ -107,14 +108,56 @@ def _flag_of(arg: str, table: FlagTable) -> tuple[Flag, str, bool, str]:
         name, equals, value = arg[2:].partition("=")
         flag = table.by_name.get(_normalize(name))
         if flag is None or name.startswith("-") or not name:
-            raise UsageError(f"unknown flag: --{_cut(name)}".replace("\n", " "))
+            raise UsageError(f"unknown flag: --{_cut(name)}{_did_you_mean(name, table)}"
+                             .replace("\n", " "))
         return flag, f"--{name}", bool(equals), value
     body = arg[1:]
     letter, rest = body[:1], body[1:]
     short = table.shorthands.get(letter)
     if short is None:
-        raise UsageError(f"unknown shorthand flag: {letter!r} in {_cut(arg)}")
+        # "-configmap=x" (Go's flag syntax, which pflag refuses) is a long flag with one
+        # dash: name the long one.
+        typed = body.partition("=")[0]
+        hint = _did_you_mean(typed, table) if len(typed) > 1 else ""
+        raise UsageError(f"unknown shorthand flag: {letter!r} in {_cut(arg)}{hint}"
+                         .replace("\n", " "))
     return short, f"-{letter}", bool(rest), rest[1:] if rest.startswith("=") else rest
+
+
+SUGGESTION_DISTANCE = 2
+"""cobra's default ``SuggestionsMinimumDistance`` (command.go, ``findSuggestions``)."""
+MAX_SUGGESTIONS = 3
+"""A typo's message stays one line: a short prefix (``--l``) matches half the table."""
+
+
+def suggest(typed: str, names: Sequence[str]) -> list[str]:
+    """The names a mistyped one was probably meant to be, as cobra suggests commands
+    (``Command.SuggestionsFor``): within Levenshtein distance 2, ignoring case, or starting
+    with what was typed; in the table's order. ``_`` and ``-`` are the same, as in
+    parsing. pflag itself suggests nothing; cobra does it for commands, we for flags."""
+    word = _normalize(typed).lower()
+    if not word or word.startswith("-"):
+        return []
+    return [name for name in names
+            if name.startswith(word) or (abs(len(word) - len(name)) <= SUGGESTION_DISTANCE
+                                         and _levenshtein(word, name) <= SUGGESTION_DISTANCE)]
+
+
+def _did_you_mean(typed: str, table: FlagTable) -> str:
+    found = suggest(typed, [f.name for f in table.flags])[:MAX_SUGGESTIONS]
+    return f" (did you mean {' or '.join('--' + n for n in found)}?)" if found else ""
+
+
+def _levenshtein(a: str, b: str) -> int:
+    """Edit distance (insert, delete, substitute one character), as cobra's ``ld``."""
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1,
+                               previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
 
 
 def _cut(text: str, limit: int = 100) -> str:

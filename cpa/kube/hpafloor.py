@@ -90,6 +90,7 @@ class HpaFloorWriter:
     writes: Final = "spec.minReplicas"
     unit: Final = "as minReplicas"
     bounded: Final = True
+    has_pods: Final = False
 
     def read(self, api: Api, namespace: str, target: Target) -> Current:
         """GET the HPA: its minReplicas and maxReplicas now (raises ApiError)."""

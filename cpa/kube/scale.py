@@ -60,6 +60,7 @@ class ScaleWriter:
     writes: Final = "scale"
     unit: Final = "replicas"
     bounded: Final = False
+    has_pods: Final = True
 
     def read(self, api: Api, namespace: str, target: Target) -> Current:
         """GET the scale: the target's replicas now (raises ApiError)."""

@@ -37,6 +37,12 @@ class TargetWriter(Protocol):
         """Whether the target's own bounds may change the count (reported when they do)."""
         ...
 
+    @property
+    def has_pods(self) -> bool:
+        """Whether the target's ``/scale`` selects Pods of its own (what the load axis
+        scrapes); an HPA floor's count goes to the HPA, not to a workload."""
+        ...
+
     def read(self, api: Api, namespace: str, target: Target) -> Current: ...
 
     def ensure(self, api: RawApi, namespace: str, target: Target, replicas: int,

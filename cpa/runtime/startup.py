@@ -75,11 +75,18 @@ def usage_exit(prog: str, message: str) -> int:
 
 
 def connect(kubeconfig: str) -> tuple[Stopper, Connection, KubeApi]:
-    """Become the process (the open-files limit raised, SIGTERM and SIGINT caught), then
-    find the API server: ``kubeconfig``, else in-cluster. Nothing is requested yet."""
+    """Become the process (every module the daemon will import found, the open-files
+    limit raised, SIGTERM and SIGINT caught), then find the API server: ``kubeconfig``,
+    else in-cluster. Nothing is requested yet.
+
+    A missing module raises :class:`ModuleNotFoundError` here, on the main thread, rather
+    than later in a thread where the process would run on, silent: the console script's
+    guard (:func:`cpa.cli.guarded`) names the package and how to install it."""
+    from cpa.runtime.process import Stopper, raise_open_files_limit, require_modules
+
+    require_modules()
     from cpa.kube.client import KubeApi
     from cpa.kube.config import ConfigError, load
-    from cpa.runtime.process import Stopper, raise_open_files_limit
 
     raise_open_files_limit()
     stopper = Stopper()

@@ -2,6 +2,10 @@
 ``time.Ticker`` ticks (an overrun skips the ticks it missed instead of firing them back to
 back, so slow polls never pile up), until told to stop; a wake() (leadership acquired)
 ticks at once and makes that moment the new boundary.
+
+The plain wait looks at a wake() between steps of ``step`` seconds (none when nothing can
+wake the loop); a loop that another thread wakes often (the autoscaler's load axis, whose
+scrapes call wake()) waits with :meth:`Ticker.sleep_prompt`, which takes it at once.
 """
 
 from __future__ import annotations
@@ -33,9 +37,15 @@ class Ticker:
         self._clock = clock
         self._step = step
         self.woken = False
+        self._wakeup = threading.Event()  # wake() and interrupt(), for sleep_prompt()
 
     def wake(self) -> None:
         self.woken = True
+        self._wakeup.set()
+
+    def interrupt(self) -> None:
+        """Make :meth:`sleep_prompt` look at its stop event now (set just before)."""
+        self._wakeup.set()
 
     def sleep(self, stop: threading.Event, until: float) -> bool:
         """Wait until the clock reads ``until``, or a wake(); True when stopped."""
@@ -47,6 +57,21 @@ class Ticker:
                 return True
         self.woken = False
         return stop.is_set()
+
+    def sleep_prompt(self, stop: threading.Event, until: float) -> bool:
+        """:meth:`sleep` with a wake() from another thread taken at once, and the stop
+        event at once after :meth:`interrupt` (every second at least); True when stopped."""
+        while True:
+            if stop.is_set():
+                return True
+            if self.woken:
+                self.woken = False
+                return False
+            remaining = until - self._clock()
+            if remaining <= 0:
+                return False
+            self._wakeup.wait(min(remaining, 1.0))
+            self._wakeup.clear()
 
     def run(self, stop: threading.Event, tick: Callable[[], int | None],
             sleep: Sleep | None = None) -> int:

@@ -162,6 +162,25 @@ def test_usage_errors(argv: list[str], fragment: str) -> None:
         parse_args(argv, {})
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["--default-param={}"], "unknown flag: --default-param (did you mean --default-params?)"),
+    (["--defaultparams={}"], "unknown flag: --defaultparams (did you mean --default-params?)"),
+    (["--configmpa=x"], "unknown flag: --configmpa (did you mean --configmap?)"),
+    (["--log_dri=x"], "unknown flag: --log_dri (did you mean --log-dir?)"),
+    (["--Target=x"], "unknown flag: --Target (did you mean --target?)"),
+    (["--leader"], "unknown flag: --leader (did you mean --leader-elect or "
+                   "--leader-elect-lease-name or --leader-elect-namespace?)"),
+    (["-configmap=x"], "unknown shorthand flag: 'c' in -configmap=x (did you mean --configmap?)"),
+    (["--bogus"], "unknown flag: --bogus"),
+    (["-x"], "unknown shorthand flag: 'x' in -x"),
+])
+def test_an_unknown_flag_names_the_nearest(argv: list[str], message: str) -> None:
+    """cobra's suggestions (distance <= 2 or a prefix), on one line."""
+    with pytest.raises(UsageError) as err:
+        parse_args(argv, {})
+    assert str(err.value) == message
+
+
 def test_severity_names_any_case() -> None:
     assert parse_args(["--stderrthreshold=warning"], {}).stderrthreshold == 1
     assert parse_args(["--stderrthreshold=3"], {}).stderrthreshold == 3
