@@ -5,8 +5,8 @@ PYTHON ?= python3
 PYTEST_ARGS ?=
 
 .PHONY: help install controlplane test-tools test unit integration lint demo bench bench-quick bench-container e2e \
-	chart-test image image-test image-reproducible image-lock image-zstd sign verify actionlint chart-publish push deploy \
-	cluster-e2e monitoring-test clean
+	chart-test image image-test image-reproducible image-lock image-zstd sign verify actionlint \
+	chart-publish push deploy cluster-e2e kind-node-image monitoring-test clean
 
 help:
 	@echo "make install       install the package and test tools (pip, editable)"
@@ -32,7 +32,9 @@ help:
 	@echo "make chart-publish CHART_REPO=oci://registry/path  push the chart as an OCI artifact"
 	@echo "make cluster-e2e   a real single-node cluster here (kubelet, containerd, kube-proxy, ...):"
 	@echo "                   the manifest and the chart as Pods scaling CoreDNS (root; docs/development.md)"
-	@echo "make e2e           kind end-to-end (needs Docker + kind; skips otherwise)"
+	@echo "make kind-node-image  a kind node image built here (podman; root; cached by its inputs)"
+	@echo "make e2e           kind end-to-end: a cluster (Docker, or rootful podman with the image"
+	@echo "                   above), the manifest, CoreDNS scaled, a worker joins, host left clean"
 	@echo "make monitoring-test  the alert rules with promtool (built from its Go module once)"
 
 # Installed once per change of pyproject.toml, so `make test` / `make demo` work on a fresh
@@ -70,9 +72,9 @@ lint: $(STAMP)
 	@$(MAKE) --no-print-directory actionlint
 
 # The workflows (.github/workflows), with actionlint built from its Go module once
-# (scripts/go-tool.sh; seconds cold).
+# (scripts/pinned-tool.sh; seconds cold).
 actionlint:
-	"$$(bash scripts/go-tool.sh actionlint)" -no-color
+	"$$(bash scripts/pinned-tool.sh actionlint)" -no-color
 
 demo: $(STAMP) controlplane
 	$(PYTHON) scripts/demo.py
@@ -142,6 +144,11 @@ verify:
 cluster-e2e: $(STAMP)
 	bash tests/cluster/run.sh
 
+# Podman's image store: run it under the host lock on a shared machine (docs/kind.md).
+kind-node-image:
+	bash image/kind-node/build.sh
+
+# Creates and deletes a kind cluster (podman/Docker, iptables, mounts): host lock.
 e2e:
 	bash scripts/e2e-kind.sh
 

@@ -14,14 +14,14 @@
 #         registry) and the provenance the commit of the image's labels. With KEY (a
 #         public key): no transparency log; without: CERT_IDENTITY (a regexp) and
 #         CERT_ISSUER say whose keyless signature to accept.
-# cosign and crane are built from their Go modules once (scripts/go-tool.sh, image/tools.sh).
+# cosign and crane are built from their Go modules once (scripts/pinned-tool.sh, image/tools.sh).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 action="${1:?usage: sign.sh sign|verify IMAGE [KEY]}"
 image="${2:?usage: sign.sh sign|verify IMAGE [KEY]}"
 key="${3:-}"
-cosign="$(bash "$repo/scripts/go-tool.sh" cosign)"
+cosign="$(bash "$repo/scripts/pinned-tool.sh" cosign)"
 crane="$(bash "$repo/image/tools.sh")/crane"
 name="$(cat "$repo/image/name.txt")"
 case "$action" in

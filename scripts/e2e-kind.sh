@@ -1,158 +1,272 @@
 #!/usr/bin/env bash
-# End-to-end test in a kind cluster: build the image, run it as the cluster's DNS
-# autoscaler (manifests/kube-dns-autoscaler.yaml, image swapped) and check that CoreDNS
-# gets the replica count the addon's parameters give for this cluster.
+# `make e2e`: the autoscaler in a kind cluster, as a user with a laptop runs it
+# (docs/kind.md).
 #
-#   scripts/e2e-kind.sh            # or: make e2e
+#   1. a kind cluster of one node, with Docker or rootful podman
+#      (KIND_EXPERIMENTAL_PROVIDER=podman): from KIND_NODE_IMAGE, or with podman from the
+#      node image `make kind-node-image` builds here (kind's own kindest/node with Docker);
+#   2. our image from `make image`, loaded into the nodes (`kind load image-archive`);
+#   3. manifests/kube-dns-autoscaler.yaml applied unchanged but for the image; CoreDNS
+#      (kubeadm's Deployment) must get the replicas the addon's parameters give for the
+#      cluster: 1 for one node;
+#   4. a worker joins (a node container made as kind makes its workers, then `kubeadm
+#      join`): the count must follow to 2 (preventSinglePointFailure), and CoreDNS's second
+#      pod runs on the new node;
+#   5. a live switch of the ConfigMap to ladder mode; the autoscaler's process seen from its
+#      node: uid 65534, read-only root;
+#   6. the cluster deleted; as root with podman, the host checked against a snapshot
+#      taken before (tests/kind/host_check.py): no container, volume, network, iptables
+#      chain, link, mount, cgroup or changed sysctl may be left.
 #
-# Needs docker (with a reachable engine), kind and kubectl. Without docker or kind it
-# prints "skipped: ..." and exits 0, so it is safe in any CI job.
+# Every step prints its time. Without Docker or podman, or as a non-root podman user, it
+# fails saying what is missing (this is a test: it never skips).
 #
 # Environment:
-#   KIND_CLUSTER=cpa-e2e      cluster name; an existing cluster of that name is reused
-#                             and left running
-#   KIND_WORKERS=2            worker nodes of a new cluster (plus one control plane)
-#   KIND_NODE_IMAGE=          node image for a new cluster (default: kind's own)
-#   KEEP_CLUSTER=0            1 = keep a cluster this script created
-#   IMAGE=cluster-proportional-autoscaler-py:e2e   tag to build and load
-#   BASE_IMAGE=               base image build-arg (the Dockerfile's default:
-#                             debian:bookworm-slim)
+#   KIND_EXPERIMENTAL_PROVIDER  docker | podman (default: docker when its engine answers,
+#                             else podman)
+#   KIND_CLUSTER=cpa-e2e      cluster name (an existing cluster of that name is an error)
+#   KIND_NODE_IMAGE=          node image (default: see 1.)
+#   KIND=, KUBECTL=           the binaries (default: built from their Go modules, or on PATH)
+#   KEEP_CLUSTER=0            1 = leave the cluster running (and skip the host check)
+#   IMAGE=localhost/cluster-proportional-autoscaler-py:e2e   our image's name on the nodes
 #   TIMEOUT=180               seconds to wait for each condition
 set -euo pipefail
 
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cluster="${KIND_CLUSTER:-cpa-e2e}"
-workers="${KIND_WORKERS:-2}"
-image="${IMAGE:-cluster-proportional-autoscaler-py:e2e}"
+image="${IMAGE:-localhost/cluster-proportional-autoscaler-py:e2e}"
 timeout="${TIMEOUT:-180}"
 keep="${KEEP_CLUSTER:-0}"
-manifest="${repo_root}/manifests/kube-dns-autoscaler.yaml"
+manifest="$repo/manifests/kube-dns-autoscaler.yaml"
+start=$SECONDS
+step_start=$SECONDS
 
 log() { printf '[e2e] %s\n' "$*" >&2; }
 die() { printf '[e2e] FAIL: %s\n' "$*" >&2; exit 1; }
+step() {   # step DONE-MESSAGE: logs it with the time since the previous step
+    log "$1 ($((SECONDS - step_start)) s)"
+    step_start=$SECONDS
+}
 
-# --- prerequisites (absent tools are a skip, not a failure) ----------------------------
-for tool in docker kind; do
-  if ! command -v "${tool}" >/dev/null 2>&1; then
-    echo "skipped: docker/kind not found (${tool} is not on PATH)"
-    exit 0
-  fi
-done
-if ! docker info >/dev/null 2>&1; then
-  echo "skipped: docker/kind not found (docker is installed but no engine is reachable)"
-  exit 0
+# --- the engine ------------------------------------------------------------------------
+provider="${KIND_EXPERIMENTAL_PROVIDER:-}"
+if [[ -z $provider ]]; then
+    if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
+        provider=docker
+    elif command -v podman >/dev/null 2>&1; then
+        provider=podman
+    else
+        die "no container engine: install Docker, or podman (run as root: kind's nodes need rootful podman here)"
+    fi
 fi
-command -v kubectl >/dev/null 2>&1 || die "kubectl is required"
+case $provider in
+    docker) docker info >/dev/null 2>&1 || die "docker: no engine answers (docker info)" ;;
+    podman)
+        command -v podman >/dev/null 2>&1 || die "podman is not installed"
+        [[ $(id -u) -eq 0 ]] || die "podman: run as root (rootful podman; rootless needs cgroup delegation, see docs/kind.md)"
+        # shellcheck source=image/env.sh
+        source "$repo/image/env.sh"
+        image_containers_conf   # runc, cgroupfs, ulimits within the hard limits
+        # Nodes find each other by name (a worker joins "<cluster>-control-plane:6443")
+        # through the network's DNS, which podman serves with aardvark-dns; Debian's
+        # podman only recommends it.
+        if [[ ! -x /usr/lib/podman/aardvark-dns ]]; then
+            command -v apt-get >/dev/null 2>&1 \
+                || die "podman: install aardvark-dns (container name resolution on its networks)"
+            log "installing aardvark-dns (Debian package)"
+            DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+                aardvark-dns >&2
+        fi
+        # A network of the cluster's own (kind's default "kind" may hold other clusters):
+        # created by kind, removed at the end.
+        export KIND_EXPERIMENTAL_PODMAN_NETWORK="${KIND_EXPERIMENTAL_PODMAN_NETWORK:-$cluster}"
+        ;;
+    *) die "KIND_EXPERIMENTAL_PROVIDER=$provider: docker or podman" ;;
+esac
+export KIND_EXPERIMENTAL_PROVIDER=$provider
+engine=$provider
+network="${KIND_EXPERIMENTAL_PODMAN_NETWORK:-kind}"
 
-# --- cluster ---------------------------------------------------------------------------
-created=0
+# --- the tools -------------------------------------------------------------------------
+kind_bin="${KIND:-}"
+if [[ -z $kind_bin ]]; then
+    kind_bin="$(bash "$repo/scripts/go-tool.sh" kind sigs.k8s.io/kind v0.33.0 | tail -n 1)"
+fi
+kubectl_bin="${KUBECTL:-}"
+if [[ -z $kubectl_bin ]]; then
+    kubectl_bin="$(CPA_SKIP_UPSTREAM=1 bash "$repo/tests/controlplane/build.sh" node | tail -n 1)/kubectl"
+fi
+kind() { "$kind_bin" "$@"; }
+kubectl() { "$kubectl_bin" "$@"; }
+if kind get clusters 2>/dev/null | grep -qx "$cluster"; then
+    die "a kind cluster named $cluster exists already: delete it (kind delete cluster --name $cluster) or set KIND_CLUSTER"
+fi
+node_image="${KIND_NODE_IMAGE:-}"
+if [[ -z $node_image && $provider == podman ]]; then
+    node_image="$(bash "$repo/image/kind-node/build.sh" | tail -n 1)"
+fi
+ref="$(bash "$repo/image/build.sh" | tail -n 1)"   # oci:<layout>:<tag>
+step "tools and images ready: kind $("$kind_bin" version | cut -d' ' -f2), provider $provider, node image ${node_image:-the default of kind}"
+
+# --- the host snapshot (root + podman: what kind's nodes can change on this host) ------
 workdir="$(mktemp -d)"
+host_check=0
+if [[ $provider == podman && $keep != 1 ]]; then
+    (cd "$repo" && python3 -m tests.kind.host_check snapshot "$workdir/host.pickle" \
+        --engine podman >/dev/null)
+    host_check=1
+fi
+made_modules=0
+if [[ ! -d /lib/modules ]]; then
+    # kind mounts the host's /lib/modules into every node; podman refuses a missing source.
+    mkdir /lib/modules
+    made_modules=1
+fi
+
+created=0
 cleanup() {
-  local rc=$?
-  if [[ ${rc} -ne 0 ]] && [[ -n "${KUBECONFIG:-}" ]] && [[ -f "${KUBECONFIG}" ]]; then
-    log "diagnostics:"
-    kubectl -n kube-system get deploy,pods -o wide >&2 || true
-    kubectl -n kube-system logs deploy/kube-dns-autoscaler --tail=50 >&2 || true
-  fi
-  if [[ ${created} -eq 1 ]] && [[ "${keep}" != "1" ]]; then
-    log "deleting kind cluster ${cluster}"
-    kind delete cluster --name "${cluster}" >/dev/null 2>&1 || true
-  fi
-  rm -rf "${workdir}"
-  exit "${rc}"
+    local rc=$?
+    trap - EXIT
+    if [[ $rc -ne 0 && -f $workdir/kubeconfig ]]; then
+        log "diagnostics:"
+        kubectl get nodes -o wide >&2 || true
+        kubectl -n kube-system get deploy,pods -o wide >&2 || true
+        kubectl -n kube-system logs deploy/kube-dns-autoscaler --tail=50 >&2 || true
+    fi
+    if [[ $created -eq 1 && $keep != 1 ]]; then
+        step_start=$SECONDS
+        kind delete cluster --name "$cluster" >/dev/null 2>&1 || rc=1
+        if [[ $provider == podman ]] && podman network exists "$network" 2>/dev/null; then
+            podman network rm "$network" >/dev/null || rc=1
+        fi
+        step "deleted the cluster"
+    fi
+    if [[ $made_modules -eq 1 && $keep != 1 ]]; then rmdir /lib/modules 2>/dev/null || true; fi
+    if [[ $host_check -eq 1 ]]; then
+        (cd "$repo" && python3 -m tests.kind.host_check restore "$workdir/host.pickle" \
+            --engine podman) >&2 || rc=1
+    fi
+    rm -rf "$workdir"
+    log "$( ((rc == 0)) && echo PASS || echo FAIL) in $((SECONDS - start)) s"
+    exit "$rc"
 }
 trap cleanup EXIT
 
-export KUBECONFIG="${workdir}/kubeconfig"
-if kind get clusters 2>/dev/null | grep -qx "${cluster}"; then
-  log "reusing kind cluster ${cluster}"
-  kind export kubeconfig --name "${cluster}" --kubeconfig "${KUBECONFIG}" >/dev/null
-else
-  {
-    echo "kind: Cluster"
-    echo "apiVersion: kind.x-k8s.io/v1alpha4"
-    echo "nodes:"
-    echo "  - role: control-plane"
-    for ((i = 0; i < workers; i++)); do echo "  - role: worker"; done
-  } >"${workdir}/kind.yaml"
-  log "creating kind cluster ${cluster} (1 control plane + ${workers} workers)"
-  node_image_args=()
-  if [[ -n "${KIND_NODE_IMAGE:-}" ]]; then node_image_args=(--image "${KIND_NODE_IMAGE}"); fi
-  created=1
-  kind create cluster --name "${cluster}" --config "${workdir}/kind.yaml" \
-    --kubeconfig "${KUBECONFIG}" --wait "${timeout}s" ${node_image_args[@]+"${node_image_args[@]}"}
-fi
+# --- 1. the cluster --------------------------------------------------------------------
+export KUBECONFIG="$workdir/kubeconfig"
+cat >"$workdir/kind.yaml" <<'YAML'
+kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+nodes:
+  - role: control-plane
+YAML
+created=1
+kind create cluster --name "$cluster" --config "$workdir/kind.yaml" --kubeconfig "$KUBECONFIG" \
+    --wait "${timeout}s" ${node_image:+--image "$node_image"}
+step "cluster $cluster created (1 node)"
 
-# --- image -----------------------------------------------------------------------------
-build_args=()
-if [[ -n "${BASE_IMAGE:-}" ]]; then
-  build_args=(--build-arg "BASE_IMAGE=${BASE_IMAGE}")
-fi
-log "building ${image}"
-docker build -t "${image}" \
-  --build-arg "VCS_REF=$(git -C "${repo_root}" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
-  ${build_args[@]+"${build_args[@]}"} "${repo_root}"
-log "loading ${image} into ${cluster}"
-kind load docker-image "${image}" --name "${cluster}"
+# --- 2. our image on the nodes ---------------------------------------------------------
+layout="${ref#oci:}"
+layout="${layout%:*}"
+PYTHONPATH="$repo/image" python3 -m ocibuild kind-archive --layout "$layout" \
+    --tag "${ref##*:}" --name "$image" --out "$workdir/image.tar" >/dev/null
+kind load image-archive "$workdir/image.tar" --name "$cluster"
+step "loaded $image (from $ref)"
 
-# --- install: replace kube-system's DNS autoscaler (kind ships none) --------------------
-if kubectl -n kube-system get deployment kube-dns-autoscaler >/dev/null 2>&1; then
-  log "replacing the existing kube-system/kube-dns-autoscaler"
-  kubectl -n kube-system delete deployment kube-dns-autoscaler --wait=true
-fi
-# A stale ConfigMap from an earlier run would override --default-params.
-kubectl -n kube-system delete configmap kube-dns-autoscaler --ignore-not-found
+# --- 3. the manifest, unchanged but for the image ----------------------------------------
 sed -E "s#^([[:space:]]*image:[[:space:]]*).*cluster-proportional-autoscaler.*#\\1${image}#" \
-  "${manifest}" >"${workdir}/manifest.yaml"
-grep -q "image: ${image}" "${workdir}/manifest.yaml" || die "could not swap the image in ${manifest}"
-kubectl apply -f "${workdir}/manifest.yaml"
-kubectl -n kube-system rollout status deployment/kube-dns-autoscaler --timeout="${timeout}s"
+    "$manifest" >"$workdir/manifest.yaml"
+[[ $(diff "$manifest" "$workdir/manifest.yaml" | grep -c '^>') -eq 1 ]] \
+    && grep -q "image: $image" "$workdir/manifest.yaml" \
+    || die "could not swap (only) the image in $manifest"
+kubectl apply -f "$workdir/manifest.yaml" >/dev/null
+kubectl -n kube-system rollout status deployment/kube-dns-autoscaler --timeout="${timeout}s" >/dev/null
+step "manifest applied, autoscaler Ready"
 
-# --- expected replicas -----------------------------------------------------------------
-# The addon's defaults: linear coresPerReplica 256, nodesPerReplica 16,
+# The addon's parameters: linear, coresPerReplica 256, nodesPerReplica 16,
 # preventSinglePointFailure, includeUnschedulableNodes (so every node counts).
-nodes="$(kubectl get nodes --no-headers | wc -l | tr -d ' ')"
-cores="$(kubectl get nodes -o jsonpath='{range .items[*]}{.status.allocatable.cpu}{"\n"}{end}' \
-  | awk '/m$/ { sub(/m$/, ""); s += $1; next } { s += $1 * 1000 } END { printf "%d", (s + 999) / 1000 }')"
-ceil_div() { echo $(( ($1 + $2 - 1) / $2 )); }
-from_cores="$(ceil_div "${cores}" 256)"
-from_nodes="$(ceil_div "${nodes}" 16)"
-if (( from_cores < 1 )); then from_cores=1; fi
-if (( from_nodes < 1 )); then from_nodes=1; fi
-if (( nodes > 1 && from_nodes < 2 )); then from_nodes=2; fi  # preventSinglePointFailure
-expected=$(( from_cores > from_nodes ? from_cores : from_nodes ))
-log "cluster: ${nodes} nodes, ${cores} cores -> expecting ${expected} CoreDNS replicas"
-
-wait_replicas() {
-  local want="$1" got="" deadline=$(( SECONDS + timeout ))
-  while (( SECONDS < deadline )); do
-    got="$(kubectl -n kube-system get deployment coredns -o jsonpath='{.spec.replicas}')"
-    if [[ "${got}" == "${want}" ]]; then
-      log "coredns spec.replicas = ${got}"
-      return 0
-    fi
-    sleep 2
-  done
-  die "coredns spec.replicas = ${got:-?}, expected ${want} after ${timeout}s"
+expected_replicas() {
+    local nodes cores from_cores from_nodes
+    nodes="$(kubectl get nodes --no-headers | wc -l | tr -d ' ')"
+    cores="$(kubectl get nodes -o jsonpath='{range .items[*]}{.status.allocatable.cpu}{"\n"}{end}' \
+        | awk '/m$/ { sub(/m$/, ""); s += $1; next } { s += $1 * 1000 } END { printf "%d", (s + 999) / 1000 }')"
+    from_cores=$(( (cores + 255) / 256 ))
+    from_nodes=$(( (nodes + 15) / 16 ))
+    (( from_cores < 1 )) && from_cores=1
+    (( from_nodes < 1 )) && from_nodes=1
+    (( nodes > 1 && from_nodes < 2 )) && from_nodes=2
+    log "cluster: $nodes nodes, $cores cores -> $(( from_cores > from_nodes ? from_cores : from_nodes )) CoreDNS replicas"
+    echo $(( from_cores > from_nodes ? from_cores : from_nodes ))
 }
+wait_replicas() {
+    local want="$1" got="" deadline=$(( SECONDS + timeout ))
+    while (( SECONDS < deadline )); do
+        got="$(kubectl -n kube-system get deployment coredns -o jsonpath='{.spec.replicas}')"
+        [[ $got == "$want" ]] && return 0
+        sleep 1
+    done
+    die "coredns spec.replicas = ${got:-?}, expected $want after ${timeout}s"
+}
+wait_replicas "$(expected_replicas)"
+kubectl -n kube-system get configmap kube-dns-autoscaler -o jsonpath='{.data.linear}' \
+    | grep -q coresPerReplica || die "the autoscaler did not create its ConfigMap from --default-params"
+step "CoreDNS scaled to $(kubectl -n kube-system get deployment coredns -o jsonpath='{.spec.replicas}'); ConfigMap created"
 
-wait_replicas "${expected}"
-kubectl -n kube-system get configmap kube-dns-autoscaler -o jsonpath='{.data.linear}' | grep -q coresPerReplica \
-  || die "the autoscaler did not create its ConfigMap from --default-params"
-
-# --- a live parameter change: ladder mode, no restart ----------------------------------
-ladder_replicas=$(( expected + 1 ))
-log "switching the ConfigMap to ladder mode (${ladder_replicas} replicas)"
-kubectl -n kube-system create configmap kube-dns-autoscaler \
-  --from-literal=ladder="{\"nodesToReplicas\":[[1,${ladder_replicas}]]}" \
-  --dry-run=client -o yaml | kubectl replace -f -
-wait_replicas "${ladder_replicas}"
-
-# --- the container really runs as nobody on a read-only root ----------------------------
-uid="$(kubectl -n kube-system exec deploy/kube-dns-autoscaler -- id -u)"
-[[ "${uid}" == "65534" ]] || die "autoscaler runs as uid ${uid}, expected 65534"
-if kubectl -n kube-system exec deploy/kube-dns-autoscaler -- touch /probe-write 2>/dev/null; then
-  die "root filesystem is writable"
+# --- 4. a worker joins -----------------------------------------------------------------
+# kind cannot add a node to a cluster, so the node container is made as kind makes its
+# workers (same image, network, labels, mounts; kind's delete removes it with the rest),
+# and kubeadm joins it with a token from the control plane.
+control_plane="$cluster-control-plane"
+worker="$cluster-worker"
+engine_image="$($engine inspect --format '{{.Config.Image}}' "$control_plane")"
+run_args=(--name "$worker" --hostname "$worker" --detach --tty --privileged
+          --label "io.x-k8s.kind.cluster=$cluster" --label "io.x-k8s.kind.role=worker"
+          --tmpfs /tmp --tmpfs /run --volume /lib/modules:/lib/modules:ro
+          --cgroupns=private -e "container=$engine")
+if [[ $engine == podman ]]; then
+    volume="$(podman volume create --label "$worker=true")"
+    run_args+=(--net "$network" --volume "$volume:/var:suid,exec,dev")
+else
+    run_args+=(--net "$(docker inspect --format '{{range $k, $v := .NetworkSettings.Networks}}{{$k}}{{end}}' "$control_plane")"
+               --volume /var --security-opt seccomp=unconfined --security-opt apparmor=unconfined
+               --restart=on-failure:1 --init=false)
 fi
+$engine run "${run_args[@]}" "$engine_image" >/dev/null
+deadline=$(( SECONDS + timeout ))
+until [[ "$($engine exec "$worker" systemctl is-system-running 2>/dev/null || true)" =~ ^(running|degraded)$ ]]; do
+    (( SECONDS < deadline )) || die "$worker: systemd did not come up in ${timeout}s"
+    sleep 1
+done
+join="$($engine exec "$control_plane" kubeadm token create --print-join-command)"
+# shellcheck disable=SC2086 # the join command's words
+$engine exec "$worker" $join --skip-phases=preflight \
+    --cri-socket unix:///run/containerd/containerd.sock >"$workdir/join.log" 2>&1 \
+    || { tail -n 30 "$workdir/join.log" >&2; die "kubeadm join of $worker failed"; }
+kind load image-archive "$workdir/image.tar" --name "$cluster" --nodes "$worker"
+step "$worker joined"
+wait_replicas "$(expected_replicas)"
+step "CoreDNS followed to 2 replicas"
+kubectl wait --for=condition=Ready "node/$worker" --timeout="${timeout}s" >/dev/null
+kubectl -n kube-system rollout status deployment/coredns --timeout="${timeout}s" >/dev/null
+kubectl -n kube-system get pods -l k8s-app=kube-dns -o wide >&2
+step "$worker Ready; both CoreDNS pods Ready"
 
-log "PASS"
+# --- 5. a live parameter change, and the container's identity --------------------------
+log "switching the ConfigMap to ladder mode (3 replicas)"
+kubectl -n kube-system create configmap kube-dns-autoscaler \
+    --from-literal=ladder='{"nodesToReplicas":[[1,3]]}' --dry-run=client -o yaml \
+    | kubectl replace -f - >/dev/null
+wait_replicas 3
+step "ladder: CoreDNS at 3 replicas"
+# The image has no shell and no tools (nothing to exec but the autoscaler), so the process
+# is looked at from its node: its uid, and its root mount.
+pod_node="$(kubectl -n kube-system get pods -l k8s-app=kube-dns-autoscaler \
+    -o jsonpath='{.items[0].spec.nodeName}')"
+cid="$($engine exec "$pod_node" crictl ps --name autoscaler -q | head -n 1)"
+pid="$($engine exec "$pod_node" crictl inspect -o go-template --template '{{.info.pid}}' "$cid")"
+uid="$($engine exec "$pod_node" awk '/^Uid:/ { print $2 }' "/proc/$pid/status")"
+[[ $uid == 65534 ]] || die "autoscaler runs as uid $uid, expected 65534"
+root_opts="$($engine exec "$pod_node" awk '$5 == "/" { print $6 }' "/proc/$pid/mountinfo")"
+[[ $root_opts == ro* ]] || die "the autoscaler's root filesystem is mounted $root_opts, expected ro"
+step "autoscaler runs as 65534 on a read-only root"

@@ -1,52 +1,52 @@
 #!/usr/bin/env bash
-# Build (once) a Go tool the image and workflow checks need, from its Go module, cached by
-# name and version in .cache/tools/<name>-<version>/<name>; prints the binary's path.
-#   cosign      signs and attests the image index, verifies both (make sign / verify)
-#   actionlint  lints .github/workflows/ (make lint)
-# Only the Go module proxy is used; GOTOOLCHAIN=local never downloads a toolchain. Two
-# callers at once (another checkout sharing .cache/tools) serialize on a lock per tool.
+# Build one command from its Go module into .cache/tools/<name>-<version>/<name> and print
+# the binary's path on stdout (progress on stderr). A no-op once built.
+#
+#   scripts/go-tool.sh kind sigs.k8s.io/kind v0.33.0
+#   scripts/go-tool.sh crictl sigs.k8s.io/cri-tools/cmd/crictl v1.34.0 \
+#       -X sigs.k8s.io/cri-tools/pkg/version.Version=v1.34.0
+#
+# Arguments after the version are extra -ldflags. Static (CGO_ENABLED=0): the binaries go
+# into the kind node image as well as onto this machine. `go install package@version`
+# needs a module without replace directives (kind's and cri-tools' have none). Only the Go
+# module proxy is used. `.cache/tools` may be shared between checkouts: the build holds a
+# lock in that directory, and a second caller finds the first one's binary.
 set -euo pipefail
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-tool="${1:?usage: go-tool.sh cosign|actionlint}"
 
-case "$tool" in
-    cosign)
-        # v2: `--tlog-upload=false` signs with a key and no network at all; v3 fetches a
-        # signing config from the public TUF repository unless given one.
-        version="v2.6.5"
-        package="github.com/sigstore/cosign/v2/cmd/cosign"
-        ldflags="-s -w -X sigs.k8s.io/release-utils/version.gitVersion=$version"
-        ;;
-    actionlint)
-        version="v1.7.12"
-        package="github.com/rhysd/actionlint/cmd/actionlint"
-        ldflags="-s -w -X github.com/rhysd/actionlint.version=$version"
-        ;;
-    *)
-        echo "go-tool.sh: unknown tool $tool (cosign, actionlint)" >&2
-        exit 2
-        ;;
-esac
-
-dir="$repo/.cache/tools/$tool-$version"
-bin="$dir/$tool"
-if [[ ! -x $bin ]]; then
-    command -v go >/dev/null 2>&1 || {
-        echo "go-tool.sh: 'go' not found; install Go (go.dev/doc/install) to build $tool $version" >&2
-        exit 1
-    }
-    mkdir -p "$repo/.cache/tools"
-    exec 9>"$repo/.cache/tools/.$tool-$version.lock"
-    flock 9
-    if [[ ! -x $bin ]]; then
-        start=$SECONDS
-        printf '[go-tool] building %s %s from its Go module\n' "$tool" "$version" >&2
-        tmp="$dir.tmp.$$"
-        rm -rf "$tmp" && mkdir -p "$tmp"
-        GOTOOLCHAIN=local GOBIN="$tmp" GOFLAGS="-trimpath -buildvcs=false" CGO_ENABLED=0 \
-            nice -n 10 go install -ldflags="$ldflags" "$package@$version" >&2
-        rm -rf "$dir" && mv "$tmp" "$dir"
-        printf '[go-tool] %s %s built in %ss\n' "$tool" "$version" $((SECONDS - start)) >&2
-    fi
+if [[ $# -lt 3 ]]; then
+    echo "usage: go-tool.sh NAME PACKAGE VERSION [LDFLAG...]" >&2
+    exit 2
 fi
+name="$1" package="$2" version="$3"
+shift 3
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+tools_dir="${repo_root}/.cache/tools"
+out_dir="${tools_dir}/${name}-${version}"
+bin="${out_dir}/${name}"
+
+if [[ -x $bin ]]; then
+    echo "$bin"
+    exit 0
+fi
+if ! command -v go >/dev/null 2>&1; then
+    echo "go-tool: 'go' not found; install a Go toolchain to build $name $version" >&2
+    exit 1
+fi
+mkdir -p "$tools_dir"
+exec 9>"$tools_dir/.$name.lock"
+flock 9
+if [[ -x $bin ]]; then
+    echo "$bin"
+    exit 0
+fi
+
+echo "go-tool: building $name $version ($package) with $(go version)" >&2
+start=$SECONDS
+tmp="$(mktemp -d "$tools_dir/.$name-build.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+GOTOOLCHAIN=local GOBIN="$tmp" CGO_ENABLED=0 GOFLAGS=-mod=mod \
+    go install -trimpath -ldflags "-s -w $*" "$package@$version"
+mkdir -p "$out_dir"
+mv -f "$tmp/$(basename "$package")" "$bin"
+echo "go-tool: built $name $version in $((SECONDS - start)) s" >&2
 echo "$bin"

@@ -1,5 +1,5 @@
-"""``python3 -m ocibuild build|rootfs|cross-compilers``: see the package docstring and
-image/build.sh."""
+"""``python3 -m ocibuild build|rootfs|cross-compilers|kind-images|kind-archive``: see the package
+docstring, image/build.sh and image/kind-node/build.sh."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ocibuild import attest, debian, lock, oci, python, rootfs, sbom, wheels
+from ocibuild import attest, debian, kindnode, lock, oci, python, rootfs, sbom, wheels
 from ocibuild.platforms import Platform, native, parse
 
 # The image's three layers, from the least to the most often changed:
@@ -513,6 +513,18 @@ def cmd_cross_compilers(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_kind_images(args: argparse.Namespace) -> int:
+    """The images kubeadm starts on a kind node, as one OCI layout (ocibuild.kindnode)."""
+    return kindnode.main(args.tree, args.work, args.out, args.spec, args.epoch)
+
+
+def cmd_kind_archive(args: argparse.Namespace) -> int:
+    """One platform of a tagged index as an OCI archive for ``kind load image-archive``."""
+    print(kindnode.archive(Path(args.layout), args.tag, args.platform, args.name,
+                           Path(args.out)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m ocibuild")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -557,10 +569,23 @@ def main(argv: list[str] | None = None) -> int:
     lock_cmd.add_argument("--update", action="store_true")
     sub.choices["rootfs"].add_argument("--platform", required=True)
     sub.choices["rootfs"].add_argument("--dest", required=True)
+    kind = sub.add_parser("kind-images")
+    kind.add_argument("--tree", required=True, help="the node's root filesystem")
+    kind.add_argument("--work", required=True)
+    kind.add_argument("--out", required=True, help="the OCI layout to write")
+    kind.add_argument("--spec", required=True, help="JSON list of components")
+    kind.add_argument("--epoch", type=int, required=True, help="SOURCE_DATE_EPOCH")
+    arch = sub.add_parser("kind-archive")
+    arch.add_argument("--layout", required=True, help="the OCI layout `make image` wrote")
+    arch.add_argument("--tag", required=True, help="the index's tag in that layout")
+    arch.add_argument("--platform", default=f"linux/{native().oci_arch}")
+    arch.add_argument("--name", required=True, help="the image's name on the nodes")
+    arch.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     commands = {"build": cmd_build, "rootfs": cmd_rootfs, "check-code": cmd_check_code,
                 "lock": cmd_lock, "recompress": cmd_recompress, "sign": cmd_sign,
-                "verify": cmd_verify, "cross-compilers": cmd_cross_compilers}
+                "verify": cmd_verify, "cross-compilers": cmd_cross_compilers,
+                "kind-images": cmd_kind_images, "kind-archive": cmd_kind_archive}
     return commands[args.command](args)
 
 

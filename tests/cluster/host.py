@@ -191,9 +191,10 @@ class HostSnapshot:
         return out
 
     # ------------------------------------------------------------------ restoring
-    def remove_iptables_additions(self) -> list[str]:
-        """Delete new ``KUBE-*``/``CNI-*`` chains and every new rule that jumps to one
-        (filter/nat/mangle/raw, IPv4 and IPv6); returns what was removed."""
+    def remove_iptables_additions(self, prefixes: tuple[str, ...] = OURS_PREFIXES) -> list[str]:
+        """Delete new chains whose names start with one of ``prefixes`` (``KUBE-*``/``CNI-*``
+        by default) and every new rule that jumps to one (filter/nat/mangle/raw, IPv4 and
+        IPv6); returns what was removed."""
         removed: list[str] = []
         now = HostSnapshot.take()
         for save, tables in now.iptables.items():
@@ -201,7 +202,7 @@ class HostSnapshot:
             before = self.iptables.get(save, {})
             for table, (chains, rules) in tables.items():
                 chains_b, rules_b = before.get(table, (set(), Counter()))
-                new_chains = {c for c in chains - chains_b if c.startswith(OURS_PREFIXES)}
+                new_chains = {c for c in chains - chains_b if c.startswith(prefixes)}
                 for rule in (rules - rules_b).elements():
                     words = shlex.split(rule)
                     target = words[words.index("-j") + 1] if "-j" in words else ""

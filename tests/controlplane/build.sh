@@ -3,7 +3,8 @@
 # cluster-proportional-autoscaler used as a reference peer by the benchmarks. With the argument
 # `node`, also the node components and kubectl of the single-node cluster that
 # `make cluster-e2e` runs (tests/cluster/): kube-controller-manager, kube-scheduler, kubelet,
-# kube-proxy and kubectl, from the same wrapper module and Kubernetes version.
+# kube-proxy and kubectl, from the same wrapper module and Kubernetes version. With `kind`,
+# those and kubeadm: everything the kind node image (image/kind-node/) holds.
 #
 # Why from source: this environment has Go and the Go module proxy but no Docker and no access
 # to release downloads, so kind/kwok/setup-envtest binaries are not an option. The wrapper
@@ -11,12 +12,13 @@
 # reproducible. Binaries are cached per version under <repo>/.cache, so only the first run pays.
 #
 # Output:  <repo>/.cache/controlplane/<k8s-version>/bin/{kube-apiserver,etcd}
-#          (with `node`: also kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl)
+#          (with `node`: also kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl;
+#          with `kind`: also kubeadm)
 #          <repo>/.cache/upstream-cpa/<version>/cluster-proportional-autoscaler
 # The last line on stdout is the control-plane bin dir; all progress goes to stderr.
 # Each binary is cached on its own: only missing ones are built.
 #
-# Usage:   build.sh [node]
+# Usage:   build.sh [node|kind]
 #
 # The upstream autoscaler cannot come from the Go module proxy (it refuses
 # github.com/kubernetes-sigs/cluster-proportional-autoscaler, every version), so it is built
@@ -108,7 +110,8 @@ node_components=(kube-controller-manager kube-scheduler kube-proxy kubelet kubec
 case "${1:-}" in
     "") ;;
     node) components+=("${node_components[@]}") ;;
-    *) log "ERROR: unknown argument '$1' (usage: build.sh [node])"; exit 2 ;;
+    kind) components+=("${node_components[@]}" kubeadm) ;;
+    *) log "ERROR: unknown argument '$1' (usage: build.sh [node|kind])"; exit 2 ;;
 esac
 package_of() {
     case "$1" in

@@ -1,6 +1,6 @@
 """The index signed and attested, verified as a cluster's admission policy verifies it, and
 rejected when tampered with: against a real registry on loopback, with the real cosign
-(built from its Go module by scripts/go-tool.sh) and the project's own `make sign` /
+(built from its Go module by scripts/pinned-tool.sh) and the project's own `make sign` /
 `make verify` (image/sign.sh), a key pair and no transparency log.
 
 Tampering, two ways, each refused with cosign's own error:
@@ -50,7 +50,7 @@ def make(target: str, *args: str, check: bool = True) -> subprocess.CompletedPro
 
 
 def cosign() -> str:
-    return subprocess.run(["bash", str(REPO / "scripts" / "go-tool.sh"), "cosign"],
+    return subprocess.run(["bash", str(REPO / "scripts" / "pinned-tool.sh"), "cosign"],
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
