@@ -1,15 +1,30 @@
-# The two commands (docs/development.md): `make demo` (runs the autoscaler against a local
-# real control plane) and `make test` (unit + integration tests). Everything else supports
-# those.
-PYTHON ?= python3
+# The two commands (README, docs/development.md): `make demo` (runs the autoscaler against a
+# local real control plane) and `make test` (unit + integration tests). Everything else
+# supports those.
+#
+# Every target that needs the package runs in the project's venv, $(VENV): made on first use
+# from a python3 >= 3.11 found on PATH, filled and kept in step with pyproject.toml by
+# scripts/pyenv.sh (`make install`), whatever ran before and whether or not a venv is
+# activated. pip never runs on the system's interpreter. PYTHON=... (a venv's python, or an
+# interpreter that already has everything) overrides; BASE_PYTHON=... picks what the venv is
+# made from.
+VENV ?= .venv
+PYTHON ?= $(VENV)/bin/python
 PYTEST_ARGS ?=
+DEMO_ARGS ?=
 
-.PHONY: help install controlplane test-tools test unit integration lint demo bench bench-quick bench-container e2e \
+# Recipes and the scripts they run (`python3 -m ...`, console scripts, pytest's subprocesses)
+# find that interpreter's environment first on PATH, as if it were activated.
+ifneq ($(findstring /,$(PYTHON)),)
+export PATH := $(abspath $(dir $(PYTHON))):$(PATH)
+endif
+
+.PHONY: help install controlplane apiserver test-tools test unit integration lint demo bench bench-quick bench-container e2e \
 	chart-test image image-test image-reproducible image-lock image-zstd sign verify actionlint \
 	chart-publish push deploy cluster-e2e kind-node-image monitoring-test clean
 
 help:
-	@echo "make install       install the package and test tools (pip, editable)"
+	@echo "make install       the venv ($(VENV)): made and filled (editable) when missing or stale"
 	@echo "make controlplane  build/cache kube-apiserver + etcd from Go modules (cold: 10-20 min)"
 	@echo "make test          unit + integration tests (integration needs Go, builds the control plane once)"
 	@echo "make unit          unit tests only (seconds)"
@@ -37,18 +52,17 @@ help:
 	@echo "                   above), the manifest, CoreDNS scaled, a worker joins, host left clean"
 	@echo "make monitoring-test  the alert rules with promtool (built from its Go module once)"
 
-# Installed once per change of pyproject.toml, so `make test` / `make demo` work on a fresh
-# machine without a separate step.
-STAMP := .cache/installed.stamp
-
-install: $(STAMP)
-
-$(STAMP): pyproject.toml
-	$(PYTHON) -m pip install -q -e '.[test]'
-	@mkdir -p $(dir $@) && touch $@
+# Every time (silent, ~0.1 s when ready): the stamp ($(VENV)/.cpa-installed) lives in the
+# venv it describes and is checked against it, so a removed or stale venv recovers.
+install:
+	@bash scripts/pyenv.sh "$(PYTHON)" "$(VENV)"
 
 controlplane:
 	bash tests/controlplane/build.sh
+
+# kube-apiserver + etcd only: without the upstream autoscaler the benchmarks compare with.
+apiserver:
+	@CPA_SKIP_UPSTREAM=1 bash tests/controlplane/build.sh >/dev/null
 
 # helm and promtool (built once from their Go modules) for the chart and alert-rule tests,
 # which would skip without them.
@@ -56,16 +70,16 @@ test-tools:
 	@bash scripts/install-helm.sh >/dev/null
 	@bash scripts/install-promtool.sh >/dev/null
 
-test: $(STAMP) test-tools
+test: install test-tools
 	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
 
-unit: $(STAMP) test-tools
+unit: install test-tools
 	$(PYTHON) -m pytest -q tests/unit $(PYTEST_ARGS)
 
-integration: $(STAMP)
+integration: install
 	$(PYTHON) -m pytest -q -m integration tests/integration $(PYTEST_ARGS)
 
-lint: $(STAMP)
+lint: install
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m mypy --strict cpa tests bench
 	$(PYTHON) -m mypy --strict -p ocibuild
@@ -76,26 +90,25 @@ lint: $(STAMP)
 actionlint:
 	"$$(bash scripts/pinned-tool.sh actionlint)" -no-color
 
-demo: $(STAMP) controlplane
-	$(PYTHON) scripts/demo.py
+demo: install apiserver
+	$(PYTHON) scripts/demo.py $(DEMO_ARGS)
 
-bench: $(STAMP) controlplane
-	$(PYTHON) -m pip install -q -e '.[bench]'
+bench: install controlplane
 	$(PYTHON) -m bench.run
 
 # Podman networks and namespaces: run it under the host lock on a shared machine.
-bench-container: $(STAMP) controlplane
+bench-container: install controlplane
 	$(PYTHON) -m bench.container $(BENCH_ARGS)
 
-bench-quick: $(STAMP) controlplane
-	$(PYTHON) -m pip install -q -e '.[bench]'
+bench-quick: install controlplane
 	$(PYTHON) -m bench.run --quick
 
-image:
+# install: image/ocibuild fetches the wheels with the venv's pip (`python3 -m pip download`).
+image: install
 	bash image/build.sh
 
 # The index `make image` wrote, pushed with crane (image/tools.sh builds it once).
-push:
+push: install
 	@test -n "$(IMAGE)" || { echo "usage: make push IMAGE=registry/name:tag"; exit 2; }
 	bash image/push.sh "$(IMAGE)"
 
@@ -108,10 +121,10 @@ deploy:
 
 # Uses the index `make image` wrote (building it when missing); podman pulls it from a
 # local registry. Changes the host (netns, binfmt_misc): run under the host lock.
-image-test: $(STAMP) controlplane
+image-test: install apiserver
 	bash -c '. image/env.sh && image_setup && bash image/build.sh >/dev/null && exec $(PYTHON) -m pytest -q -s tests/image $(PYTEST_ARGS)'
 
-image-reproducible:
+image-reproducible: install
 	bash image/reproducible.sh
 
 # The zstd variant (docs/container-image.md): the same images, layers in zstd (about 20%
@@ -141,23 +154,23 @@ verify:
 
 # Builds (once) the node binaries, helm and the images, then runs tests/cluster (not part of
 # `make test`: it needs root and changes the host while it runs, then puts it back).
-cluster-e2e: $(STAMP)
+cluster-e2e: install
 	bash tests/cluster/run.sh
 
 # Podman's image store: run it under the host lock on a shared machine (docs/kind.md).
-kind-node-image:
+kind-node-image: install
 	bash image/kind-node/build.sh
 
 # Creates and deletes a kind cluster (podman/Docker, iptables, mounts): host lock.
-e2e:
+e2e: install
 	bash scripts/e2e-kind.sh
 
-chart-test:
+chart-test: install
 	bash scripts/install-helm.sh
 	$(PYTHON) -m pytest -q tests/unit/test_chart.py
 
 # The alert rules (promtool check/test rules) and the dashboard's queries.
-monitoring-test:
+monitoring-test: install
 	bash scripts/install-promtool.sh
 	$(PYTHON) -m pytest -q tests/unit/test_monitoring.py
 

@@ -68,12 +68,13 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
     # Imported here so --help/--version and flag errors stay instant; only what starting
     # the health server and the Node list needs comes first (the rest is imported while the
     # list is in flight).
-    from cpa.daemon.process import Stopper, raise_open_files_limit
+    from cpa.daemon.process import Stopper, raise_open_files_limit, require_modules
     from cpa.kube.client import KubeApi
     from cpa.kube.config import ConfigError, load
     from cpa.nodes.store import NodeStore
     from cpa.nodes.watch import NodeReflector
 
+    require_modules()
     raise_open_files_limit()
     stopper = Stopper()
     stop = stopper.event
@@ -350,6 +351,8 @@ def guarded(prog: str, command: Callable[[], int]) -> int:
     * A reader that goes away (``cpa explain ... | head -1``) is not an error: the rest of
       the output is dropped quietly and the exit code is 0 (the output was cut by request).
     * Ctrl-C ends a one-shot command with 130, as a shell expects.
+    * A module that is not installed is the installation's problem: one line naming the
+      package and how to install it, exit 1.
     * Anything unexpected is a bug of ours: one line saying where, asking for a report,
       exit 1 (never the raw exception).
     """
@@ -364,6 +367,11 @@ def guarded(prog: str, command: Callable[[], int]) -> int:
         return 130
     except (RecursionError, MemoryError):
         _say(prog, "the input is too large or nested too deeply to handle")
+        return flags.EXIT_INVALID
+    except ModuleNotFoundError as exc:  # an installation's problem: say how to fix it
+        from cpa.tools.inputs import missing_module
+
+        _say(prog, missing_module(exc))
         return flags.EXIT_INVALID
     except Exception as exc:
         from cpa.tools.inputs import internal_error

@@ -360,14 +360,20 @@ def parse_flags(argv: Sequence[str], table: FlagTable, opts: _OptionsT) -> _Opti
             has_value = bool(equals)
             flag = table.by_name.get(_normalize(name))
             if flag is None or name.startswith("-") or not name:
-                raise UsageError(f"unknown flag: --{_cut(name)}".replace("\n", " "))
+                raise UsageError(f"unknown flag: --{_cut(name)}{_did_you_mean(name, table)}"
+                                 .replace("\n", " "))
             shown = f"--{name}"
         else:
             body = arg[1:]
             letter, rest = body[:1], body[1:]
             flag = table.shorthands.get(letter)
             if flag is None:
-                raise UsageError(f"unknown shorthand flag: {letter!r} in {_cut(arg)}")
+                # "-configmap=x" (Go's flag syntax, which pflag refuses) is a long flag
+                # with one dash: name the long one.
+                typed = body.partition("=")[0]
+                hint = _did_you_mean(typed, table) if len(typed) > 1 else ""
+                raise UsageError(f"unknown shorthand flag: {letter!r} in {_cut(arg)}{hint}"
+                                 .replace("\n", " "))
             has_value = bool(rest)
             value = rest[1:] if rest.startswith("=") else rest
             shown = f"-{letter}"
@@ -388,6 +394,42 @@ def parse_flags(argv: Sequence[str], table: FlagTable, opts: _OptionsT) -> _Opti
                 f"invalid argument {_cut(value)!r} for {shown} flag{_cut(reason, 300)}"
             ) from None
     return opts
+
+
+SUGGESTION_DISTANCE = 2
+"""cobra's default ``SuggestionsMinimumDistance`` (command.go, ``findSuggestions``)."""
+MAX_SUGGESTIONS = 3
+"""A typo's message stays one line: a short prefix (``--l``) matches half the table."""
+
+
+def suggest(typed: str, names: Sequence[str]) -> list[str]:
+    """The names a mistyped one was probably meant to be, as cobra suggests commands
+    (``Command.SuggestionsFor``): within Levenshtein distance 2, ignoring case, or starting
+    with what was typed; in the table's order. ``_`` and ``-`` are the same, as in
+    parsing. pflag itself suggests nothing; cobra does it for commands, we for flags."""
+    word = _normalize(typed).lower()
+    if not word or word.startswith("-"):
+        return []
+    return [name for name in names
+            if name.startswith(word) or (abs(len(word) - len(name)) <= SUGGESTION_DISTANCE
+                                         and _levenshtein(word, name) <= SUGGESTION_DISTANCE)]
+
+
+def _did_you_mean(typed: str, table: FlagTable) -> str:
+    found = suggest(typed, [f.name for f in table.flags])[:MAX_SUGGESTIONS]
+    return f" (did you mean {' or '.join('--' + n for n in found)}?)" if found else ""
+
+
+def _levenshtein(a: str, b: str) -> int:
+    """Edit distance (insert, delete, substitute one character), as cobra's ``ld``."""
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1,
+                               previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
 
 
 def _cut(text: str, limit: int = 100) -> str:

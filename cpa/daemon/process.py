@@ -1,18 +1,35 @@
 """What both daemons (the autoscaler and ``/cpvpa``) do as processes, apart from polling.
 
-Kept in one place so the two cannot drift: a container runtime's open-files limit, and a
-SIGTERM that is honoured within a moment even in the middle of a hung API request.
+Kept in one place so the two cannot drift: the modules they will need, a container
+runtime's open-files limit, and a SIGTERM that is honoured within a moment even in the middle
+of a hung API request.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Protocol
 
-__all__ = ["Abortable", "Stopper", "raise_open_files_limit"]
+__all__ = ["DAEMON_MODULES", "Abortable", "Stopper", "raise_open_files_limit",
+           "require_modules"]
+
+DAEMON_MODULES = ("yaml", "structlog", "msgspec", "prometheus_client")
+"""What the daemons import later, some in threads (structlog on the timer that writes the
+held start-up events, msgspec on the Node watch's), where a missing one would not stop
+the process: it would run on, silent."""
+
+
+def require_modules(names: Sequence[str] = DAEMON_MODULES) -> None:
+    """Raise :class:`ModuleNotFoundError` (the console script's guard turns it into one
+    line naming the package and how to install it) for the first of ``names`` that is not
+    installed; found, nothing is imported (start-up stays as fast)."""
+    for name in names:
+        if importlib.util.find_spec(name) is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 
 class Abortable(Protocol):

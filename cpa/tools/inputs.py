@@ -387,10 +387,35 @@ def answer(prog: str, output: str, compute: Callable[[], tuple[str, int]]) -> in
         return _fail(prog, output, str(exc))
     except (RecursionError, MemoryError):
         return _fail(prog, output, "the input is too large or nested too deeply to handle")
+    except ModuleNotFoundError as exc:
+        return _fail(prog, output, missing_module(exc))
     except Exception as exc:
         return _fail(prog, output, internal_error(exc))
     print(out)
     return code
+
+
+# Our dependencies whose module is not named as their package (pyproject.toml).
+_DISTRIBUTIONS = {"yaml": "pyyaml"}
+
+
+def missing_module(exc: ModuleNotFoundError) -> str:
+    """One line for a module that is not there: an installation's problem, not a bug of
+    the program. It names the package, the interpreter that lacks it and the fix: the
+    program with its dependencies in a venv (a distribution's own Python refuses a plain
+    ``pip install``; ``make`` in a checkout makes and fills ``.venv``)."""
+    top = (exc.name or "").partition(".")[0][:100] or "?"
+    python = sys.executable or "this Python"
+    if top == "cpa":
+        return (f"the installation is incomplete: {python} finds no module {exc.name!r} of "
+                "this program; reinstall it (from a checkout: make install)")
+    dist = _DISTRIBUTIONS.get(top, top)
+    named = f"{dist!r} (module {top!r})" if dist != top else repr(dist)
+    return (f"the Python package {named}, which this program needs, is not installed for "
+            f"{python}: install the program with its dependencies into a venv and run it "
+            "from there (from a checkout: make install, which makes .venv; else python3 -m "
+            "venv VENV && VENV/bin/pip install cluster-proportional-autoscaler-py), or add "
+            f"the package to that environment (pip install {dist})")
 
 
 def internal_error(exc: BaseException) -> str:

@@ -57,12 +57,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def console_script(name: str) -> str | None:
+    """The console script ``name`` of this interpreter's environment (beside
+    ``sys.executable``: the venv the tests run in, whatever PATH says), else PATH's."""
+    beside = Path(sys.executable).parent / name
+    if os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which(name)
+
+
 def daemon_command() -> list[str]:
     """The installed console script, exactly what the image's entrypoint runs."""
-    exe = shutil.which("cluster-proportional-autoscaler")
+    exe = console_script("cluster-proportional-autoscaler")
     if exe:
         return [exe]
-    return [sys.executable, "-c", "from cpa.cli import daemon_main; daemon_main()"]
+    return [sys.executable, "-c", "import sys; sys.argv[0] = 'cluster-proportional-autoscaler'; "
+            "from cpa.cli import daemon_main; daemon_main()"]
 
 
 def log_events(text: str, name: str) -> list[dict[str, Any]]:
@@ -361,7 +371,7 @@ def put_configmap_data(admin: AdminClient, namespace: str, name: str,
 
 
 def run_cli(args: Sequence[str], timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("cpa")
+    exe = console_script("cpa")
     cmd = [exe] if exe else [sys.executable, "-m", "cpa"]
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout,
                           check=False)

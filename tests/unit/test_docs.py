@@ -98,8 +98,8 @@ def test_the_readme_is_short_and_keeps_its_sections() -> None:
     size = len(README.read_bytes())
     assert size < 15_000, f"README.md is {size} bytes; move detail into docs/"
     headings = {slug(h) for h in re.findall(r"^## (.+)$", README.read_text(), re.MULTILINE)}
-    for section in ("quickstart", "flags", "configmap-formats", "health-and-metrics",
-                    "differences-from-upstream", "documentation"):
+    for section in ("the-two-commands", "quickstart", "flags", "configmap-formats",
+                    "health-and-metrics", "differences-from-upstream", "documentation"):
         assert section in headings, section
 
 
@@ -114,3 +114,50 @@ def test_the_readme_flag_table_names_every_flag() -> None:
     missing = [name for name in flag_names()
                if f"`--{name}`" not in table and f"`--{name.replace('-', '_')}`" not in table]
     assert not missing, missing
+
+
+def _section(text: str, heading: str) -> str:
+    match = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## )", text, re.S | re.M)
+    assert match, f"README.md has no section {heading!r}"
+    return match.group(1)
+
+
+def test_the_readme_starts_with_the_two_commands_ci_runs() -> None:
+    """A newcomer's two commands on the first screen, exactly as CI runs them (on its
+    clean clone, nothing activated), with what they need as the project says it."""
+    text = README.read_text()
+    first_screen = text.splitlines()[:40]
+    assert "## The two commands" in first_screen
+    assert text.index("## The two commands") < text.index("## Quickstart")
+    section = _section(text, "The two commands")
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block
+    commands = [line.split("#")[0].strip() for line in block.group(1).splitlines()]
+    assert commands == ["make demo", "make test"]
+    makefile = (REPO / "Makefile").read_text()
+    ci = (REPO / ".ci" / "run").read_text()
+    for command in commands:
+        assert re.search(rf"^{command.split()[1]}:", makefile, re.M), command
+        assert re.search(rf"^{re.escape(command)}$", ci, re.M), f".ci/run lacks {command!r}"
+    assert ci.index("\nmake test\n") < ci.index("\nmake demo\n")
+    assert "bin/activate" not in ci, "CI runs make as the README says: no venv activated"
+    # The prerequisites, as pyproject.toml and the control plane's go.mod have them.
+    python = re.search(r'requires-python = ">=(\d+\.\d+)"',
+                       (REPO / "pyproject.toml").read_text())
+    go = re.search(r"^go (\d+\.\d+)", (REPO / "tests/controlplane/go/go.mod").read_text(),
+                   re.M)
+    assert python and go
+    assert f"Python >= {python.group(1)}" in section
+    assert f"Go >= {go.group(1)}" in section
+    for fact in ("Cold:", "warm:", "GB of disk", "`cpa explain`"):
+        assert fact in section, fact
+
+
+def test_the_quickstart_installs_in_a_venv_with_the_plot_extra() -> None:
+    quickstart = _section(README.read_text(), "Quickstart")
+    lines = quickstart.splitlines()
+    pip = next(i for i, line in enumerate(lines) if "pip install" in line)
+    assert any("-m venv" in line for line in lines[:pip]), "pip install outside a venv"
+    assert "'.[plot]'" in lines[pip]
+    assert re.search(r"^plot = ", (REPO / "pyproject.toml").read_text(), re.M)
+    assert any("cpa simulate" in line for line in lines) and "--plot " in quickstart

@@ -152,3 +152,42 @@ def test_daemon_path_does_not_import_the_kubernetes_client() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_missing_dependency_names_the_package_and_the_fix(tmp_path: Path) -> None:
+    """The daemon on an interpreter without our dependencies (``-S``: no site-packages, as
+    a distribution's python3 that never had them installed): one line naming the package
+    and how to install it, exit 1; not "internal error ... this is a bug"."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    repo = Path(__file__).resolve().parents[2]
+    code = (f"import sys; sys.path.insert(0, {str(repo)!r}); "
+            "sys.argv[0] = 'cluster-proportional-autoscaler'; "
+            "from cpa.cli import daemon_main; daemon_main()")
+    proc = subprocess.run(
+        [sys.executable, "-S", "-c", code, f"--kubeconfig={kubeconfig}", "--namespace=x",
+         "--configmap=x", "--target=deployment/x", "--health-port=0"],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path)
+    # --health-port=0 is refused at validation, before anything is imported...
+    assert proc.returncode == 1 and "--health-port" in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-S", "-c", code, f"--kubeconfig={kubeconfig}", "--namespace=x",
+         "--configmap=x", "--target=deployment/x", "--health-port=1"],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path)
+    # ...a valid command line reads the kubeconfig, which needs pyyaml.
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("cluster-proportional-autoscaler: the Python package 'pyyaml' "
+                               "(module 'yaml'), which this program needs, is not installed "
+                               f"for {sys.executable}: install the program"), lines[0]
+    assert "make install" in lines[0] and "pip install pyyaml" in lines[0]
+    assert "bug" not in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_a_missing_module_of_ours_asks_for_a_reinstall() -> None:
+    from cpa.tools.inputs import missing_module
+
+    text = missing_module(ModuleNotFoundError("No module named 'cpa.gone'", name="cpa.gone"))
+    assert text.startswith("the installation is incomplete:") and "make install" in text
+    other = missing_module(ModuleNotFoundError("No module named 'six'", name="six"))
+    assert other.startswith("the Python package 'six', which this program needs")

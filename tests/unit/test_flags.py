@@ -10,6 +10,7 @@ from cpa.flags import (
     _parse_go_int,
     flag_names,
     parse_args,
+    suggest,
     validate,
 )
 from cpa.kube.scale import Target, parse_targets
@@ -165,6 +166,39 @@ def test_kubeconfig_falls_back_to_env() -> None:
 def test_usage_errors(argv: list[str], fragment: str) -> None:
     with pytest.raises(UsageError, match=fragment.replace("[", r"\[")):
         parse_args(argv, {})
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--default-param={}"], "unknown flag: --default-param (did you mean --default-params?)"),
+    (["--defaultparams={}"], "unknown flag: --defaultparams (did you mean --default-params?)"),
+    (["--configmpa=x"], "unknown flag: --configmpa (did you mean --configmap?)"),
+    (["--log_dri=x"], "unknown flag: --log_dri (did you mean --log-dir?)"),
+    (["--Target=x"], "unknown flag: --Target (did you mean --target?)"),
+    (["--leader"], "unknown flag: --leader (did you mean --leader-elect or "
+                   "--leader-elect-lease-name or --leader-elect-namespace?)"),
+    (["-configmap=x"], "unknown shorthand flag: 'c' in -configmap=x (did you mean --configmap?)"),
+    (["--bogus"], "unknown flag: --bogus"),
+    (["-x"], "unknown shorthand flag: 'x' in -x"),
+])
+def test_an_unknown_flag_names_the_nearest(argv: list[str], message: str) -> None:
+    """cobra's suggestions (distance <= 2 or a prefix), on one line."""
+    with pytest.raises(UsageError) as err:
+        parse_args(argv, {})
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize("typed,names,expected", [
+    ("nodelabel", ["nodelabels", "namespace"], ["nodelabels"]),
+    ("nodelabelsx", ["nodelabels"], ["nodelabels"]),
+    ("ab", ["abc", "xyz", "b"], ["abc", "b"]),  # a prefix; one substitution away
+    ("v", ["v", "version"], ["v", "version"]),
+    ("zzzz", ["v", "version"], []),
+    ("", ["v"], []),
+    ("-v", ["v"], []),
+    ("x" * 300, ["x"], []),
+])
+def test_suggest(typed: str, names: list[str], expected: list[str]) -> None:
+    assert suggest(typed, names) == expected
 
 
 def test_severity_names_any_case() -> None:

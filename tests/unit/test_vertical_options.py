@@ -53,6 +53,7 @@ def test_defaults_are_cpvas_and_ours_are_off() -> None:
 
 @pytest.mark.parametrize(("argv", "fragment"), [
     (["--bogus"], "unknown flag: --bogus"),
+    (["--default-confg={}"], r"unknown flag: --default-confg \(did you mean --default-config\?\)"),
     (["--poll-period-seconds=1.5"], "invalid argument '1.5' for --poll-period-seconds"),
     (["--resize-mode=sideways"], "must be one of template, in-place"),
     (["--invalid-config=ignore"], "must be one of"),

@@ -59,7 +59,7 @@ def _run(argv: list[str], prog: str) -> int:
     assert target is not None
 
     from cpa.daemon.health import HealthState, serve
-    from cpa.daemon.process import Stopper, raise_open_files_limit
+    from cpa.daemon.process import Stopper, raise_open_files_limit, require_modules
     from cpa.daemon.watchdogs import StaleCounts
     from cpa.kube.client import KubeApi
     from cpa.kube.config import ConfigError, load
@@ -74,6 +74,7 @@ def _run(argv: list[str], prog: str) -> int:
     from cpa.vertical.daemon.writer import TemplateWriter
     from cpa.vertical.state import VerticalState
 
+    require_modules()
     raise_open_files_limit()
     stopper = Stopper()
 
