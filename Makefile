@@ -131,12 +131,12 @@ image-reproducible: install
 # less to pull), in .cache/image/out-zstd, tagged <version>-zstd; `make push` it with
 # CPA_IMAGE_OUT=.cache/image/out-zstd. gzip stays the default.
 # ZSTD_PLATFORMS: a subset (default: every platform `make image` built).
-image-zstd:
+image-zstd: install
 	@test -f .cache/image/out/digests.json || { echo "run \`make image\` first"; exit 2; }
 	PYTHONPATH=image python3 -m ocibuild recompress --out .cache/image/out \
 		--dest .cache/image/out-zstd --compression zstd --platforms "$(ZSTD_PLATFORMS)"
 
-image-lock:
+image-lock: install
 	CPA_IMAGE_LOCK=update CPA_IMAGE_FORCE=1 bash image/build.sh >/dev/null
 
 chart-publish:
@@ -144,11 +144,11 @@ chart-publish:
 	bash scripts/publish-chart.sh "$(CHART_REPO)"
 
 # KEY: a cosign key pair's private (sign) or public (verify) half; none: keyless.
-sign:
+sign: install
 	@test -n "$(IMAGE)" || { echo "usage: make sign IMAGE=registry/name@sha256:... [KEY=cosign.key]"; exit 2; }
 	bash image/sign.sh sign "$(IMAGE)" "$(KEY)"
 
-verify:
+verify: install
 	@test -n "$(IMAGE)" || { echo "usage: make verify IMAGE=registry/name@sha256:... [KEY=cosign.pub]"; exit 2; }
 	bash image/sign.sh verify "$(IMAGE)" "$(KEY)"
 
