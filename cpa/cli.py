@@ -19,8 +19,11 @@ from cpa import VERSION_TEXT, __version__, flags, logs
 if TYPE_CHECKING:  # imported for real only on the daemon's path, below
     from cpa.daemon.health import HealthState
     from cpa.daemon.leaderelection import LeaderElector
+    from cpa.daemon.loadstage import LoadStage, TargetLoad
     from cpa.daemon.loop import LoopConfig, PollResult
     from cpa.daemon.metrics import Metrics
+    from cpa.decide.load import Load
+    from cpa.decide.windows import LoadAxis
     from cpa.kube.api import Api, RawApi
     from cpa.kube.scale import Target
     from cpa.nodes.watch import NodeReflector, WatchStatus
@@ -134,11 +137,15 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
 
         writer = GuardedApi(api, elector)  # every write checks the Lease just before it
         health.record(None)  # a follower has no poll of its own to report
+    load_axes = _LateLoad(lambda: KubeApi(conn), opts.namespace)
+    metrics.load_view = load_axes.view
     autoscaler = Autoscaler(loop_config(opts), writer, store.counts,
                             observers=[_ReleaseLogs(), health.observe, metrics.observe],
                             watch_status=watch.status,
                             may_write=elector.is_leader if elector is not None else None,
-                            count_by=lambda policy: store.set_policy(policy, LABEL_LIST_WAIT))
+                            count_by=lambda policy: store.set_policy(policy, LABEL_LIST_WAIT),
+                            load=load_axes)
+    load_axes.wake = autoscaler.wake
     stopper.also_interrupt(autoscaler.interrupt)
     if opts.react_to_node_changes:
         store.on_change = autoscaler.nodes_changed
@@ -160,6 +167,7 @@ def _run_daemon(argv: Sequence[str], prog: str) -> int:
         metrics.set_leader(False)
         elector.start()
     code = autoscaler.run(stop)
+    load_axes.retire()
     if elector is not None:
         elector.stop(release=True)
     watch.stop()
@@ -254,6 +262,32 @@ class _ReleaseLogs:
             logs.release()
 
 
+class _LateLoad:
+    """The load axis (:class:`cpa.daemon.loadstage.LoadStage`), imported and made at the
+    first poll whose parameters have a ``load`` key: without one the daemon imports
+    nothing of it and starts no scraper."""
+
+    def __init__(self, api: Callable[[], Api], namespace: str) -> None:
+        self._api = api
+        self._namespace = namespace
+        self._real: LoadStage | None = None
+        self.wake: Callable[[], None] | None = None
+
+    def axis(self, target: Target, load: Load, now: float) -> LoadAxis:
+        if self._real is None:
+            from cpa.daemon.loadstage import LoadStage
+
+            self._real = LoadStage(self._api, self._namespace, wake=self.wake)
+        return self._real.axis(target, load, now)
+
+    def retire(self) -> None:
+        if self._real is not None:
+            self._real.retire()
+
+    def view(self) -> list[TargetLoad]:
+        return [] if self._real is None else self._real.view()
+
+
 class _LateMetrics:
     """``/metrics`` with prometheus_client imported when first needed: after the first
     poll's writes (observers run then), or at the first scrape. The library costs ~35 ms
@@ -268,6 +302,7 @@ class _LateMetrics:
         self._lock = threading.Lock()
         self._real: Metrics | None = None
         self._leading = True
+        self.load_view: Callable[[], list[TargetLoad]] | None = None
 
     def _get(self) -> Metrics:
         with self._lock:
@@ -275,7 +310,7 @@ class _LateMetrics:
                 from cpa.daemon.metrics import Metrics
 
                 self._real = Metrics(self._targets, self._watch_status,
-                                     dry_run=self._dry_run)
+                                     dry_run=self._dry_run, load_view=self.load_view)
                 self._real.set_leader(self._leading)
             return self._real
 
@@ -401,11 +436,12 @@ commands:
   run       run the autoscaler daemon (same flags as cluster-proportional-autoscaler)
   explain   show what the autoscaler would do, and why, without writing anything
             (--vertical: what /cpvpa, the vertical autoscaler, would write)
-  simulate  replay a timeline of node/core counts through the formula and its behavior
+  simulate  replay a timeline of node/core counts (and load) through the formula and its behavior
+  advise    the load axis's targetPerReplica and windows a recorded load would have needed
 
 `cpa <command> --help` (or `cpa help <command>`) describes a command's flags."""
 
-_COMMANDS = ("run", "explain", "simulate")
+_COMMANDS = ("run", "explain", "simulate", "advise")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -441,5 +477,9 @@ def _main(args: list[str]) -> int:
         from cpa.tools.simulate import simulate_main
 
         return simulate_main(rest)
-    return _usage_exit("cpa", f"unknown command {command[:40]!r}: use run, explain or "
-                              "simulate")
+    if command == "advise":
+        from cpa.tools.advise import advise_main
+
+        return advise_main(rest)
+    return _usage_exit("cpa", f"unknown command {command[:40]!r}: use run, explain, "
+                              "simulate or advise")

@@ -14,13 +14,15 @@
 # caller finds the first one's binary.
 set -euo pipefail
 
-COREDNS_VERSION="${COREDNS_VERSION:-v1.15.0}"
+# v1.13.1: the version kubeadm v1.35 deploys (the kind node image needs exactly it), so
+# one build serves the kind node image and make cluster-e2e.
+COREDNS_VERSION="${COREDNS_VERSION:-v1.13.1}"
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools_dir="${repo_root}/.cache/tools"
 out_dir="${tools_dir}/coredns-${COREDNS_VERSION}"
 coredns_bin="${out_dir}/coredns"
 
-have() {   # the binary is there and is that version (`coredns -version`: "CoreDNS-1.15.0")
+have() {   # the binary is there and is that version (`coredns -version`: "CoreDNS-1.13.1")
   [[ -x "${coredns_bin}" ]] && "${coredns_bin}" -version 2>/dev/null \
     | grep -q "^CoreDNS-${COREDNS_VERSION#v}$"
 }

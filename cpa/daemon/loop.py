@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from cpa import logs
 from cpa.daemon.watchdogs import FloorClamps, OtherWriters, Overwrite, StaleCounts
@@ -30,6 +30,10 @@ from cpa.kube.api import ApiError, RawApi
 from cpa.kube.scale import ScaleResult, Target, ensure_replicas
 from cpa.nodes.counts import ClusterCounts, CountingPolicy
 from cpa.nodes.watch import WatchStatus
+
+if TYPE_CHECKING:
+    from cpa.decide.load import Load
+    from cpa.decide.windows import LoadAxis
 
 LARGE_PARAMS_BYTES = 64 * 1024
 """A ConfigMap this large (a ladder of thousands of steps): the polls after it is loaded,
@@ -116,6 +120,11 @@ class PollResult:
     early: bool = False
     """Ours: run between the period's polls because the node counts changed the decision
     (``--react-to-node-changes``)."""
+    load: dict[Target, LoadAxis] = field(default_factory=dict)
+    """Ours: the load axis per target (parameters with a ``load`` key; empty without)."""
+    decisions: dict[Target, Decision] = field(default_factory=dict)
+    """Ours, with ``load``: each target's decision (the load axis is per target);
+    ``decision`` is then the first target's."""
 
     @property
     def ok(self) -> bool:
@@ -130,6 +139,18 @@ class PollResult:
 Observer = Callable[[PollResult], None]
 
 
+class LoadAxes(Protocol):
+    """Ours, the ``load`` key: each target's load axis (:class:`cpa.daemon.loadstage.LoadStage`)."""
+
+    def axis(self, target: Target, load: Load, now: float) -> LoadAxis:
+        """The load axis of ``target`` for the poll at ``now``."""
+        ...
+
+    def retire(self) -> None:
+        """No ``load`` key any more: stop scraping."""
+        ...
+
+
 class Autoscaler:
     """Joins the node store, the ConfigMap and the targets, once per poll."""
 
@@ -138,12 +159,16 @@ class Autoscaler:
                  watch_status: Callable[[], WatchStatus] | None = None,
                  may_write: Callable[[], bool] | None = None,
                  count_by: Callable[[CountingPolicy], bool] | None = None,
+                 load: LoadAxes | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``may_write`` (leader election) is asked before every poll: a follower does not
         poll at all, it only keeps its node watch warm. ``count_by`` hands the parameters'
         counting policy to the node store (True when that changed the counts)."""
         self._config = config
         self._count_by = count_by
+        self._load = load
+        """Ours: the load axis (``load`` key); None in tests that have no scrapers."""
+        self._load_active = False  # the parameters in force have a load key
         self._may_write = may_write
         self._woken = False
         self._wakeup = threading.Event()  # wake() and nodes_changed(), when reacting
@@ -211,7 +236,7 @@ class Autoscaler:
 
         The waits are cut into seconds only when something can wake the loop early
         (leader election): without it the loop sleeps once until the boundary."""
-        if self._react:
+        if self._react or self._load_active:  # the load's scrapes may wake() it
             return self._sleep_reacting(stop, until)
         step = 1.0 if self._may_write is not None else float("inf")
         while not self._woken:
@@ -345,8 +370,8 @@ class Autoscaler:
         return params
 
     # --- behavior (ours, opt-in) ---------------------------------------------------
-    def _shaper(self, target: Target, behavior: Behavior | None, result: PollResult
-                ) -> Callable[[int], int] | None:
+    def _shaper(self, target: Target, behavior: Behavior | None, result: PollResult,
+                decision: Decision) -> Callable[[int], int] | None:
         """With ``behavior``, the count written depends on the target's current replicas
         (the scale GET's), so the scale write asks this function; without it, None and the
         formula's count is written as upstream writes it.
@@ -357,8 +382,7 @@ class Autoscaler:
         """
         if behavior is None:
             return None
-        assert result.decision is not None
-        desired, now, floor = result.decision.replicas, result.started, result.decision.floor
+        desired, now, floor = decision.replicas, result.started, decision.floor
 
         def shape(current: int) -> int:
             outcome = self.behavior.shape(target, behavior, desired, current, now, floor)
@@ -431,10 +455,22 @@ class Autoscaler:
             behavior = params.shared.behavior
             if behavior is None:
                 self.behavior.reset()
+            load = params.shared.load
+            if load is None and self._load_active and self._load is not None:
+                self._load.retire()
+            self._load_active = load is not None and self._load is not None
             for target in self._config.targets:  # ours: every target is attempted
+                if load is not None and self._load is not None:
+                    axis = result.load[target] = self._load.axis(target, load, result.started)
+                    decision = result.decisions[target] = decide(params, counts, axis)
+                    if len(result.decisions) == 1:
+                        result.decision = decision
+                    if decision.error is not None:
+                        failures.append(f"{target}: {decision.error}")
+                        continue
                 res = ensure_replicas(self._api, self._config.namespace, target,
                                       decision.replicas,
-                                      self._shaper(target, behavior, result),
+                                      self._shaper(target, behavior, result, decision),
                                       dry_run=self._config.dry_run)
                 result.scales.append(res)
                 self._clamps.check(res)
@@ -455,7 +491,8 @@ class Autoscaler:
                                    total_cores=counts.total_cores,
                                    schedulable_nodes=counts.schedulable_nodes,
                                    schedulable_cores=counts.schedulable_cores,
-                                   **_zones_field(decision), **shaped)
+                                   **_zones_field(decision), **_load_fields(decision),
+                                   **shaped)
             if failures:
                 raise PollError("; ".join(failures))
         except _InvalidParams as exc:
@@ -512,6 +549,13 @@ class Autoscaler:
                 return 1
             next_at = min(next_at, self._clock())  # woken early: this is the new boundary
         return 0
+
+
+def _load_fields(decision: Decision) -> dict[str, object]:
+    """``proportional`` and ``load`` for ``scale.changed`` with a load key (ours)."""
+    if decision.proportional is None:
+        return {}
+    return {"proportional": decision.proportional, "load": decision.load}
 
 
 def _zones_field(decision: Decision) -> dict[str, object]:

@@ -32,6 +32,7 @@ from prometheus_client.registry import Collector
 from cpa.decide.modes.registry import MODES
 
 if TYPE_CHECKING:
+    from cpa.daemon.loadstage import TargetLoad
     from cpa.daemon.loop import PollResult
     from cpa.kube.scale import Target
     from cpa.nodes.watch import WatchStatus
@@ -63,6 +64,59 @@ class _WatchCollector(Collector):
         yield stale
 
 
+class _LoadCollector(Collector):
+    """The load axis (ours, the ``load`` key), read at scrape time from the scrapers and
+    the last poll's axis: no series at all for a target without a ``load`` key."""
+
+    def __init__(self, view: Callable[[], list[TargetLoad]]) -> None:
+        self._view = view
+
+    def collect(self) -> Iterable[Metric]:
+        view = self._view()
+        available = GaugeMetricFamily(
+            "cpa_load_available", "1 while the load axis has a rate in its stable window, "
+            "0 while it is out (the proportional count decides alone).", labels=["target"])
+        rate = GaugeMetricFamily(
+            "cpa_load_rate", "The load's rate (per second) averaged over each window at "
+            "the last poll.", labels=["target", "window"])
+        replicas = GaugeMetricFamily(
+            "cpa_load_replicas", "The replicas the load axis gave at the last poll (before "
+            "max(proportional, load)).", labels=["target"])
+        panic = GaugeMetricFamily(
+            "cpa_load_panic", "1 while the load axis is in panic mode (it only scales up).",
+            labels=["target"])
+        ready = GaugeMetricFamily(
+            "cpa_load_pods", "Pods at the last scrape: Ready ones, and those that gave a "
+            "rate.", labels=["target", "state"])
+        errors = CounterMetricFamily(
+            "cpa_load_scrape_errors", "Pods (or Prometheus queries) that gave no rate, by "
+            "reason.", labels=["target", "reason"])
+        scrapes = CounterMetricFamily(
+            "cpa_load_scrapes", "Scrapes of the load axis run.", labels=["target"])
+        duration = GaugeMetricFamily(
+            "cpa_load_scrape_duration_seconds", "How long the last scrape took (the Pod "
+            "list and every Pod, or the query).", labels=["target"])
+        for item in view:
+            name = str(item.target)
+            axis, scrape = item.axis, item.scrape
+            outcome = axis.outcome if axis is not None else None
+            available.add_metric([name], 1 if outcome is not None else 0)
+            if outcome is not None:
+                rate.add_metric([name, "stable"], outcome.reading.stable)
+                if outcome.reading.panic is not None:
+                    rate.add_metric([name, "panic"], outcome.reading.panic)
+                replicas.add_metric([name], outcome.replicas)
+            panic.add_metric([name], 1 if outcome is not None and outcome.panicking else 0)
+            ready.add_metric([name, "ready"], scrape.ready)
+            ready.add_metric([name, "answered"], scrape.answered)
+            for reason, count in sorted(scrape.errors.items()):
+                errors.add_metric([name, reason], count)
+            scrapes.add_metric([name], scrape.scrapes)
+            duration.add_metric([name], scrape.duration)
+        if view:
+            yield from (available, rate, replicas, panic, ready, errors, scrapes, duration)
+
+
 def _whole(value: object) -> int:
     """A bound from the parameters' fields; 0 when the mode has none."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
@@ -74,7 +128,8 @@ class Metrics:
     def __init__(self, targets: Sequence[Target],
                  watch_status: Callable[[], WatchStatus] | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time, dry_run: bool = False) -> None:
+                 wall: Callable[[], float] = time.time, dry_run: bool = False,
+                 load_view: Callable[[], list[TargetLoad]] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         reg = self.registry
         self._wall = wall
@@ -151,6 +206,8 @@ class Metrics:
             self.params_info.labels(mode).set(0)
         if watch_status is not None:
             reg.register(_WatchCollector(watch_status, clock))
+        if load_view is not None:
+            reg.register(_LoadCollector(load_view))
         # The series every poll sets, looked up once: labels() costs more than set().
         self._poll_ok = self.polls.labels("success")
         self._poll_error = self.polls.labels("error")

@@ -6,7 +6,11 @@ is no separate fast path. The stages, in order:
 
 1. the counts the mode counts: every Node (``includeUnschedulableNodes``) or only the
    schedulable ones (not cordoned, Ready); and how the counting keys shaped them;
-2. the mode's formula (:mod:`cpa.decide.modes`);
+2. the mode's formula (:mod:`cpa.decide.modes`): the proportional count;
+2b. ``load`` (ours, opt-in): the load axis (:mod:`cpa.decide.windows`), capped by the mode's
+   ``max`` (linear), and the larger of it and the proportional count goes on: the
+   proportional count is the floor, so losing the metrics never shrinks the target below
+   what upstream would run;
 3. ``zones`` (ours, opt-in): the zone floor and the round-up (:mod:`cpa.decide.zones`);
 4. ``maxReplicasPerNode`` (ours, opt-in), applied to the count so far;
 5. the int32 check: a result above 2**31-1 does not fit the scale subresource, so the
@@ -25,9 +29,11 @@ from typing import Final
 
 from cpa.decide.modes.mode import Params
 from cpa.decide.steps import Step, plural, show
+from cpa.decide.windows import LoadAxis
 from cpa.nodes.counts import ClusterCounts
 
-__all__ = ["INT32_MAX", "ClusterCounts", "Decision", "counts_step", "decide", "range_error"]
+__all__ = ["INT32_MAX", "ClusterCounts", "Decision", "combine", "counts_step", "decide",
+           "range_error"]
 
 INT32_MAX: Final = 2**31 - 1
 
@@ -49,16 +55,25 @@ class Decision:
     ``behavior`` never holds a target below."""
     zones: int | None = None
     """Ours, with ``zones``: the zones the counted Nodes are in."""
+    proportional: int | None = None
+    """Ours, with ``load``: the formula's count before the load axis met it."""
+    load: int | None = None
+    """Ours, with ``load``: the load axis's count (None: the axis is out this poll)."""
 
 
-def decide(params: Params, counts: ClusterCounts) -> Decision:
-    """The replica count upstream would write for these parameters and counts, and why."""
+def decide(params: Params, counts: ClusterCounts, load: LoadAxis | None = None) -> Decision:
+    """The replica count upstream would write for these parameters and counts, and why;
+    with ``load`` (ours), the load axis joins the formula's count."""
     shared = params.shared
     steps: list[Step] = []
     nodes, cores, first = counts_step(shared.include_unschedulable_nodes, counts)
     steps.append(first)
     steps.extend(shared.counting.count_steps(counts.excluded_nodes, counts.capped_nodes))
     replicas = params.replicas(nodes, cores, steps)
+    proportional: int | None = None
+    if load is not None:
+        proportional = replicas
+        replicas = combine(replicas, load, params.ceiling(), steps)
     floor, zones, error = 0, None, None
     if shared.zones is not None:
         zones = (counts.total_zones if shared.include_unschedulable_nodes
@@ -71,7 +86,30 @@ def decide(params: Params, counts: ClusterCounts) -> Decision:
     replicas = shared.counting.cap_replicas(replicas, nodes, steps)
     error = error or range_error(replicas, steps)
     return Decision(mode=params.name, replicas=replicas, nodes=nodes, cores=cores,
-                    steps=tuple(steps), error=error, floor=min(floor, replicas), zones=zones)
+                    steps=tuple(steps), error=error, floor=min(floor, replicas), zones=zones,
+                    proportional=proportional, load=None if load is None else load.replicas)
+
+
+def combine(proportional: int, load: LoadAxis, ceiling: int, steps: list[Step]) -> int:
+    """``max(proportional, load)``, the load capped by the mode's ``max`` first: the
+    proportional count is the floor and ``max`` the ceiling of what the load may add."""
+    steps.extend(load.steps)
+    if load.replicas is None:
+        return proportional
+    wanted = load.replicas
+    if 0 < ceiling < wanted:
+        steps.append(Step("load.clamp.max", (
+            f"max {ceiling} caps the load axis from {show(wanted)} down to {ceiling}.")))
+        wanted = ceiling
+    if wanted > proportional:
+        steps.append(Step("load.combine", (
+            f"The load axis's {show(wanted)} is more than the proportional "
+            f"{show(proportional)}, so the count is {show(wanted)}.")))
+        return wanted
+    steps.append(Step("load.combine", (
+        f"The proportional {show(proportional)} is at least the load axis's {show(wanted)}, "
+        f"so the count stays {show(proportional)} (the proportional count is the floor).")))
+    return proportional
 
 
 def counts_step(include: bool, counts: ClusterCounts) -> tuple[int, int, Step]:

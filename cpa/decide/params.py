@@ -10,7 +10,9 @@ own keys; the keys every mode has are read here, once:
 * ``behavior`` (ours, opt-in): windows and rate policies (:mod:`cpa.decide.behavior`);
 * ``excludeNodesWithTaints``, ``maxCoresPerNode``, ``maxReplicasPerNode`` (ours, opt-in):
   which Nodes and cores count (:mod:`cpa.decide.counting`);
-* ``zones`` (ours, opt-in): enough replicas for every zone (:mod:`cpa.decide.zones`).
+* ``zones`` (ours, opt-in): enough replicas for every zone (:mod:`cpa.decide.zones`);
+* ``load`` (ours, opt-in): a load axis with stable and panic windows
+  (:mod:`cpa.decide.load`, :mod:`cpa.decide.windows`).
 
 The quirks are kept on purpose: a ``null`` member leaves the field alone; a duplicate key
 overwrites the earlier one, yet the earlier one's type error still fails the decode; a JSON
@@ -33,6 +35,8 @@ from cpa.decide.counting import (
     decode_counting_field,
 )
 from cpa.decide.gojson import GoJsonError, JsonObject, JsonValue, as_object, go_bool, parse
+from cpa.decide.load import FIELD as LOAD_KEY
+from cpa.decide.load import Load, LoadDoc, decode_load, load_problems
 from cpa.decide.zones import FIELD as ZONES_KEY
 from cpa.decide.zones import Zones, ZonesDoc, decode_zones, zones_problems
 from cpa.nodes.counts import CountingPolicy
@@ -56,6 +60,8 @@ class SharedParams(NamedTuple):
     upstream's."""
     zones: Zones | None = None
     """Ours, opt-in: replicas for every zone (:mod:`cpa.decide.zones`); None = upstream's."""
+    load: Load | None = None
+    """Ours, opt-in: the load axis (:mod:`cpa.decide.load`); None = upstream's."""
 
     def fields(self) -> dict[str, object]:
         """The keys as the ConfigMap spells them, for logs and ``explain`` (after the
@@ -64,6 +70,8 @@ class SharedParams(NamedTuple):
         out.update(self.counting.fields())
         if self.zones is not None:
             out["zones"] = self.zones.fields()
+        if self.load is not None:
+            out["load"] = self.load.fields()
         if self.behavior is not None:
             out["behavior"] = self.behavior.fields()
         return out
@@ -77,20 +85,22 @@ class SharedParams(NamedTuple):
         return policy._replace(zone_key=self.zones.topology_key)
 
 
-SHARED_KEYS: Final = ("includeUnschedulableNodes", "behavior", *COUNTING_KEYS, ZONES_KEY)
+SHARED_KEYS: Final = ("includeUnschedulableNodes", "behavior", *COUNTING_KEYS, ZONES_KEY,
+                      LOAD_KEY)
 
 
 class SharedDecoder:
     """The shared keys of one value as Go decodes them, member by member in document order
     (a repeated key decodes over the earlier value)."""
 
-    __slots__ = ("_behavior", "_counting", "_include", "_zones")
+    __slots__ = ("_behavior", "_counting", "_include", "_load", "_zones")
 
     def __init__(self) -> None:
         self._include = False
         self._behavior: BehaviorDoc | None = None  # None: Go's nil pointer
         self._counting = CountingDoc()
         self._zones: ZonesDoc | None = None
+        self._load: LoadDoc | None = None
 
     def decode(self, key: str, value: JsonValue, where: str) -> None:
         """One member of a shared key (type errors raise :class:`GoJsonError`)."""
@@ -98,6 +108,8 @@ class SharedDecoder:
             self._behavior = decode_behavior(value, where, self._behavior)
         elif key == ZONES_KEY:  # a pointer too
             self._zones = decode_zones(value, where, self._zones)
+        elif key == LOAD_KEY:  # a pointer too
+            self._load = decode_load(value, where, self._load)
         elif key == "includeUnschedulableNodes":
             if value is not None:  # null leaves the field as it was
                 self._include = go_bool(value, where)
@@ -106,12 +118,13 @@ class SharedDecoder:
 
     def finish(self) -> tuple[SharedParams, list[str]]:
         """The validated keys, and every problem found (behavior's first, then counting's,
-        then the zones')."""
+        then the zones', then the load's)."""
         behavior, problems = behavior_problems(self._behavior)
         counting, counting_errors = counting_problems(self._counting)
         zones, zones_errors = zones_problems(self._zones)
-        return (SharedParams(self._include, behavior, counting, zones),
-                problems + counting_errors + zones_errors)
+        load, load_errors = load_problems(self._load)
+        return (SharedParams(self._include, behavior, counting, zones, load),
+                problems + counting_errors + zones_errors + load_errors)
 
 
 _HINTS = {

@@ -6,6 +6,13 @@ its answer is the daemon's answer; only the source of counts and parameters diff
 :func:`cpa.decide.behavior.apply`, for one poll with no history (the daemon has history;
 explain cannot know it, and says so).
 
+With a ``load`` key (ours) the load axis is shown too, from rates given on the command line
+(``--stable-rate``, ``--panic-rate``, ``--ready-pods``) or, with ``--from-cluster
+--target``, measured now: the target's Ready Pods scraped twice a scrape interval apart
+(or the Prometheus query run once), as one reading for both windows. The daemon averages
+over its windows and remembers its panic; explain has one reading and no history, and
+says so.
+
 The parameter flags and their resolution are shared with ``cpa simulate``
 (:mod:`cpa.tools.inputs`).
 """
@@ -21,6 +28,7 @@ from cpa.decide.behavior import BehaviorState, Outcome, apply
 from cpa.decide.decision import Decision, decide
 from cpa.decide.modes.mode import Params
 from cpa.decide.steps import Step
+from cpa.decide.windows import LoadAxis, PanicState, Reading, scale
 from cpa.kube.scale import Current, Target, hpa_floor
 from cpa.nodes.counts import ClusterCounts
 from cpa.tools.inputs import (
@@ -78,6 +86,14 @@ def _parser() -> ToolParser:
     cl.add_argument("--target", default="", metavar="KIND/NAME",
                     help="with --from-cluster: read the current replicas from this target's "
                          "scale (read-only)")
+    ld = p.add_argument_group("the load axis (parameters with a load key)")
+    ld.add_argument("--stable-rate", metavar="RATE",
+                    help="the load's rate (per second) over the stable window")
+    ld.add_argument("--panic-rate", metavar="RATE",
+                    help="over the panic window (default: --stable-rate)")
+    ld.add_argument("--ready-pods", metavar="N",
+                    help="the target's Ready Pods (default: --current-replicas, or the "
+                         "target's replicas)")
     p.add_argument("--output", "-o", choices=("text", "json"), default="text")
     return p
 
@@ -250,6 +266,11 @@ def render_text(counts: ClusterCounts, decision: Decision, origin: str,
         f"Parameters: {decision.mode} mode, from {origin}.",
     ]
     lines += [f"{i}. {step.text}" for i, step in enumerate(decision.steps, 1)]
+    if params is not None and params.shared.load is not None and decision.proportional is None:
+        lines.append("The parameters have a load key, not shown: give --stable-rate (and "
+                     "--panic-rate, --ready-pods), or --from-cluster --target KIND/NAME to "
+                     "measure it now. The count above is the proportional one, the floor of "
+                     "what the daemon writes.")
     outcome = behave(params, decision, current) if params is not None else None
     if outcome is not None:
         lines.append(f"Behavior, {_NO_HISTORY}. The target has {current} replicas now.")
@@ -332,6 +353,9 @@ def _decision_json(counts: ClusterCounts, params: Params, decision: Decision,
         "steps": [{"key": s.key, "text": s.text} for s in decision.steps],
         **({"error": decision.error} if decision.error is not None else {}),
     }
+    if decision.proportional is not None:  # ours, with a load key shown
+        doc["proportional"] = decision.proportional
+        doc["load"] = decision.load
     if counts.total_zones is not None:  # ours, with a zones key
         doc["counts"]["total_zones"] = counts.total_zones
         doc["counts"]["schedulable_zones"] = counts.schedulable_zones
@@ -348,11 +372,74 @@ def explain_main(argv: Sequence[str]) -> int:
     return answer("cpa explain", args.output, lambda: _explain(args))
 
 
+def _rate(text: str, flag: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{flag} {text[:40]!r} is not a number") from None
+    if not value >= 0 or value == float("inf"):
+        raise InputError(f"{flag} {text[:40]}: give a rate of 0 or more per second")
+    return value
+
+
+def _measure(args: argparse.Namespace, params: Params, view: TargetView) -> Reading:
+    """One reading of the load now: two scrapes of the target's Ready Pods a scrape
+    interval apart (a counter needs two), or one query of the Prometheus source."""
+    import time
+
+    from cpa.kube.scale import scale_path
+    from cpa.load.scraper import Scraper
+
+    load = params.shared.load
+    assert load is not None
+    scraper = Scraper(_connect(args), args.namespace, scale_path(args.namespace, view.target),
+                      str(view.target), load)
+    sample = scraper.scrape_once()
+    if sample is None or load.prometheus is None:
+        time.sleep(load.scrape_interval_seconds)
+        sample = scraper.scrape_once()
+    if sample is None:
+        raise InputError(f"cannot measure the load of {view.target}: "
+                         f"{scraper.status().fault}")
+    return Reading(sample.rate, sample.rate, sample.ready, 1, 1, 0.0)
+
+
+def load_axis(args: argparse.Namespace, params: Params, view: TargetView | None,
+              current: int | None) -> LoadAxis | None:
+    """The load axis for one poll with no history, or None when it cannot be shown."""
+    load = params.shared.load
+    given = args.stable_rate is not None or args.panic_rate is not None
+    if load is None:
+        if given or args.ready_pods is not None:
+            raise InputError("--stable-rate, --panic-rate and --ready-pods are for "
+                             "parameters with a load key, and these have none")
+        return None
+    if given:
+        if args.stable_rate is None:
+            raise InputError("--panic-rate needs --stable-rate too")
+        stable = _rate(args.stable_rate, "--stable-rate")
+        panic = _rate(args.panic_rate, "--panic-rate") if args.panic_rate else stable
+        ready = (replica_count(args.ready_pods, "--ready-pods") if args.ready_pods
+                 else current if current is not None else 1)
+        reading = Reading(stable, panic, ready, 1, 1, 0.0)
+    elif args.from_cluster and view is not None:
+        reading = _measure(args, params, view)
+    else:
+        return None
+    outcome = scale(load, PanicState(begun=True), reading, 0.0)
+    note = Step("load.history", (
+        "The load axis here has one reading and no history: the daemon averages its "
+        "windows over many scrapes and keeps a panic's count until the panic ends, so it "
+        "may hold more."))
+    return LoadAxis(outcome.replicas, (*outcome.steps, note), outcome)
+
+
 def _explain(args: argparse.Namespace) -> tuple[str, int]:
     counts, params, origin = gather(args)
     view = read_target(args)
     current = current_replicas(args, view)
-    decision = decide(params, counts)
+    axis = load_axis(args, params, view, current)
+    decision = decide(params, counts, axis)
     if args.output == "json":
         out = json.dumps(render_json(counts, params, decision, origin, current, view),
                          indent=2)

@@ -11,7 +11,14 @@ polls).
 The timeline is CSV with a header, or a JSON list of objects, with ``t`` (seconds, strictly
 increasing), ``nodes``, ``cores`` and optionally ``schedulable_nodes``/``schedulable_cores``
 (default: all of them), and ``zones``/``schedulable_zones`` (for parameters with a ``zones``
-key; default: ``zones``). ``--plot`` needs matplotlib (``pip install '.[plot]'``).
+key; default: ``zones``), and ``qps`` (or ``rate``) for parameters with a ``load`` key: the
+load's rate at that row (per second; an empty cell is a failed scrape). With a load key
+each row is one scrape sample, and a poll unless ``--poll-period-seconds`` spaces the polls
+out (then a row is a poll when that much time has passed since the last one, as the
+daemon's scrapes come every couple of seconds and its polls every ten): the windows and
+the panic rule are :mod:`cpa.decide.windows`, the code the daemon runs, and the Ready Pods
+of a sample are the replicas written before it (a new replica is taken as ready at once).
+``--plot`` needs matplotlib (``pip install '.[plot]'``).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from typing import Any, Final
 from cpa.decide.behavior import BehaviorState, apply
 from cpa.decide.decision import decide
 from cpa.decide.modes.mode import Params
+from cpa.decide.windows import LoadAxis, PanicState, Sample, read_windows, scale, unavailable
 from cpa.nodes.counts import ClusterCounts
 from cpa.tools.inputs import (
     InputError,
@@ -46,7 +54,8 @@ from cpa.tools.inputs import (
 __all__ = ["Row", "SimStep", "load_timeline", "render_text", "simulate", "simulate_main"]
 
 REQUIRED: Final = ("t", "nodes", "cores")
-OPTIONAL: Final = ("schedulable_nodes", "schedulable_cores", "zones", "schedulable_zones")
+OPTIONAL: Final = ("schedulable_nodes", "schedulable_cores", "zones", "schedulable_zones",
+                   "qps", "rate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +64,8 @@ class Row:
 
     t: float
     counts: ClusterCounts
+    qps: float | None = None
+    """The load's rate (a ``qps`` or ``rate`` cell); None: no sample at this row."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +80,14 @@ class SimStep:
     reason: str
     zones: int | None = None
     """The zones counted (parameters with a ``zones`` key), else None."""
+    qps: float | None = None
+    """With a ``load`` key: the row's rate (None: no sample)."""
+    proportional: int | None = None
+    """With a ``load`` key: the formula's count before the load axis."""
+    load: int | None = None
+    """With a ``load`` key: the load axis's count (None: the axis is out)."""
+    panic: bool = False
+    """With a ``load`` key: the load axis is in panic mode."""
 
 
 # ----------------------------------------------------------------------------- timeline
@@ -107,7 +126,25 @@ def _row(cells: Mapping[str, object], where: str) -> Row:
     counts = cluster_counts(cells["nodes"], cells["cores"], cells.get("schedulable_nodes"),
                             cells.get("schedulable_cores"), cells.get("zones"),
                             cells.get("schedulable_zones"), where=where)
-    return Row(t, counts)
+    if "qps" in cells and "rate" in cells:
+        raise InputError(f"{where}: give qps or rate, not both")
+    return Row(t, counts, rate_cell(cells.get("qps", cells.get("rate")), where))
+
+
+def rate_cell(value: object, where: str) -> float | None:
+    """A ``qps``/``rate`` cell: a finite number >= 0, or empty (no sample at that row)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise InputError(f"{where}: qps is {value}, not a number")
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: qps is {str(value)[:40]!r}, not a number") from None
+    if not math.isfinite(number) or number < 0:
+        raise InputError(f"{where}: qps is {str(value)[:40]}; give a rate of 0 or more (or "
+                         "leave the cell empty for a failed scrape)")
+    return number
 
 
 def _json_rows(text: str, name: str) -> list[Row]:
@@ -165,19 +202,60 @@ def load_timeline(path: str) -> list[Row]:
 # ----------------------------------------------------------------------------- the replay
 
 
+class _LoadReplay:
+    """The load axis over a timeline: samples, windows and the panic state, as the daemon
+    keeps them (rows are the scrapes)."""
+
+    def __init__(self, params: Params) -> None:
+        self.load = params.shared.load
+        self.samples: list[Sample] = []
+        self.state = PanicState()
+
+    def sample(self, row: Row, ready: int | None) -> None:
+        if self.load is not None and row.qps is not None:
+            self.samples.append(Sample(row.t, row.qps, ready or 0))
+            horizon = row.t - self.load.stable_window_seconds
+            if self.samples[0].at <= horizon:
+                self.samples = [s for s in self.samples if s.at > horizon]
+
+    def axis(self, now: float) -> LoadAxis | None:
+        if self.load is None:
+            return None
+        reading = read_windows(self.samples, now, self.load)
+        if reading is None:
+            return unavailable("no rate in the stable window")
+        outcome = scale(self.load, self.state, reading, now)
+        return LoadAxis(outcome.replicas, outcome.steps, outcome)
+
+
 def simulate(params: Params, rows: Sequence[Row], start: int | None = None, *,
-             with_behavior: bool = True) -> list[SimStep]:
+             with_behavior: bool = True, poll_period: float = 0.0,
+             with_load: bool = True) -> list[SimStep]:
     """Replay ``rows``; the target starts at ``start`` (default: the first row's formula
-    result) and follows every write."""
+    result) and follows every write. ``poll_period``: with a ``load`` key, decide only at
+    rows that far apart (every row is a scrape). ``with_load`` False: the proportional
+    count alone (upstream's)."""
     behavior = params.shared.behavior if with_behavior else None
     state = BehaviorState()
     current = start
     steps: list[SimStep] = []
+    replay = _LoadReplay(params) if with_load else None
+    if replay is not None and replay.load is not None and all(r.qps is None for r in rows):
+        raise InputError("the parameters have a load key: give the timeline a qps (or rate) "
+                         "column with the load's rate at each row")
+    last_poll = -math.inf
     for row in rows:
         if params.shared.zones is not None and row.counts.total_zones is None:
             raise InputError(f"t {row.t:g}: the parameters have a zones key: give the "
                              "timeline a zones column (the zones the Nodes are in)")
-        decision = decide(params, row.counts)
+        axis: LoadAxis | None = None
+        if replay is not None and replay.load is not None:
+            replay.sample(row, current)
+            if poll_period and row.t - last_poll < poll_period:
+                continue
+            last_poll = row.t
+            axis = replay.axis(row.t)
+        decision = decide(params, row.counts, axis)
         if decision.error is not None:
             raise InputError(f"t {row.t:g}: {decision.error}")
         if current is None:
@@ -190,8 +268,13 @@ def simulate(params: Params, rows: Sequence[Row], start: int | None = None, *,
         if outcome.replicas != current:
             state.record_scale(current, outcome.replicas, row.t)
             current = outcome.replicas
+        panic = axis is not None and axis.outcome is not None and axis.outcome.panicking
+        shown = axis is not None or (not with_load and params.shared.load is not None)
         steps.append(SimStep(row.t, row.counts.total_nodes, row.counts.total_cores,
-                             decision.replicas, current, reason, decision.zones))
+                             decision.replicas, current, reason, decision.zones,
+                             row.qps if shown else None,
+                             decision.replicas if shown and axis is None
+                             else decision.proportional, decision.load, panic))
     return steps
 
 
@@ -204,12 +287,23 @@ def writes(steps: Sequence[SimStep], start: int) -> int:
     return count
 
 
+def _cell(value: float | int | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def render_text(steps: Sequence[SimStep], start: int, without: Sequence[SimStep]) -> str:
     zoned = any(s.zones is not None for s in steps)  # a zones column only when counted
-    header = ("t", "nodes", *(("zones",) if zoned else ()), "cores", "desired", "replicas",
-              "reason")
+    loaded = any(s.proportional is not None for s in steps)  # a load key
+    load_header = ("qps", "proportional", "load", "mode") if loaded else ()
+    header = ("t", "nodes", *(("zones",) if zoned else ()), "cores", *load_header, "desired",
+              "replicas", "reason")
     table = [header] + [(f"{s.t:g}", str(s.nodes), *((str(s.zones),) if zoned else ()),
-                         str(s.cores), str(s.desired), str(s.replicas), s.reason)
+                         str(s.cores),
+                         *((_cell(s.qps), _cell(s.proportional), _cell(s.load),
+                            "panic" if s.panic else "stable") if loaded else ()),
+                         str(s.desired), str(s.replicas), s.reason)
                         for s in steps]
     numbers = len(header) - 1
     widths = [max(len(r[i]) for r in table) for i in range(numbers)]
@@ -217,7 +311,20 @@ def render_text(steps: Sequence[SimStep], start: int, without: Sequence[SimStep]
              + "  " + r[numbers] for r in table]
     lines.append(f"{writes(steps, start)} scale writes from {start} replicas "
                  f"(without behavior: {writes(without, start)}).")
+    if loaded:
+        lines.append(f"{replica_seconds(steps) / 3600:.3g} replica-hours written; the "
+                     f"proportional count alone: {proportional_seconds(steps) / 3600:.3g}.")
     return "\n".join(lines)
+
+
+def replica_seconds(steps: Sequence[SimStep]) -> float:
+    """The written replicas integrated over the timeline (each held until the next step)."""
+    return sum(a.replicas * (b.t - a.t) for a, b in itertools.pairwise(steps))
+
+
+def proportional_seconds(steps: Sequence[SimStep]) -> float:
+    return sum((a.proportional if a.proportional is not None else a.desired) * (b.t - a.t)
+               for a, b in itertools.pairwise(steps))
 
 
 def _matplotlib() -> Any:
@@ -259,11 +366,22 @@ def plot(path: str, panels: Sequence[tuple[str, Sequence[SimStep]]], start: int)
     for ax, (title, steps) in zip(axes[:, 0], panels, strict=True):
         minutes = [s.t / 60 for s in steps]
         nodes_ax = ax.twinx()
-        nodes_ax.step(minutes, [s.nodes for s in steps], where="post", color="0.6",
-                      linewidth=1, label="nodes")
-        nodes_ax.set_ylabel("nodes", color="0.45")
-        ax.step(minutes, [s.desired for s in steps], where="post", color="tab:orange",
-                linestyle="--", linewidth=1.2, label="desired (formula)")
+        loaded = any(s.proportional is not None for s in steps)
+        if loaded:  # the load's rate on the right, proportional and load on the left
+            nodes_ax.plot(minutes, [s.qps if s.qps is not None else math.nan for s in steps],
+                          color="0.6", linewidth=1, label="qps")
+            nodes_ax.set_ylabel("queries per second", color="0.45")
+            ax.step(minutes, [s.proportional for s in steps], where="post",
+                    color="tab:green", linestyle="--", linewidth=1.2, label="proportional")
+            ax.step(minutes, [s.load if s.load is not None else math.nan for s in steps],
+                    where="post", color="tab:red", linestyle=":", linewidth=1.5,
+                    label="load axis")
+        else:
+            nodes_ax.step(minutes, [s.nodes for s in steps], where="post", color="0.6",
+                          linewidth=1, label="nodes")
+            nodes_ax.set_ylabel("nodes", color="0.45")
+            ax.step(minutes, [s.desired for s in steps], where="post", color="tab:orange",
+                    linestyle="--", linewidth=1.2, label="desired (formula)")
         ax.step(minutes, [s.replicas for s in steps], where="post", color="tab:blue",
                 linewidth=2, label="written replicas")
         ax.set_zorder(nodes_ax.get_zorder() + 1)
@@ -273,7 +391,8 @@ def plot(path: str, panels: Sequence[tuple[str, Sequence[SimStep]]], start: int)
         # Headroom above the lines for the legend.
         ax.set_ylim(0, max(max(s.desired for s in steps), max(s.replicas for s in steps),
                            start) * 1.4 + 1)
-        nodes_ax.set_ylim(0, max(s.nodes for s in steps) * 1.4 + 1)
+        right = [s.qps or 0.0 for s in steps] if loaded else [s.nodes for s in steps]
+        nodes_ax.set_ylim(0, max(right) * 1.4 + 1)
         ax.set_title(f"{title}: {writes(steps, start)} scale writes", loc="left")
         handles = ax.get_legend_handles_labels()
         extra = nodes_ax.get_legend_handles_labels()
@@ -300,16 +419,20 @@ def _parser() -> ToolParser:
     p.add_argument("--timeline", required=True, metavar="FILE",
                    help="CSV with a header, or a JSON list of objects: t (seconds, "
                         "increasing), nodes, cores[, schedulable_nodes, schedulable_cores, "
-                        "zones, schedulable_zones]")
+                        "zones, schedulable_zones, qps (the load's rate, with a load key)]")
     add_parameter_arguments(p)
     p.add_argument("--start-replicas", metavar="N",
                    help="the target's replicas before the first row (default: the first "
                         "row's formula result)")
+    p.add_argument("--poll-period-seconds", metavar="SECONDS",
+                   help="with a load key: rows are scrapes, and a poll decides only when "
+                        "this long has passed since the last one (default: every row)")
     p.add_argument("--output", "-o", choices=("text", "json"), default="text")
     p.add_argument("--plot", metavar="FILE.png",
                    help="draw nodes, desired and written replicas over time (matplotlib)")
     p.add_argument("--compare", action="store_true",
-                   help="with --plot: add a panel for the same timeline without behavior")
+                   help="with --plot: add a panel for the same timeline without behavior "
+                        "(with a load key: the proportional count alone, upstream's)")
     return p
 
 
@@ -328,21 +451,41 @@ def _run(args: argparse.Namespace) -> str:
         else replica_count(args.start_replicas, "--start-replicas")
     if args.plot:
         plot_format(args.plot)
+    poll_period = _poll_period(args.poll_period_seconds)
     params, _origin = parameters_from_flags(args)
     rows = load_timeline(args.timeline)
-    steps = simulate(params, rows, given_start)
+    steps = simulate(params, rows, given_start, poll_period=poll_period)
     start = given_start if given_start is not None else steps[0].desired
-    without = simulate(params, rows, start, with_behavior=False)
+    without = simulate(params, rows, start, with_behavior=False, poll_period=poll_period)
     if args.plot:
         label = ("with behavior" if params.shared.behavior is not None
                  else "no behavior in the parameters")
+        if params.shared.load is not None:
+            label = "with the load axis" + (" and behavior" if params.shared.behavior
+                                            is not None else "")
         panels: list[tuple[str, Sequence[SimStep]]] = [(label, steps)]
-        if args.compare:
+        if args.compare and params.shared.load is not None:
+            panels.append(("the proportional count alone (upstream)",
+                           simulate(params, rows, start, with_behavior=False,
+                                    poll_period=poll_period, with_load=False)))
+        elif args.compare:
             panels.append(("without behavior (upstream)", without))
         plot(args.plot, panels, start)
     if args.output == "json":
         return json.dumps({"steps": [_json_step(s) for s in steps]}, indent=2)
     return render_text(steps, start, without)
+
+
+def _poll_period(text: str | None) -> float:
+    if text is None:
+        return 0.0
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"--poll-period-seconds {text[:40]!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"--poll-period-seconds {text[:40]}: give 0 or more seconds")
+    return value
 
 
 def _json_step(step: SimStep) -> dict[str, Any]:
@@ -351,4 +494,7 @@ def _json_step(step: SimStep) -> dict[str, Any]:
         doc["t"] = int(step.t)
     if step.zones is None:  # only parameters with a zones key count them
         del doc["zones"]
+    if step.proportional is None:  # only parameters with a load key have these
+        for key in ("qps", "proportional", "load", "panic"):
+            del doc[key]
     return doc

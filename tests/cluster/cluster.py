@@ -72,6 +72,7 @@ DEBIAN_PACKAGES = {  # command -> Debian package
     "conntrack": "conntrack",
     f"{CNI_BIN_DIR}/bridge": "containernetworking-plugins",
     "nft": "nftables",  # cleanup only: deletes the tables the kubelet created
+    "dnsperf": "dnsperf",  # the load axis's scenario: real DNS load on CoreDNS
 }
 KEEP_ENV = "CPA_CLUSTER_KEEP"
 """If 1, keep the temp dir (logs, configs) after stop(); the host is cleaned all the same."""
@@ -106,7 +107,7 @@ def require_host() -> None:
 
 
 def read_layouts() -> dict[str, Path]:
-    """The OCI layouts tests/cluster/images.sh built: AUTOSCALER, PAUSE, COREDNS."""
+    """The OCI layouts tests/cluster/images.sh built: AUTOSCALER, PAUSE, STANDIN, COREDNS."""
     env = IMAGES_DIR / "images.env"
     if not env.exists():
         raise RuntimeError(f"{env} missing: run tests/cluster/images.sh first")
@@ -116,7 +117,8 @@ def read_layouts() -> dict[str, Path]:
 
 # Repository names in the local registry (ours is the published name's last part).
 REPOSITORIES = {"AUTOSCALER": "cluster-proportional-autoscaler-py",
-                "PAUSE": "cpa-e2e/pause", "COREDNS": "cpa-e2e/coredns"}
+                "PAUSE": "cpa-e2e/pause", "STANDIN": "cpa-e2e/standin",
+                "COREDNS": "cpa-e2e/coredns"}
 
 
 def _free_port(address: str = "127.0.0.1") -> int:
@@ -160,7 +162,8 @@ class Cluster:
                  ) -> None:
         self.bin_dir = bin_dir or ensure_node_binaries()
         self.layouts = read_layouts()
-        # AUTOSCALER_IMAGE, PAUSE_IMAGE, COREDNS_IMAGE: references by digest in the local
+        # AUTOSCALER_IMAGE, PAUSE_IMAGE, STANDIN_IMAGE, COREDNS_IMAGE (the real CoreDNS):
+        # references by digest in the local
         # registry, set by start().
         self.images: dict[str, str] = {}
         self.registry: Registry | None = None
@@ -232,7 +235,7 @@ class Cluster:
             self._start_controllers()
             step = time.monotonic()
             self._push_images()
-            self._timed("local registry up + 3 images pushed (OCI layouts, by crane)", step)
+            self._timed("local registry up + 4 images pushed (OCI layouts, by crane)", step)
             step = time.monotonic()
             self._start_containerd()
             self._timed("containerd up", step)
@@ -327,7 +330,7 @@ class Cluster:
                  30, proc.check_alive)
 
     def _push_images(self) -> None:
-        """A real registry on loopback holds the three images; containerd pulls them by
+        """A real registry on loopback holds the four images; containerd pulls them by
         digest (ours through the multi-platform index, picking this node's platform)."""
         self.registry = Registry().start()
         version = self.layouts["AUTOSCALER"].parent / "digests.json"

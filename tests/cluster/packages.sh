@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The Debian packages a single-node cluster needs on the host (tests/cluster), installed
 # where missing: containerd, runc, the CNI plugins (bridge, host-local, loopback, portmap),
-# iptables, conntrack, nftables. Run by tests/cluster/run.sh and .ci/run.
+# iptables, conntrack, nftables; dnsperf (the DNS load of the load-axis scenario). Run by
+# tests/cluster/run.sh and .ci/run.
 set -euo pipefail
 declare -A packages=([containerd]=containerd [runc]=runc [iptables]=iptables
-                     [conntrack]=conntrack [nft]=nftables
+                     [conntrack]=conntrack [nft]=nftables [dnsperf]=dnsperf
                      [/usr/lib/cni/bridge]=containernetworking-plugins)
 missing=()
 for cmd in "${!packages[@]}"; do

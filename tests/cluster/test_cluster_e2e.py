@@ -6,7 +6,8 @@ One cluster for the module (``cluster.py``); the steps run in order and build on
 
 1. ``make deploy IMAGE=<registry>/...@<index digest> KUBECONFIG=...`` (scripts/deploy.sh:
    ``kubectl apply -k`` of an overlay that only swaps the manifest's image, as a user would),
-   after a ``coredns`` Deployment of the stand-in image; the Deployment carries exactly that
+   after a ``coredns`` Deployment of the real CoreDNS (tests/cluster/coredns.py); the
+   Deployment carries exactly that
    reference; the autoscaler reaches the API through the ``kubernetes`` Service's ClusterIP
    (10.0.0.1, DNAT by kube-proxy).
 2. The autoscaler Pod becomes Ready (kubelet probes on /healthz), creates its ConfigMap from
@@ -43,6 +44,7 @@ import yaml
 
 from tests.cluster.cluster import Cluster, require_host, wait_for
 from tests.cluster.configs import NODE_NAME, SERVICE_IP
+from tests.cluster.coredns import coredns_objects
 from tests.cluster.host import run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -201,37 +203,6 @@ def deploy() -> Iterator[dict[str, subprocess.Popen[str]]]:
             proc.wait(30)
 
 
-def coredns_deployment(image: str) -> dict[str, Any]:
-    """CoreDNS as kubeadm deploys it (2 replicas, its probe ports), with the stand-in image."""
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "coredns", "namespace": NS, "labels": {"k8s-app": "kube-dns"}},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"k8s-app": "kube-dns"}},
-            "template": {
-                "metadata": {"labels": {"k8s-app": "kube-dns"}},
-                "spec": {
-                    "priorityClassName": "system-cluster-critical",
-                    "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
-                    "nodeSelector": {"kubernetes.io/os": "linux"},
-                    "terminationGracePeriodSeconds": 5,
-                    "containers": [{
-                        "name": "coredns", "image": image, "imagePullPolicy": "IfNotPresent",
-                        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181},
-                                           "periodSeconds": 2},
-                        "livenessProbe": {"httpGet": {"path": "/health", "port": 8080},
-                                          "periodSeconds": 10},
-                        "securityContext": {"readOnlyRootFilesystem": True,
-                                            "allowPrivilegeEscalation": False,
-                                            "capabilities": {"drop": ["ALL"]}},
-                    }],
-                },
-            },
-        },
-    }
-
-
 def fake_node(index: int) -> dict[str, Any]:
     """A Node object no kubelet backs: Ready, 4 cores, tainted so nothing schedules there."""
     name = f"api-only-{index:02d}"
@@ -256,7 +227,7 @@ def test_1_make_deploy_with_the_registry_image(cluster: Cluster,
                                               ) -> None:
     began = time.monotonic()
     cluster.kubectl("apply", "-f", "-", input_text=json.dumps(
-        coredns_deployment(cluster.images["COREDNS_IMAGE"])))
+        coredns_objects(cluster.images["COREDNS_IMAGE"])))
     wait_for("2 CoreDNS pods Running and Ready", lambda: coredns_ready_on_node(cluster, 2),
              120, interval=0.2)
     TIMES.add("step 1: coredns applied -> 2 CoreDNS pods Ready on the node",
@@ -491,7 +462,7 @@ def test_hpa_floor_raises_the_deployment(cluster: Cluster) -> None:
            "spec": {"replicas": 1, "selector": {"matchLabels": labels},
                     "template": {"metadata": {"labels": labels}, "spec": {
                         "terminationGracePeriodSeconds": 5,
-                        "containers": [{"name": "web", "image": cluster.images["COREDNS_IMAGE"],
+                        "containers": [{"name": "web", "image": cluster.images["STANDIN_IMAGE"],
                                         "imagePullPolicy": "IfNotPresent",
                                         "resources": {"requests": {"cpu": "10m"}}}]}}}}
     hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",

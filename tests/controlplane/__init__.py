@@ -206,6 +206,7 @@ _KINDS: dict[str, tuple[str, str, bool]] = {
     "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings", True),
     "PriorityClass": ("scheduling.k8s.io/v1", "priorityclasses", False),
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets", True),
+    "NetworkPolicy": ("networking.k8s.io/v1", "networkpolicies", True),
     "CustomResourceDefinition": ("apiextensions.k8s.io/v1", "customresourcedefinitions", False),
     # prometheus-operator's kinds (the chart's opt-in monitoring), once their CRDs are in.
     "PodMonitor": ("monitoring.coreos.com/v1", "podmonitors", True),

@@ -231,6 +231,18 @@ def test_statefulset_rbac_only_when_enabled(render: Render) -> None:
     assert flag_map(args(docs))["target"] == "Deployment/a,StatefulSet/b"
 
 
+def test_load_axis_pods_rule_only_when_needed(render: Render) -> None:
+    pods = {("", "pods", "list")}
+    assert rules(render(base(rbac={"create": True, "pods": True}))) == BASE_RULES | pods
+    load = {"metric": "coredns_dns_requests_total", "port": 9153, "targetPerReplica": 5000}
+    with_load = base(config={"linear": {"nodesPerReplica": 16, "load": load}})
+    assert rules(render(with_load)) == BASE_RULES | pods
+    prometheus = {"targetPerReplica": 5000, "prometheus": {"url": "http://p:9090",
+                                                           "query": "sum(x)"}}
+    assert rules(render(base(config={"ladder": {"nodesToReplicas": [[1, 1]],
+                                                "load": prometheus}}))) == BASE_RULES
+
+
 def test_events_and_leader_election_are_opt_in_with_their_rbac(render: Render) -> None:
     docs = render(base())
     assert "events" not in flag_map(args(docs)) and "leader-elect" not in flag_map(args(docs))

@@ -122,19 +122,37 @@ _GOOD_CONFIGMAP = yaml.safe_dump({"kind": "ConfigMap", "metadata": {"name": "a"}
     "linear": '{"nodesPerReplica":4,"behavior":{"scaleDown":{"stabilizationWindowSeconds":60}}}'}})
 _ZONED_CONFIGMAP = yaml.safe_dump({"kind": "ConfigMap", "metadata": {"name": "z"}, "data": {
     "linear": '{"nodesPerReplica":4,"zones":{"minPerZone":2,"roundUpToZones":true}}'}})
+_LOAD_CONFIGMAP = yaml.safe_dump({"kind": "ConfigMap", "metadata": {"name": "l"}, "data": {
+    "linear": '{"nodesPerReplica":4,"load":{"metric":"m_total","port":9153,'
+              '"targetPerReplica":100,"stableWindowSeconds":6,"panicWindowPercentage":50,'
+              '"scrapeIntervalSeconds":1}}'}})
+
+
+def _load_timeline() -> st.SearchStrategy[str]:
+    """Timelines with a qps column (some cells empty), for the load axis and advice."""
+    row = st.tuples(st.integers(1, 30), st.integers(0, 50),
+                    st.one_of(st.just(""), st.integers(0, 10**6).map(str)))
+    return st.lists(row, min_size=1, max_size=12).map(lambda rows: "t,nodes,cores,qps\n" + "".join(
+        f"{sum(r[0] for r in rows[:i + 1])},{n},{n * 4},{q}\n" for i, (_, n, q) in enumerate(rows)))
 
 _contents = st.one_of(st.binary(max_size=64), st.text(max_size=64), _json_text,
                       _configmap(), _timeline(), _kubeconfig(), _good_timeline(),
-                      st.just(_GOOD_CONFIGMAP), st.just(_ZONED_CONFIGMAP))
+                      st.just(_GOOD_CONFIGMAP), st.just(_ZONED_CONFIGMAP),
+                      st.just(_LOAD_CONFIGMAP), _load_timeline())
 
 # --- command lines ---------------------------------------------------------------------
 
 EXPLAIN = ["--data", "--configmap-file", "--default-params", "--configmap", "--nodes",
            "--cores", "--schedulable-nodes", "--schedulable-cores", "--zones",
            "--schedulable-zones", "--from-cluster", "--namespace", "--nodelabels",
-           "--kubeconfig", "--context", "--current-replicas", "--target", "--output", "-o"]
+           "--kubeconfig", "--context", "--current-replicas", "--target", "--output", "-o",
+           "--stable-rate", "--panic-rate", "--ready-pods"]
 SIMULATE = ["--timeline", "--data", "--configmap-file", "--default-params", "--configmap",
-            "--start-replicas", "--output", "-o", "--plot", "--compare"]
+            "--start-replicas", "--output", "-o", "--plot", "--compare",
+            "--poll-period-seconds"]
+ADVISE = ["--timeline", "--prometheus-url", "--query", "--hours", "--step",
+          "--max-per-replica", "--min-replicas", "--poll-period-seconds", "--startup-seconds",
+          "--tolerance-percent", "--top", "--output", "-o"]
 DAEMON = [f"--{name}" for name in flags.flag_names() if name not in ("health-port", "help")]
 JUNK_FLAGS = ["--", "-", "-x", "--nope", "--data=", "--=", "-v", "-vv", "---x", "--h"]
 # Command lines that work (with {file} one of the random files), for the random flags after
@@ -144,6 +162,8 @@ EXPLAIN_BASES = [["--data", '{"linear":"{\\"nodesPerReplica\\":2}"}', "--nodes",
                  ["--from-cluster", "--namespace=a", "--configmap=b", "--kubeconfig", "{file}"]]
 SIMULATE_BASES = [["--timeline", "{file}", "--data", '{"linear":"{\\"nodesPerReplica\\":2}"}'],
                   ["--timeline", "{file}", "--configmap-file", "{last}"], ["--timeline", "{file}"]]
+ADVISE_BASES = [["--timeline", "{file}", "--max-per-replica", "1000"],
+                ["--timeline", "{file}", "--max-per-replica", "50", "--min-replicas", "2"]]
 VERTICAL = [f"--{f.name}" for f in vertical_options.TABLE.flags
             if f.name not in ("health-port", "help")] + ["--nodes", "--cores", "--from-cluster"]
 VERTICAL_CONFIG = '{"coredns":{"requests":{"cpu":{"base":"10m","step":"1m","nodesPerStep":1}}}}'
@@ -158,9 +178,9 @@ DAEMON_BASES = [["--namespace=a", "--configmap=b", "--target=deployment/c"],
 def test_the_command_lines_use_every_flag_of_explain_and_simulate() -> None:
     """A flag added to explain or simulate is drawn here too (-h/--help end the run at
     once; test_cpa_with_anything and test_cli_edges.py cover them)."""
-    from cpa.tools import explain, simulate
+    from cpa.tools import advise, explain, simulate
 
-    for module, drawn in ((explain, EXPLAIN), (simulate, SIMULATE)):
+    for module, drawn in ((explain, EXPLAIN), (simulate, SIMULATE), (advise, ADVISE)):
         options = set(module._parser()._option_string_actions) - {"-h", "--help"}
         assert options == set(drawn), module.__name__
 
@@ -303,6 +323,15 @@ def test_cpa_simulate(contents: list[str | bytes], data: st.DataObject) -> None:
     with tempfile.TemporaryDirectory() as tmp, _hermetic(tmp):
         argv = data.draw(_argv(SIMULATE, _files(tmp, contents), tmp, SIMULATE_BASES))
         _check(*_run(lambda: main(["simulate", *argv]), daemon=False))
+
+
+@settings(max_examples=max(1, EXAMPLES // 5), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(_FILES, st.data())
+def test_cpa_advise(contents: list[str | bytes], data: st.DataObject) -> None:
+    with tempfile.TemporaryDirectory() as tmp, _hermetic(tmp):
+        argv = data.draw(_argv(ADVISE, _files(tmp, contents), tmp, ADVISE_BASES))
+        _check(*_run(lambda: main(["advise", *argv]), daemon=False))
 
 
 @settings(max_examples=max(1, EXAMPLES * 3 // 5), deadline=None,

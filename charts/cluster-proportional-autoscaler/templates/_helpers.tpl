@@ -72,6 +72,23 @@ options.target, validated: a comma list of kind/name with a kind the autoscaler 
 {{/*
 "true" when the Role must also grant statefulsets/scale.
 */}}
+{{/*
+(ours) pods list for the load axis: rbac.pods, or a load key with the Pods source (no
+prometheus) in config.linear or config.ladder.
+*/}}
+{{- define "cluster-proportional-autoscaler.loadPods" -}}
+{{- $on := .Values.rbac.pods -}}
+{{- range $mode := list "linear" "ladder" -}}
+{{- $params := index ($.Values.config | default dict) $mode -}}
+{{- if and (kindIs "map" $params) (kindIs "map" (index ($params | default dict) "load")) -}}
+{{- if not (index $params.load "prometheus") -}}{{- $on = true -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if $on -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{- define "cluster-proportional-autoscaler.statefulSets" -}}
 {{- if or .Values.rbac.statefulSets (contains "statefulset/" (lower (toString .Values.options.target))) -}}
 true

@@ -191,4 +191,4 @@ def replicas(params: LinearParams, nodes: int, cores: int, steps: list[Step]) ->
 
 MODE: Final[Mode[LinearParams]] = Mode(
     name="linear", keys=KEYS, example='{"coresPerReplica":256,"nodesPerReplica":16}',
-    decoder=_Decoder, replicas=replicas)
+    decoder=_Decoder, replicas=replicas, ceiling=lambda params: params.max)

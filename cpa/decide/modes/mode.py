@@ -71,6 +71,9 @@ class Mode(Generic[P]):
     decoder: Callable[[], Decoder[P]]
     replicas: Callable[[P, int, int, list[Step]], int]
     """(params, nodes, cores, steps) -> replicas, appending the reasoning to ``steps``."""
+    ceiling: Callable[[P], int] = lambda _params: 0
+    """The mode's cap on any count (linear's ``max``; 0: none), which also caps the load
+    axis (ours) before it meets the formula's count."""
 
     def parse(self, text: str) -> Configured[P]:
         """The key's JSON value -> validated parameters; :class:`ParamsError` lists every
@@ -110,6 +113,10 @@ class Configured(NamedTuple, Generic[P]):
         """The mode's formula on its own parameters: the one dispatch site."""
         return self.mode.replicas(self.params, nodes, cores, steps)
 
+    def ceiling(self) -> int:
+        """The mode's cap (linear's ``max``), 0 for none."""
+        return self.mode.ceiling(self.params)
+
     def fields(self) -> dict[str, object]:
         """Every key as the ConfigMap spells it: the mode's own, then the shared ones."""
         return {**self.params.fields(), **self.shared.fields()}
@@ -130,6 +137,10 @@ class Params(Protocol):
 
     def replicas(self, nodes: int, cores: int, steps: list[Step]) -> int:
         """The mode's formula for these counts, its reasoning appended to ``steps``."""
+        ...
+
+    def ceiling(self) -> int:
+        """The mode's cap on any count (linear's ``max``), 0 for none."""
         ...
 
     def fields(self) -> dict[str, object]:
