@@ -20,14 +20,15 @@ export PATH := $(abspath $(dir $(PYTHON))):$(PATH)
 endif
 
 .PHONY: help install controlplane apiserver test-tools test unit integration lint demo bench bench-quick bench-container e2e \
-	chart-test image image-test image-reproducible push deploy cluster-e2e kind-node-image monitoring-test clean
+	chart-test image image-test image-reproducible image-lock image-zstd sign verify actionlint \
+	chart-publish push deploy cluster-e2e kind-node-image monitoring-test clean
 
 help:
 	@echo "make install       the venv ($(VENV)): made and filled (editable) when missing or stale"
 	@echo "make controlplane  build/cache kube-apiserver + etcd from Go modules (cold: 10-20 min)"
 	@echo "make test          unit + integration tests (integration needs Go, builds the control plane once)"
 	@echo "make unit          unit tests only (seconds)"
-	@echo "make lint          ruff + mypy --strict"
+	@echo "make lint          ruff + mypy --strict + actionlint (.github/workflows)"
 	@echo "make demo          walk the seed story against a local control plane, then clean up"
 	@echo "make bench         benchmarks at 1k/15k/65k/130k nodes vs upstream (long); bench-quick: 1k/5k"
 	@echo "make bench-container  our image vs upstream's binary in a scratch image (podman; host lock)"
@@ -36,7 +37,14 @@ help:
 	@echo "make deploy IMAGE=... KUBECONFIG=... apply manifests/ with that image (WAIT=0: no rollout wait)"
 	@echo "make image-test    push to a local registry, pull and run amd64 + arm64 (+ quick checks of"
 	@echo "                   the others, under qemu) as a kubelet would (root; host lock)"
-	@echo "make image-reproducible  build twice (the second from nothing) and compare digests"
+	@echo "make image-reproducible  the code layer, manifests and index made again from a fresh"
+	@echo "                   wheel must give the same digests (the rest: image/lock.json)"
+	@echo "make image-zstd    the zstd variant of the index (about 20% smaller to pull)"
+	@echo "make image-lock    write image/lock.json from a build (an input changed on purpose)"
+	@echo "make sign IMAGE=name@sha256:... KEY=cosign.key  sign the index and every manifest, attest"
+	@echo "                   SBOM + SLSA provenance (cosign; no KEY: keyless, the release workflow)"
+	@echo "make verify IMAGE=... KEY=cosign.pub  cosign verify + verify-attestation, SBOM vs image"
+	@echo "make chart-publish CHART_REPO=oci://registry/path  push the chart as an OCI artifact"
 	@echo "make cluster-e2e   a real single-node cluster here (kubelet, containerd, kube-proxy, ...):"
 	@echo "                   the manifest and the chart as Pods scaling CoreDNS (root; docs/development.md)"
 	@echo "make kind-node-image  a kind node image built here (podman; root; cached by its inputs)"
@@ -75,6 +83,12 @@ lint: install
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m mypy --strict cpa tests bench
 	$(PYTHON) -m mypy --strict -p ocibuild
+	@$(MAKE) --no-print-directory actionlint
+
+# The workflows (.github/workflows), with actionlint built from its Go module once
+# (scripts/pinned-tool.sh; seconds cold).
+actionlint:
+	"$$(bash scripts/pinned-tool.sh actionlint)" -no-color
 
 demo: install apiserver
 	$(PYTHON) scripts/demo.py $(DEMO_ARGS)
@@ -112,6 +126,31 @@ image-test: install apiserver
 
 image-reproducible: install
 	bash image/reproducible.sh
+
+# The zstd variant (docs/container-image.md): the same images, layers in zstd (about 20%
+# less to pull), in .cache/image/out-zstd, tagged <version>-zstd; `make push` it with
+# CPA_IMAGE_OUT=.cache/image/out-zstd. gzip stays the default.
+# ZSTD_PLATFORMS: a subset (default: every platform `make image` built).
+image-zstd: install
+	@test -f .cache/image/out/digests.json || { echo "run \`make image\` first"; exit 2; }
+	PYTHONPATH=image python3 -m ocibuild recompress --out .cache/image/out \
+		--dest .cache/image/out-zstd --compression zstd --platforms "$(ZSTD_PLATFORMS)"
+
+image-lock: install
+	CPA_IMAGE_LOCK=update CPA_IMAGE_FORCE=1 bash image/build.sh >/dev/null
+
+chart-publish:
+	@test -n "$(CHART_REPO)" || { echo "usage: make chart-publish CHART_REPO=oci://registry/path"; exit 2; }
+	bash scripts/publish-chart.sh "$(CHART_REPO)"
+
+# KEY: a cosign key pair's private (sign) or public (verify) half; none: keyless.
+sign: install
+	@test -n "$(IMAGE)" || { echo "usage: make sign IMAGE=registry/name@sha256:... [KEY=cosign.key]"; exit 2; }
+	bash image/sign.sh sign "$(IMAGE)" "$(KEY)"
+
+verify: install
+	@test -n "$(IMAGE)" || { echo "usage: make verify IMAGE=registry/name@sha256:... [KEY=cosign.pub]"; exit 2; }
+	bash image/sign.sh verify "$(IMAGE)" "$(KEY)"
 
 # Builds (once) the node binaries, helm and the images, then runs tests/cluster (not part of
 # `make test`: it needs root and changes the host while it runs, then puts it back).

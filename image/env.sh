@@ -49,6 +49,7 @@ image_ensure_build_tools() {
         command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
     done
     [[ ${#missing[@]} -gt 0 ]] && packages+=(mmdebstrap binutils dpkg)
+    command -v zstd >/dev/null 2>&1 || { missing+=(zstd); packages+=(zstd); }   # the variant
     while read -r tool package; do
         command -v "$tool" >/dev/null 2>&1 || { missing+=("$tool"); packages+=("$package"); }
     done < <(PYTHONPATH="$image_repo/image" python3 -m ocibuild cross-compilers \

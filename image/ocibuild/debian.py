@@ -9,6 +9,7 @@ file, for the SBOM, ``/LICENSES`` and ``/var/lib/dpkg/status.d``.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ class DebPackage:
     source_version: str
     control: str                      # the control paragraph, as dpkg-deb prints it
     files: set[str] = field(default_factory=set)   # absolute paths, as in the .deb
+    sha256: str = ""                  # of the .deb file: the input, as the mirror served it
 
     @property
     def copyright(self) -> str:
@@ -58,6 +60,11 @@ def extract(plat: Platform, tree: Path, packages: tuple[str, ...] = PACKAGES
         "--skip=cleanup/apt/cache", "--skip=cleanup/apt/lists",
         f"--include={','.join(packages)}", SUITE, str(tree), *SOURCES,
     ], check=True, stdout=subprocess.DEVNULL)
+    return read_tree(tree)
+
+
+def read_tree(tree: Path) -> dict[str, DebPackage]:
+    """The packages extracted into ``tree`` (from the .deb files in its apt cache)."""
     found = {}
     for deb in sorted((tree / ARCHIVES).glob("*.deb")):
         pkg = read_deb(deb)
@@ -82,7 +89,7 @@ def read_deb(deb: Path) -> DebPackage:
     return DebPackage(name=fields["Package"], version=fields["Version"],
                       arch=fields["Architecture"], source=source,
                       source_version=source_version, control=control.rstrip("\n") + "\n",
-                      files=files)
+                      files=files, sha256=hashlib.sha256(deb.read_bytes()).hexdigest())
 
 
 def _tar_names(data: bytes) -> set[str]:

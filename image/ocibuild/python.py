@@ -68,13 +68,25 @@ def _wheel_name(wheel: Path) -> str:
     return wheel.name.split("-")[0].lower().replace("-", "_")
 
 
-def install_wheel(wheel: Path, root: Path) -> None:
-    """Unpack a wheel into the image's site-packages (``*.data/purelib|platlib`` too)."""
+# What a wheel holds that a program never reads at run time: type stubs and their marker
+# (for type checkers), and RECORD, the list of the wheel's files with their hashes, for
+# pip, which the image has not (and which the sourceless bytecode would make untrue).
+NOT_SHIPPED = (".pyi", "/py.typed", ".dist-info/RECORD")
+
+
+def install_wheel(wheel: Path, root: Path, *, extensions: bool = True) -> list[str]:
+    """Unpack a wheel into the image's site-packages (``*.data/purelib|platlib`` too),
+    without NOT_SHIPPED, and without its C extensions if not ``extensions`` (a
+    distribution built pure on every platform: wheels.PURE). Returns the paths written,
+    relative to ``root``."""
     site = root / SITE.lstrip("/")
     site.mkdir(parents=True, exist_ok=True)
+    written = []
     with zipfile.ZipFile(wheel) as zf:
         for info in sorted(zf.infolist(), key=lambda i: i.filename):
-            if info.is_dir():
+            if info.is_dir() or info.filename.endswith(NOT_SHIPPED):
+                continue
+            if not extensions and info.filename.endswith(".so"):
                 continue
             name = info.filename
             parts = name.split("/")
@@ -88,8 +100,11 @@ def install_wheel(wheel: Path, root: Path) -> None:
             target.write_bytes(zf.read(info))
             executable = (info.external_attr >> 16) & 0o111
             target.chmod(0o755 if executable else 0o644)
+            written.append(str(target.relative_to(root)))
     dist_info = next(site.glob(f"{_dist_info_prefix(wheel)}-*.dist-info"))
     (dist_info / "INSTALLER").write_text("ocibuild\n")
+    written.append(str((dist_info / "INSTALLER").relative_to(root)))
+    return written
 
 
 def _dist_info_prefix(wheel: Path) -> str:
@@ -110,9 +125,22 @@ def make_venv(root: Path, python_version: str) -> None:
     os.symlink("python", venv / "bin" / PYTHON)
 
 
+def console_scripts(site: Path) -> dict[str, str]:
+    """name -> ``module:attr`` of every console_scripts entry point under ``site``."""
+    scripts = {}
+    for eps in sorted(site.glob("*.dist-info/entry_points.txt")):
+        parser = configparser.ConfigParser(delimiters=("=",))
+        parser.optionxform = str  # type: ignore[assignment,method-assign]
+        parser.read_string(eps.read_text())
+        if parser.has_section("console_scripts"):
+            scripts.update({k: v.strip() for k, v in parser.items("console_scripts")})
+    return scripts
+
+
 def write_scripts(root: Path) -> list[str]:
-    """A script in /opt/venv/bin for every console_scripts entry point of the installed
-    distributions, and a root-level symlink for each of ENTRYPOINTS; returns the names."""
+    """A script in /opt/venv/bin for every console_scripts entry point of the
+    distributions installed under ``root``, and a root-level symlink for each of
+    ENTRYPOINTS; returns the names."""
     site = root / SITE.lstrip("/")
     bin_dir = root / VENV.lstrip("/") / "bin"
     names = []
@@ -164,14 +192,26 @@ class NativePython:
                 "SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", "0"), **extra}
 
 
-def compile_bytecode(native: NativePython, root: Path) -> None:
-    """Compile the stdlib and the venv of ``root`` with the build machine's interpreter
-    (``native``), recording the in-image paths."""
-    targets = [str(root / STDLIB_REL), str(root / SITE.lstrip("/"))]
+def compile_bytecode(native: NativePython, root: Path, dirs: tuple[str, ...] = (
+        f"usr/lib/{PYTHON}", SITE.lstrip("/"))) -> int:
+    """Compile every module under ``dirs`` of ``root`` with the build machine's
+    interpreter (``native``), then remove the sources: each ``x.py`` becomes ``x.pyc`` in
+    its place, which the interpreter imports without a source (a traceback still names
+    the file and the line; only the line's text is not shown). The in-image path is
+    recorded. Returns the bytes of source removed."""
+    targets = [str(root / d) for d in dirs if (root / d).is_dir()]
+    if not targets:
+        return 0
     subprocess.run(native.argv(
-        "-S", "-m", "compileall", "-q", "-f", "-j", "1",
+        "-S", "-m", "compileall", "-q", "-f", "-b", "-j", "1",
         "--invalidation-mode", "unchecked-hash", "-s", str(root), "-p", "/", *targets,
     ), check=True, env=native.env(), stdout=subprocess.DEVNULL)
+    removed = 0
+    for target in targets:
+        for source in sorted(Path(target).rglob("*.py")):
+            if not source.with_suffix(".pyc").exists():
+                continue
+            removed += 0 if source.is_symlink() else source.stat().st_size
+            source.unlink()
+    return removed
 
-
-STDLIB_REL = f"usr/lib/{PYTHON}"

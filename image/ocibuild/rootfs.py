@@ -20,15 +20,11 @@ from ocibuild.debian import PYTHON, DebPackage
 from ocibuild.platforms import Platform
 
 STDLIB = f"/usr/lib/{PYTHON}"
-# Parts of the standard library that a daemon never imports: test suites, GUIs, build and
-# install tooling, terminals, audio, NIS and database bindings (whose shared libraries,
-# Kerberos among them, would come along). Everything else stays, so no import can surprise.
-UNUSED = ("test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data",
-          "distutils", "venv", "sqlite3", "dbm", "curses", "unittest/test", "ctypes/test",
-          "turtle.py", "EXTERNALLY-MANAGED")
-UNUSED_EXT = re.compile(r"(_test.*|_ctypes_test|xxlimited.*|_xx.*|_tkinter|_sqlite3|_dbm|"
-                        r"_gdbm|_curses.*|readline|nis|_crypt|ossaudiodev|audioop)"
-                        r"\.cpython-.*\.so")
+# Kept although the program never imports them: what a person debugging the image asks
+# the interpreter (``python -m sysconfig``: paths, the build's configuration; 60 KB).
+ALWAYS_KEPT = ("sysconfig", "_sysconfigdata")
+# Packages of which every module stays when the package does: none of them. ``encodings``
+# keeps only the codecs the program names (importprobe.py: CODECS, INTERPRETER_CODECS).
 # Loaded with dlopen(), so no NEEDED entry names it: glibc needs libgcc_s for
 # pthread_exit/pthread_cancel (unwinding).
 DLOPENED = ("libgcc_s.so.1",)
@@ -125,21 +121,55 @@ class RootFs:
 
     # ------------------------------------------------------------------ the interpreter
     def add_python(self) -> None:
+        """The interpreter and its whole standard library (``prune`` drops what the
+        program cannot import, once that is known)."""
         self.copy(f"/usr/bin/{PYTHON}")
         self.copy(STDLIB)
         self.copy(f"/etc/{PYTHON}")
         os.symlink(PYTHON, self.out("/usr/bin/python3"))
-        for name in UNUSED:
-            victim = self.out(f"{STDLIB}/{name}")
+
+    def prune(self, importable: set[str]) -> list[str]:
+        """Drop every module of the standard library that the program cannot import
+        (``importable``: the import closure of its entry points, importprobe.py), at the
+        granularity of a top-level module or package, plus the sub-packages of kept
+        packages that nothing imports (their test suites) and the codecs of ``encodings``
+        that nothing names. Returns the dropped paths (relative to the standard library)."""
+        tops = {name.split(".")[0] for name in importable}
+        std = self.out(STDLIB)
+        victims: list[Path] = []
+
+        def kept(module: str) -> bool:
+            return module in tops or module.startswith(ALWAYS_KEPT)
+
+        for entry in sorted(std.iterdir()):
+            if entry.name == "lib-dynload":
+                victims += [so for so in sorted(entry.iterdir())
+                            if not kept(so.name.split(".")[0])]
+            elif entry.name == "EXTERNALLY-MANAGED":
+                victims.append(entry)   # pip's marker: no pip in the image
+            elif module_name(entry) and not kept(module_name(entry)):
+                victims.append(entry)
+        for init in sorted(std.glob("*/**/__init__.py")):
+            package = ".".join(init.parent.relative_to(std).parts)
+            if (init.parent not in victims and package.split(".")[0] in tops
+                    and not any(n == package or n.startswith(package + ".")
+                                for n in importable)):
+                victims.append(init.parent)
+        victims += [codec for codec in sorted((std / "encodings").glob("*.py"))
+                    if codec.stem not in ("__init__", "aliases")
+                    and f"encodings.{codec.stem}" not in importable]
+        dropped = []
+        for victim in victims:
+            if not victim.exists():
+                continue   # inside a package dropped already
+            dropped.append(str(victim.relative_to(std)))
             if victim.is_dir():
                 shutil.rmtree(victim)
-            elif victim.exists():
+            else:
                 victim.unlink()
-        for so in self.out(f"{STDLIB}/lib-dynload").iterdir():
-            if UNUSED_EXT.fullmatch(so.name):
-                so.unlink()
         self.copied = {p for p in self.copied if self.out(p).exists() or
                        self.out(p).is_symlink()}
+        return dropped
 
     # ------------------------------------------------------------------ shared libraries
     def add_libraries(self) -> None:
@@ -193,6 +223,13 @@ class RootFs:
         status.mkdir(parents=True, exist_ok=True)
         for pkg in shipped:
             (status / pkg.name).write_text(pkg.control)
+
+
+def module_name(entry: Path) -> str:
+    """The top-level module a standard-library entry holds ("" if none)."""
+    if entry.suffix == ".py":
+        return entry.stem
+    return entry.name if (entry / "__init__.py").exists() else ""
 
 
 def _files(root: Path) -> list[Path]:

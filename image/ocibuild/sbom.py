@@ -72,8 +72,10 @@ def _spdx_license(name: str) -> str:
     return DEP5_TO_SPDX.get(name) or ("LicenseRef-" + re.sub(r"[^A-Za-z0-9.-]", "-", name))
 
 
-def dist_infos(root: Path) -> list[Path]:
-    return sorted((root / SITE.lstrip("/")).glob("*.dist-info"))
+def dist_infos(*roots: Path) -> list[Path]:
+    """The dist-info directories of the venvs under ``roots`` (an image's layers), by name."""
+    return sorted((d for root in roots for d in (root / SITE.lstrip("/")).glob("*.dist-info")),
+                  key=lambda d: d.name)
 
 
 def dist_metadata(dist_info: Path) -> dict[str, Any]:
@@ -97,7 +99,8 @@ def license_files(dist_info: Path) -> list[Path]:
 
 
 def write_licenses(root: Path, tree: Path, shipped: list[DebPackage]) -> None:
-    """/LICENSES/debian/<package>/copyright and /LICENSES/python/<dist>/<files>."""
+    """/LICENSES/debian/<package>/copyright and /LICENSES/python/<dist>/<files> (for the
+    distributions installed under ``root``)."""
     base = root / "LICENSES"
     for pkg in shipped:
         src = tree / pkg.copyright.lstrip("/")
@@ -106,6 +109,17 @@ def write_licenses(root: Path, tree: Path, shipped: list[DebPackage]) -> None:
         dst = base / "debian" / pkg.name / "copyright"
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dst)
+    write_python_licenses(root)
+    (base / "README").write_text(
+        "Licence texts of everything in this image: debian/<package>/copyright for each\n"
+        "Debian package whose files it holds, python/<distribution>/ for each Python\n"
+        "distribution in /opt/venv (the autoscaler itself among them). The SPDX SBOM of\n"
+        "this image is sbom.spdx.json here.\n")
+
+
+def write_python_licenses(root: Path) -> None:
+    """/LICENSES/python/<dist>/<files> for the distributions installed under ``root``."""
+    base = root / "LICENSES"
     for dist_info in dist_infos(root):
         meta = dist_metadata(dist_info)
         files = license_files(dist_info)
@@ -115,15 +129,11 @@ def write_licenses(root: Path, tree: Path, shipped: list[DebPackage]) -> None:
             dst = base / "python" / meta["name"] / f.name
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f, dst)
-    (base / "README").write_text(
-        "Licence texts of everything in this image: debian/<package>/copyright for each\n"
-        "Debian package whose files it holds, python/<distribution>/ for each Python\n"
-        "distribution in /opt/venv (the autoscaler itself among them). The SPDX SBOM of\n"
-        "this image is sbom.spdx.json here.\n")
 
 
-def spdx(plat: Platform, root: Path, tree: Path, shipped: list[DebPackage], *,
+def spdx(plat: Platform, roots: list[Path], tree: Path, shipped: list[DebPackage], *,
          image_name: str, version: str, created: str) -> dict[str, Any]:
+    """The image's SBOM; ``roots``: the trees of its layers (their venvs' distributions)."""
     packages: list[dict[str, Any]] = []
     image_id = "SPDXRef-Image"
     packages.append({
@@ -160,7 +170,7 @@ def spdx(plat: Platform, root: Path, tree: Path, shipped: list[DebPackage], *,
                 "referenceLocator": f"pkg:deb/debian/{pkg.name}@{pkg.version.replace(':', '%3A')}"
                                     f"?arch={pkg.arch}&distro=debian-12"}],
         })
-    for dist_info in dist_infos(root):
+    for dist_info in dist_infos(*roots):
         meta = dist_metadata(dist_info)
         packages.append({
             "SPDXID": _spdx_id("pypi", meta["name"]), "name": meta["name"],

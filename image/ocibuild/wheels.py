@@ -107,7 +107,10 @@ class CrossBuilder:
         self.native = native
         self._tools: tuple[Path, set[str]] | None = None
         self._sysroots: dict[str, Path] = {}
+        self._sysroot_packages: dict[str, dict[str, debian.DebPackage]] = {}
         self._sdists: dict[str, Path] = {}
+        # (platform, requirement) -> what the wheel was built from (image/lock.json)
+        self.inputs: dict[tuple[str, str], dict[str, object]] = {}
 
     # -------------------------------------------------------------------- inputs
     def tools(self) -> tuple[Path, set[str]]:
@@ -142,6 +145,7 @@ class CrossBuilder:
                     "changed between the two downloads; build again")
             relative_symlinks(tree)
             self._sysroots[plat.name] = tree
+            self._sysroot_packages[plat.name] = packages
         return self._sysroots[plat.name]
 
     def sdist(self, requirement: str) -> Path:
@@ -196,6 +200,17 @@ class CrossBuilder:
                              f"(full log {log}):\n{text[-4000:]}")
         wheel = dist / text.rsplit("WHEEL ", 1)[1].strip()
         extensions = check_wheel(wheel, plat, tree, pure=pure)
+        compiler = subprocess.run([plat.cc, "--version"], capture_output=True, text=True,
+                                  check=True).stdout.splitlines()[0]
+        self.inputs[(plat.name, requirement)] = {
+            "cross-built from the sdist": "sha256:" + hashlib.sha256(
+                self.sdist(requirement).read_bytes()).hexdigest(),
+            "compiler": compiler,
+            "build tools": {w.name: "sha256:" + hashlib.sha256(w.read_bytes()).hexdigest()
+                            for w in sorted((self.work / "build-tools" / "wheels").glob("*.whl"))},
+            "sysroot": {p.name: f"{p.version} sha256:{p.sha256}"
+                        for p in self._sysroot_packages[plat.name].values()},
+        }
         built = time.monotonic() - began - inputs
         _log(f"{plat.name}: cross-built {wheel.name} with {plat.cc} "
              f"(sdist, sysroot, tools {inputs:.0f}s; build {built:.0f}s)"

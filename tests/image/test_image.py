@@ -235,6 +235,53 @@ def test_every_extension_imports(name: str, pulled: dict[str, str]) -> None:
            openssl=held["openssl"].replace(" ", "_"), probe_s=round(took, 2))
 
 
+PROBE = (REPO / "image" / "ocibuild" / "importprobe.py").read_text()
+IMPORTS: dict[str, Any] = (json.loads((OUT / "imports.json").read_text())
+                           if (OUT / "imports.json").exists() else {"closures": {}})
+
+
+@pytest.mark.parametrize("name", PLATFORM_NAMES)
+def test_every_module_the_program_can_import_imports(name: str, pulled: dict[str, str]
+                                                     ) -> None:
+    """What was dropped from the standard library (and the sources, and PyYAML's libyaml
+    binding) left nothing the program needs out: every module the import closure of each
+    entry point reaches (image/ocibuild/importprobe.py, found at build time over the FULL
+    standard library), and every module of the project, imports in the image, on its CPU,
+    in a fresh interpreter per closure; what the full interpreter could not import either
+    (Windows modules, optional libraries) is all that is absent."""
+    closures = IMPORTS["closures"]
+    assert closures, f"no {OUT / 'imports.json'}: run `make image`"
+    per_entry = {ep: spec["closure"] for ep, spec in IMPORTS["entry_points"].items()}
+    assert set(per_entry) == {"cluster-proportional-autoscaler", "cpa", "cpvpa"}
+    figures = {}
+    for label, closure in closures.items():
+        began = time.monotonic()
+        out = run(pulled[name], "-c", PROBE, "import", *closure["importable"],
+                  entrypoint="/opt/venv/bin/python").stdout
+        held = json.loads(out.rsplit("\nIMPORTPROBE ", 1)[1])
+        assert held["failed"] == {}, (label, held["failed"])
+        assert len(held["imported"]) == len(closure["importable"])
+        figures[label] = (len(held["imported"]), round(time.monotonic() - began, 1))
+    for entry_point, label in per_entry.items():
+        report(platform=name, entry_point=entry_point, modules_imported=figures[label][0],
+               import_s=figures[label][1])
+    report(platform=name, every_project_module=figures["(every module of the project)"][0])
+
+
+@pytest.mark.parametrize("name", PLATFORM_NAMES)
+def test_no_sources_and_tracebacks_keep_file_and_line(name: str, pulled: dict[str, str]
+                                                      ) -> None:
+    probe = ("import json, pathlib, sys\n"
+             "sources = [str(p) for p in pathlib.Path(sys.base_prefix, 'lib').rglob('*.py')]\n"
+             "sources += [str(p) for p in pathlib.Path(sys.prefix, 'lib').rglob('*.py')]\n"
+             "print(json.dumps(sources))\n"
+             "json.loads('{')\n")
+    proc = run(pulled[name], "-c", probe, entrypoint="/opt/venv/bin/python", check=False)
+    assert json.loads(proc.stdout) == []
+    assert 'File "/usr/lib/python3.11/json/decoder.py", line' in proc.stderr, proc.stderr
+    assert "JSONDecodeError" in proc.stderr
+
+
 SBOM_PROBE = """
 import importlib.metadata as m, json, sys, os
 print(json.dumps({"python": "%d.%d.%d" % sys.version_info[:3],

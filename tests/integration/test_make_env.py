@@ -37,7 +37,8 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 # The targets that run no Python: they build Go tools, deploy, or print. Their scripts, and
 # the scripts those run, are checked to name neither python3 nor pip.
-NO_PYTHON_ENV = {"help", "controlplane", "apiserver", "test-tools", "deploy", "clean"}
+NO_PYTHON_ENV = {"help", "controlplane", "apiserver", "test-tools", "deploy", "clean",
+                 "actionlint", "chart-publish"}
 _PIP_CALL = re.compile(r"(^|[\s;&|(])(pip3?|\S*/pip3?)\s|-m\s+pip(\s|$)")
 _PYTHON = re.compile(r"\bpython3?\b|\bpip3?\b")
 _SCRIPT = re.compile(r"[\w./-]+\.sh\b")

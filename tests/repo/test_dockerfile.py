@@ -16,6 +16,7 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -213,10 +214,38 @@ def test_environment_prevents_writes(final: Stage) -> None:
     assert workdirs and workdirs[-1] == "/tmp"
 
 
-def test_bytecode_is_compiled_at_build_time() -> None:
-    source = (REPO / "image" / "ocibuild" / "python.py").read_text()
-    assert '"compileall"' in source and '"--invalidation-mode", "unchecked-hash"' in source
-    assert "targets = [str(root / STDLIB_REL), str(root / SITE" in source, "stdlib and venv"
+class _HostPython:
+    """Stands for ocibuild's NativePython: this test's interpreter compiles."""
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, *args]
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {**os.environ, **extra}
+
+
+def test_bytecode_replaces_the_sources_and_tracebacks_keep_file_and_line(
+        tmp_path: Path) -> None:
+    """Every module is compiled at build time and its source dropped: the image imports
+    ``x.pyc`` in place of ``x.py`` (never compiling, never writing), and a traceback still
+    names the in-image file and the line."""
+    from ocibuild import python
+
+    site = tmp_path / "opt" / "venv" / "lib" / "python3.11" / "site-packages"
+    (site / "pkg").mkdir(parents=True)
+    (site / "pkg" / "__init__.py").write_text("")
+    (site / "pkg" / "mod.py").write_text("def boom():\n    x = 1\n    raise ValueError(x)\n")
+    removed = python.compile_bytecode(_HostPython(), tmp_path,  # type: ignore[arg-type]
+                                      (python.SITE.lstrip("/"),))
+    assert removed == len("def boom():\n    x = 1\n    raise ValueError(x)\n")
+    assert sorted(p.name for p in (site / "pkg").iterdir()) == ["__init__.pyc", "mod.pyc"]
+    proc = subprocess.run(
+        [sys.executable, "-B", "-c", "import pkg.mod, traceback\ntry:\n pkg.mod.boom()\n"
+         "except ValueError:\n traceback.print_exc()"],
+        env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True,
+        check=True)
+    assert f'File "{python.SITE}/pkg/mod.py", line 3, in boom' in proc.stderr, proc.stderr
+    assert not list(site.rglob("__pycache__")), "bytecode written at run time"
 
 
 def test_oci_labels(final: Stage) -> None:
