@@ -71,19 +71,32 @@ class Sampler:
 
     def __init__(self, admin: Any, namespace: str) -> None:
         self.seen: list[tuple[float, int]] = []
+        self._error: Exception | None = None
         self._stop = threading.Event()
         self._admin, self._namespace = admin, namespace
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(0.1):
-            self.seen.append((time.monotonic(),
-                              replicas(self._admin, self._namespace, "deployment", "coredns")))
+        try:
+            while not self._stop.wait(0.1):
+                self._sample()
+        except Exception as err:  # for stop(): a dead sampler must not pass as a flat record
+            self._error = err
+
+    def _sample(self) -> None:
+        self.seen.append((time.monotonic(),
+                          replicas(self._admin, self._namespace, "deployment", "coredns")))
 
     def stop(self) -> list[tuple[float, int]]:
+        """Ends the thread and takes one last sample: the count the caller's wait just saw
+        can be written after the thread's last tick, and the record must end with it."""
         self._stop.set()
         self._thread.join(5)
+        assert not self._thread.is_alive(), "the sampler's GET hung for 5 s"
+        if self._error is not None:
+            raise AssertionError("the sampler's GET failed") from self._error
+        self._sample()
         return self.seen
 
 
@@ -117,7 +130,8 @@ def test_panic_scales_up_at_once_and_down_only_after_the_stable_window(
     assert len(proc.events("load.panic.ended")) == 2, proc.logs()[-3000:]
     # Panic only goes up: each count sampled until the first drop is at least the one
     # before, and the drop is the end of the panic (straight to the stable count).
-    first_down = next(i for i in range(1, len(seen)) if seen[i][1] < seen[i - 1][1])
+    first_down = next((i for i in range(1, len(seen)) if seen[i][1] < seen[i - 1][1]), None)
+    assert first_down is not None, seen
     assert seen[first_down][1] == 1, seen
     assert down >= STABLE - 1.0, (down, seen)  # the panic window's last surge + 6 s
     print(f"load step: 28 replicas after {reaction:.2f} s; back to 1 after {down:.2f} s")
