@@ -188,7 +188,8 @@ class _Decoder:
             return None
         if not isinstance(tree, JsonObject):
             raise ConfigError(
-                f"{where}the config must be a JSON object of container names, e.g. "
+                (f"the block {where.strip()!r}: " if where else "")
+                + "the config must be a JSON object of container names, e.g. "
                 '{"my-container": {"requests": {"cpu": {"base": "10m", "step": "1m", '
                 f'"coresPerStep": 1}}}}}}; got {describe(tree)}')
         result: dict[str, ContainerScaleConfig] = dict(onto or {})
@@ -207,7 +208,7 @@ class _Decoder:
             if _block_key(key) != target:
                 self._skip(value)
                 continue
-            result = self.top(value, result, where=f"{key}: ")
+            result = self.top(value, result, where=f"{key} ")
         return result
 
     def container(self, value: JsonValue, where: str) -> ContainerScaleConfig:

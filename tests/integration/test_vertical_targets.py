@@ -8,6 +8,7 @@ Eviction API marks an evicted Pod for deletion (``deletionTimestamp``: the Pod i
 a Node whose kubelet never confirms). Expected values are CPVA's formula, written out.
 """
 
+# ruff: noqa: F811  (the cpvpa fixture is imported from test_vertical, then requested)
 from __future__ import annotations
 
 import json
@@ -19,12 +20,12 @@ import pytest
 
 from tests.controlplane import AdminClient, ControlPlane
 from tests.integration.support import create_nodes, wait_polls, wait_until
-from tests.integration.test_vertical import (  # noqa: F401  (the fixture)
+from tests.integration.test_vertical import (
     CONFIG,
     CPVA_RBAC,
     EXPECTED,
     config_dir,
-    cpvpa,
+    cpvpa,  # noqa: F401  (the fixture)
     create_target,
     grant,
     pod_resources,
