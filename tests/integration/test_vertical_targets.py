@@ -342,6 +342,7 @@ def test_the_bounded_fallback_is_held_where_the_template_would_roll_the_pods(
     assert template_resources(admin, namespace, "daemonset", "agent") == {
         "requests": {"cpu": "5m"}}
     assert terminating(admin, namespace) == set()
+    assert proc.metrics()["cpvpa_fallback_pods_waiting"] == 2
 
 
 def test_the_grace_period_delays_the_fallback(

@@ -127,8 +127,8 @@ class TargetLoop:
                   computed: Requirements, write: bool) -> bool:
         """Refusals: patch the template instead (CPVA's write) -- at once, or, with a
         budget, once the grace period is over and only where the template rolls nothing."""
-        refused = ("in-place resize refused: "
-                   + "; ".join(str(r) for r in outcome.refusals[:3]))
+        reasons = "; ".join(str(r) for r in outcome.refusals[:3])
+        refused = f"in-place resize refused: {reasons}"
         if self.budget is not None:
             plan = result.fallback = self.budget.plan(
                 sorted({r.pod for r in outcome.refusals}), self._clock())
@@ -143,7 +143,8 @@ class TargetLoop:
                              if outcome.target is not None else
                              (False, "the target could not be read"))
                 if not safe:
-                    result.fallback = FallbackPlan(waiting=plan.waiting)
+                    result.fallback = FallbackPlan(  # every due Pod waits: none restarted
+                        over_budget=plan.restart + plan.over_budget, waiting=plan.waiting)
                     result.error = (
                         f"{refused}; the fallback is held: patching the template would "
                         f"restart Pods at the controller's pace ({why}), not at most "
@@ -157,17 +158,15 @@ class TargetLoop:
             self._fallen_back[reason] = computed
         result.fallbacks = fresh
         if fresh:
-            bounded = self.budget is not None and self.budget.bounded
+            budget = self.budget.max_pods if self.budget is not None else 0
             self._log.warning(
                 "resize.fallback", reasons=fresh, **self._labels(),
                 refusals=[str(r) for r in outcome.refusals][:10],
-                action=(f"patching the pod template and restarting at most "
-                        f"{self.budget.max_pods} refused Pods per poll" if bounded and
-                        self.budget is not None else
+                action=(f"patching the pod template and restarting at most {budget} refused "
+                        "Pods per poll" if budget else
                         "patching the pod template instead (its controller may replace "
                         "the Pods)"))
-        result.error = refused.replace("refused: ", "refused, the template is patched "
-                                       "instead: ", 1)
+        result.error = f"in-place resize refused, the template is patched instead: {reasons}"
         if result.fallback is not None and not (write or result.drift):
             self._restart(result)  # the template has the values: restart the next Pods
         return write or bool(result.drift)
