@@ -222,6 +222,7 @@ class InPlaceResizer:
             return
         if plan.body is None:
             self._backoff.succeeded(uid)  # resized since (by someone): nothing to retry
+            self._last_error.pop(uid, None)
             return
         now = self._clock()
         if not self._backoff.due(uid, now):
@@ -237,7 +238,8 @@ class InPlaceResizer:
         except ApiError as exc:
             verdict = classify(exc.status)
             if not verdict.fallback:
-                self._retry_later(name, uid, verdict.reason, exc, now, out)
+                # From when it failed: a request that timed out took its whole deadline.
+                self._retry_later(name, uid, verdict.reason, exc, self._clock(), out)
                 return
             hint = {"unsupported": "; the API server has no pods/resize (Kubernetes 1.33+ "
                                    "has it on by default)",
