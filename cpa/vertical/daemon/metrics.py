@@ -24,6 +24,7 @@ from cpa.nodes.watch import WatchStatus
 from cpa.runtime import metrics as common
 from cpa.vertical.daemon.loop import TargetPollResult, VerticalPollResult
 from cpa.vertical.formula import Requirements
+from cpa.vertical.resize_errors import RETRY_REASONS
 
 __all__ = ["VerticalMetrics"]
 
@@ -113,6 +114,16 @@ class VerticalMetrics:
             "cpvpa_resize_fallbacks", "In-place resizes refused, by reason, counted once per "
             "change of the computed values; the template is patched instead.",
             ["reason", *per], registry=reg)
+        self.retries = Counter(
+            "cpvpa_resize_retries", "In-place resizes that failed transiently (reason: "
+            "server_error, conflict, too_many_requests, connection, other); the Pod is "
+            "tried again at a later poll, after a backoff, and nothing falls back.",
+            ["reason", *per], registry=reg)
+        self.retrying = Gauge("cpvpa_pod_resizes_retrying", "Pods whose in-place resize "
+                              "failed transiently and waits for its retry.", per, registry=reg)
+        for key in targets if self._multi else ("",):
+            for reason in RETRY_REASONS:
+                self.retries.labels(reason, *([key] if self._multi else []))
         self.restarts = Counter(
             "cpvpa_fallback_pod_restarts", "Pods the bounded fallback evicted "
             "(--resize-fallback-max-pods-per-cycle), so that their controller recreates them "
@@ -190,6 +201,10 @@ class VerticalMetrics:
         inplace = share.inplace
         if inplace is not None and plan is not None and plan.computed is not None:
             _child(self.resizes, per).inc(len(inplace.resized))
+            _child(self.retrying, per).set(len(inplace.retries))
+            for retry in inplace.retries:
+                if retry.failed_now:
+                    self.retries.labels(retry.reason, *per).inc()
             _child(self.pending, per).set(len(inplace.pending))
             values = dict.fromkeys(_by_label(plan.computed, per), 0.0)
             values.update({(d.container, d.kind, d.resource, *per): 1.0 for d in share.drift})

@@ -105,6 +105,9 @@ class TargetLoop:
         if outcome.error is not None:
             result.error = outcome.error
             return False
+        if outcome.retries:  # transient: the Pods are tried again later, nothing falls back
+            result.error = ("in-place resize failed transiently, retried at a later poll "
+                            "(no fallback): " + "; ".join(str(r) for r in outcome.retries[:3]))
         if outcome.refusals:
             return self._fallback(result, outcome, computed, write)
         if self.budget is not None:
@@ -134,7 +137,7 @@ class TargetLoop:
                 sorted({r.pod for r in outcome.refusals}), self._clock())
             if not plan.due:
                 left = max(seconds for _, seconds in plan.waiting)
-                result.error = (f"{refused}; the fallback waits "
+                self._add_error(result, f"{refused}; the fallback waits "
                                 f"(--resize-fallback-grace-period): {len(plan.waiting)} "
                                 f"Pod(s), at most {left:.0f}s left")
                 return False
@@ -145,7 +148,8 @@ class TargetLoop:
                 if not safe:
                     result.fallback = FallbackPlan(  # every due Pod waits: none restarted
                         over_budget=plan.restart + plan.over_budget, waiting=plan.waiting)
-                    result.error = (
+                    self._add_error(
+                        result,
                         f"{refused}; the fallback is held: patching the template would "
                         f"restart Pods at the controller's pace ({why}), not at most "
                         f"{self.budget.max_pods} per poll "
@@ -166,10 +170,16 @@ class TargetLoop:
                         "Pods per poll" if budget else
                         "patching the pod template instead (its controller may replace "
                         "the Pods)"))
-        result.error = f"in-place resize refused, the template is patched instead: {reasons}"
+        self._add_error(result, "in-place resize refused, the template is patched instead: "
+                        f"{reasons}")
         if result.fallback is not None and not (write or result.drift):
             self._restart(result)  # the template has the values: restart the next Pods
         return write or bool(result.drift)
+
+    @staticmethod
+    def _add_error(result: TargetPollResult, refused: str) -> None:
+        """The refusal first, then what was already said (transient retries)."""
+        result.error = refused if result.error is None else f"{refused}; {result.error}"
 
     def _restart(self, result: TargetPollResult) -> None:
         """The bounded fallback's restarts, after the template has the values."""
