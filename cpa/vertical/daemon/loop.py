@@ -116,9 +116,9 @@ class VerticalAutoscaler:
                  budget: FallbackBudget | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``state``, ``writer``, ``resizer`` and ``budget`` (the fallback's) are the first
-        target's, CPVA's only one; ``more_targets`` the others of a comma list. ``may_write`` (leader election) is
-        asked before every poll: a follower does not poll, it calls ``warm`` instead (the
-        Node counts get ready for a takeover)."""
+        target's, CPVA's only one; ``more_targets`` the others of a comma list.
+        ``may_write`` (leader election) is asked before every poll: a follower does not
+        poll, it calls ``warm`` instead (the Node counts get ready for a takeover)."""
         self._config = config
         self._warm = warm
         self._counts = counts
