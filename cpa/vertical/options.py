@@ -191,7 +191,8 @@ def validate(opts: VerticalOptions) -> list[str]:
         opts.patch_targets = tuple(parse_targets(opts.target,
                                                  statefulsets=opts.allow_statefulset))
     except TargetError as exc:
-        hint = "" if "format error" in str(exc) or "Unknown" not in str(exc) else (
+        own = ("format error", "empty item", "twice")  # these say what to do already
+        hint = "" if any(words in str(exc) for words in own) else (
             " Pass e.g. --target=daemonset/kube-proxy.")
         if "statefulset/" in opts.target and not opts.allow_statefulset:
             hint += " statefulset/NAME needs --allow-statefulset."
