@@ -44,9 +44,14 @@ class EventRecorder:
     """Posts Events to ``namespace``; ``instance`` names this process (the Pod name)."""
 
     def __init__(self, api: Api, namespace: str, configmap: str, instance: str, *,
+                 mounted: bool = False,
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        """``mounted`` (``--config-dir``): the parameters' versions are the directory's, not
+        the ConfigMap's resourceVersions, so the Events regard the ConfigMap without one
+        (and none at all when ``configmap`` is empty)."""
         self._api = api
+        self._mounted = mounted
         self._namespace = namespace
         self._configmap = configmap
         self._instance = instance[:128]
@@ -90,9 +95,11 @@ class EventRecorder:
         if invalid is not None and version is not None and self._configmap \
                 and version not in self._warned_versions:
             self._warned_versions.add(version)
-            self.emit("Warning", "InvalidParameters", "LoadParameters", {
-                "apiVersion": "v1", "kind": "ConfigMap", "name": self._configmap,
-                "namespace": self._namespace, "resourceVersion": version}, invalid)
+            regarding = {"apiVersion": "v1", "kind": "ConfigMap", "name": self._configmap,
+                         "namespace": self._namespace}
+            if not self._mounted:
+                regarding["resourceVersion"] = version
+            self.emit("Warning", "InvalidParameters", "LoadParameters", regarding, invalid)
 
     # --- the one way out ---------------------------------------------------------------
     def emit(self, type_: str, reason: str, action: str, regarding: dict[str, str],

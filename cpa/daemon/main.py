@@ -179,7 +179,8 @@ def _autoscaler(autoscaler: type[Autoscaler], opts: flags.Options, config: LoopC
 
         instance = os.environ.get("HOSTNAME") or DAEMON_NAME
         loop.add_observer(
-            EventRecorder(writer, opts.namespace, opts.configmap, instance).observe)
+            EventRecorder(writer, opts.namespace, opts.configmap, instance,
+                          mounted=bool(opts.config_dir)).observe)
     return loop
 
 

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import enum
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -128,7 +126,12 @@ the hash of the data it wrote. Data that still hashes to it was not edited by an
 
 def data_hash(data: Mapping[str, str] | None) -> str:
     """The SHA-256 of a ConfigMap's data, key order and JSON spacing aside: the same data
-    hashes the same whoever wrote it (the API server keeps ``data`` as a map)."""
+    hashes the same whoever wrote it (the API server keeps ``data`` as a map). The imports
+    are here: only --update-configmap-from-defaults hashes, and this module is on the path
+    of every daemon's first poll."""
+    import hashlib
+    import json
+
     text = json.dumps(dict(data or {}), sort_keys=True, separators=(",", ":"),
                       ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
