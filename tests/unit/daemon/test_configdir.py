@@ -150,3 +150,34 @@ def test_a_missing_directory_fails_the_poll_until_it_is_mounted(tmp_path: Path) 
     assert api.replicas(COREDNS) == 1
     kubelet_write(tmp_path / "later", {"linear": LINEAR})
     assert a.poll_once().error is None and api.replicas(COREDNS) == 4
+
+
+@pytest.mark.parametrize("value", [
+    '{"nodesPerReplica":2,"behavior":{"scaleDown":{"stabilizationWindowSeconds":60}}}',
+    '{"nodesPerReplica":2,"zones":{"minPerZone":1}}',
+    '{"nodesPerReplica":2,"excludeNodesWithTaints":["@lifecycle"],"maxCoresPerNode":8}',
+    '{"nodesPerReplica":2,"min":-1}',
+])
+def test_the_directory_is_parsed_exactly_as_the_configmap(tmp_path: Path, value: str) -> None:
+    """Our keys inside the value (behavior, zones, counting) and the validation are the
+    ConfigMap's: the same data gives the same parameters, or the same refusal."""
+    from cpa.decide.modes.registry import parse_configmap_data
+
+    kubelet_write(tmp_path / "dir", {"linear": value})
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap("/api/v1/namespaces/kube-system/configmaps/kube-dns-autoscaler",
+                      {"linear": value})
+    from_dir = make(api, tmp_path / "dir").poll_once()
+    opts = parse_args(["--namespace=kube-system", "--target=deployment/coredns",
+                       "--configmap=kube-dns-autoscaler"], {})
+    from_cm = Autoscaler(loop_config(opts), api,
+                         lambda: ClusterCounts(8, 8, 8, 8)).poll_once()
+    assert from_dir.params == from_cm.params
+    assert (from_dir.params_invalid is None) == (from_cm.params_invalid is None)
+    if from_cm.params_invalid is not None:
+        assert from_dir.params_invalid is not None
+        reason = from_cm.params_invalid.split("): ", 1)[1]
+        assert from_dir.params_invalid.endswith(reason)
+    else:
+        assert from_dir.params == parse_configmap_data({"linear": value})
