@@ -37,6 +37,7 @@ OLD_DATA = {"linear": '{"nodesPerReplica":4}'}
 NEW_DATA = {"linear": '{"nodesPerReplica":2}'}
 FOLLOW = "--update-configmap-from-defaults"
 UPDATE_RULE = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["update"]}
+EVENTS_RULE = {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]}
 
 
 def args(namespace: str, defaults: str, *extra: str) -> list[str]:
@@ -48,7 +49,8 @@ def test_new_defaults_reach_an_unedited_configmap_after_a_restart(
         controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
     coredns_and_nodes(admin, namespace, "dflt", 16, cpu="1")
-    kubeconfig = service_account(controlplane, namespace, "follow", [UPDATE_RULE])
+    kubeconfig = service_account(controlplane, namespace, "follow",
+                                 [UPDATE_RULE, EVENTS_RULE])
     first = start(*args(namespace, OLD, FOLLOW), kubeconfig=kubeconfig)
     wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=first)
     created = configmap(admin, namespace, CM)
@@ -57,7 +59,7 @@ def test_new_defaults_reach_an_unedited_configmap_after_a_restart(
     first.stop()
 
     # A distribution upgrade: the same Deployment, new --default-params.
-    second = start(*args(namespace, NEW, FOLLOW), kubeconfig=kubeconfig)
+    second = start(*args(namespace, NEW, FOLLOW, "--events"), kubeconfig=kubeconfig)
     wait_replicas(admin, namespace, "deployment", "coredns", 8, proc=second)
     updated = configmap(admin, namespace, CM)
     assert updated["data"] == NEW_DATA
@@ -71,6 +73,11 @@ def test_new_defaults_reach_an_unedited_configmap_after_a_restart(
     assert metrics["cpa_configmap_defaults_diverged"] == 0
     version = updated["metadata"]["resourceVersion"]
     assert configmap(admin, namespace, CM)["metadata"]["resourceVersion"] == version
+    (applied,) = wait_until("the DefaultsApplied Event", lambda: [
+        e for e in admin.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
+        if e["reason"] == "DefaultsApplied"])
+    assert applied["type"] == "Normal"
+    assert applied["regarding"]["kind"] == "ConfigMap" and applied["regarding"]["name"] == CM
 
 
 def test_without_the_flag_the_configmap_created_is_upstreams(
