@@ -55,6 +55,9 @@ class ConfigMapSource:
         self._defaults = default_params
         self._dry_run = dry_run
         self._follow = update_from_defaults and default_params is not None
+        self._annotations = ({DEFAULTS_ANNOTATION: data_hash(default_params)}
+                             if self._follow else None)
+        """What the ConfigMap created (and each update) records: the defaults' hash."""
         self._log = logs.get_logger("configmap")
         self._would_create_logged = False
         self._checked: tuple[str, DefaultsState] | None = None  # (resourceVersion, state)
@@ -75,10 +78,8 @@ class ConfigMapSource:
         """GET (or create) the ConfigMap, bring it to the defaults when that is ours to do;
         (its resourceVersion, its data). Raises ApiError."""
         self.defaults = None
-        annotations = ({DEFAULTS_ANNOTATION: data_hash(self._defaults)}
-                       if self._follow and self._defaults is not None else None)
         cm = configmap.get_or_create(self._api, self.namespace, self.name, self._defaults,
-                                     create=not self._dry_run, annotations=annotations)
+                                     create=not self._dry_run, annotations=self._annotations)
         if cm.would_create != self._would_create_logged:
             self._would_create_logged = cm.would_create
             if cm.would_create:
@@ -91,7 +92,7 @@ class ConfigMapSource:
 
     # --- --update-configmap-from-defaults -----------------------------------------------
     def _follow_defaults(self, cm: ConfigMapData) -> ConfigMapData:
-        assert self._defaults is not None
+        assert self._defaults is not None and self._annotations is not None
         state = self._state(cm)
         replaced: Mapping[str, str] | None = None
         if state is DefaultsState.OUTDATED and self._dry_run:
@@ -102,9 +103,8 @@ class ConfigMapSource:
                                hint="dry run: the ConfigMap keeps its data")
         elif state is DefaultsState.OUTDATED:
             try:
-                updated = configmap.replace_data(
-                    self._api, self.namespace, self.name, cm, self._defaults,
-                    {DEFAULTS_ANNOTATION: data_hash(self._defaults)})
+                updated = configmap.replace_data(self._api, self.namespace, self.name, cm,
+                                                 self._defaults, self._annotations)
             except ApiError as exc:
                 if not exc.conflict:
                     raise
