@@ -32,6 +32,7 @@ class CommandLine(Protocol):
     version: bool
     v: int
     log_format: str
+    log_buffer_lines: int
 
 
 _O = TypeVar("_O", bound=CommandLine)
@@ -59,6 +60,7 @@ def read_command_line(argv: Sequence[str], prog: str, parse: Callable[[Sequence[
         print(version_text)
         return 0
     logs.configure(opts.v, opts.log_format)
+    logs.buffer_stderr(opts.log_buffer_lines)  # a full log pipe never stops the loop
     problems = validate(opts)
     if problems:
         for problem in problems:
