@@ -247,7 +247,7 @@ class LeaderElector:
                 return cfg.retry_period  # the next round, as client-go's wait.Until
             after = self._clock()
             if after >= round_deadline or self._foreign:  # too late, or not ours any more
-                self._step_down()
+                self._step_down(foreign=after < round_deadline)
                 return cfg.retry_period * (1.0 + self._rng.uniform(0.0, 1.2))
             # The next try of this round, on its retry_period tick, or the deadline.
             with self._lock:
@@ -263,14 +263,14 @@ class LeaderElector:
             return 0.0  # the renew loop begins at once, as client-go's
         return cfg.retry_period * (1.0 + self._rng.uniform(0.0, 1.2))  # JitterFactor 1.2
 
-    def _step_down(self) -> None:
+    def _step_down(self, foreign: bool = False) -> None:
         with self._lock:
             was = self._leading
             self._leading, self._round_deadline = False, None
         if was:
-            self._changed(False)
+            self._changed(False, foreign)
 
-    def _changed(self, leading: bool) -> None:
+    def _changed(self, leading: bool, foreign: bool = False) -> None:
         if leading:
             self.transitions += 1
             self._log.info("leader.started", lease=f"{self._cfg.namespace}/{self._cfg.name}",
@@ -279,8 +279,11 @@ class LeaderElector:
             self._log.warning("leader.stopped", lease=f"{self._cfg.namespace}/{self._cfg.name}",
                               identity=self._cfg.identity,
                               renewed_seconds_ago=round(self.last_renewal_age(), 1),
-                              hint="could not renew the Lease within the renew deadline; "
-                                   "not writing until it is acquired again")
+                              holder=self._observed_holder if foreign else None,
+                              hint=("the Lease names another holder (or none): it is not "
+                                    "ours any more" if foreign else
+                                    "could not renew the Lease within the renew deadline")
+                              + "; not writing until it is acquired again")
         if self.on_change is not None:
             self.on_change(leading)
 
