@@ -41,7 +41,6 @@ class Options(shared.GlogOptions, shared.LeaderElectionOptions):
     kubeconfig: str = ""
     health_port: int = 8080
     log_format: str = "text"
-    log_buffer_lines: int = 5000
     events: bool = False
     react_to_node_changes: bool = False
     dry_run: bool = False
@@ -90,7 +89,6 @@ _FLAGS: tuple[Flag, ...] = (
     Flag("health-port", "health_port", parse_go_int,
          "Port of the /healthz and /last-poll server (default 8080).", metavar="int"),
     shared.LOG_FORMAT_FLAG,
-    shared.LOG_BUFFER_FLAG,
     Flag("events", "events", parse_bool,
          "Create Events: Normal on every replica change (regarding the target), Warning "
          "for invalid parameters (regarding the ConfigMap). Needs create on "

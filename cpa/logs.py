@@ -28,7 +28,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,8 +41,10 @@ _HELD_AT = "_cpa_held_at"  # the event's own time, carried to _stamp()
 HOLD_SECONDS = 1.0
 _PLAIN = frozenset({"debug", "info", "warning", "warn", "error", "critical", "msg"})
 BUFFER_LINES = 5000
-"""Lines kept for a stderr that does not take them (``--log-buffer-lines``): about 1.5 MB
-of JSON lines, minutes of ``--v=4`` output."""
+"""Lines kept for a stderr that does not take them: about 1.5 MB of JSON lines, minutes
+of ``--v=4`` output. ``CPA_LOG_BUFFER_LINES`` (both daemons) sets another number; 0
+writes in the caller, which then waits for stderr, as glog."""
+BUFFER_ENV = "CPA_LOG_BUFFER_LINES"
 FLUSH_SECONDS = 2.0  # at exit: the buffer is written out for at most this long
 
 
@@ -209,7 +211,9 @@ class _BufferedStderr:
 
     def put(self, line: str) -> None:
         with self._cond:
-            if len(self._lines) >= self._limit:
+            # The writer's own logs.dropped line is never dropped: it says what was.
+            if len(self._lines) >= self._limit and \
+                    threading.current_thread() is not self._thread:
                 self.dropped += 1
                 self._unreported += 1
                 return
@@ -246,8 +250,8 @@ class _BufferedStderr:
                 get_logger("logs").warning(
                     "logs.dropped", dropped=lost, dropped_total=self.dropped,
                     hint="stderr did not take the log lines (a log pipe nobody read) for "
-                         "long enough to fill the buffer (--log-buffer-lines); the daemon "
-                         "went on polling")
+                         f"long enough to fill the buffer ({self._limit} lines, "
+                         f"{BUFFER_ENV}); the daemon went on polling")
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -261,6 +265,17 @@ class _BufferedStderr:
 
 
 _buffer: _BufferedStderr | None = None
+
+
+def buffer_lines(environ: Mapping[str, str] = os.environ) -> int | str:
+    """The buffer's size from ``CPA_LOG_BUFFER_LINES`` (default :data:`BUFFER_LINES`),
+    or the problem with its value."""
+    text = environ.get(BUFFER_ENV, "").strip()
+    if not text:
+        return BUFFER_LINES
+    if not text.isdigit():
+        return f"{BUFFER_ENV}={text!r}: must be a whole number of lines, 0 or more"
+    return int(text)
 
 
 def buffer_stderr(limit: int = BUFFER_LINES) -> None:

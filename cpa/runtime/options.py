@@ -16,8 +16,7 @@ from cpa.go.duration import parse_duration
 from cpa.go.pflag import Flag, parse_str
 from cpa.go.strconv import parse_bool, parse_decimal_int, parse_go_int
 
-__all__ = ["GLOG_FLAGS", "KUBECONFIG_FLAG", "LEADER_ELECT_FLAG", "LEASE_FLAGS",
-           "LOG_BUFFER_FLAG", "LOG_FORMAT_FLAG",
+__all__ = ["GLOG_FLAGS", "KUBECONFIG_FLAG", "LEADER_ELECT_FLAG", "LEASE_FLAGS", "LOG_FORMAT_FLAG",
            "GlogOptions", "LeaderElectionOptions", "validate_leader_election",
            "verbosity_flag"]
 
@@ -109,13 +108,6 @@ def _parse_vmodule(text: str) -> str:
     return text
 
 
-def _parse_log_buffer(text: str) -> int:
-    lines = parse_decimal_int(text, 32)
-    if lines < 0:
-        raise ValueError("must be 0 or more")
-    return lines
-
-
 def _parse_log_format(text: str) -> str:
     if text not in ("text", "json"):
         raise ValueError("must be text or json")
@@ -156,10 +148,6 @@ KUBECONFIG_FLAG = Flag(
     "in-cluster config).", metavar="path")
 LOG_FORMAT_FLAG = Flag("log-format", "log_format", _parse_log_format, "text (default) or json.",
                        metavar="format")
-LOG_BUFFER_FLAG = Flag(
-    "log-buffer-lines", "log_buffer_lines", _parse_log_buffer,
-    "Log lines kept while stderr does not take them; more are dropped and counted, "
-    "never waited for (default 5000; 0: wait, as glog).", metavar="int")
 LEADER_ELECT_FLAG = Flag(
     "leader-elect", "leader_elect", parse_bool,
     "Run several replicas: only the holder of a coordination.k8s.io Lease writes. "

@@ -32,7 +32,6 @@ class CommandLine(Protocol):
     version: bool
     v: int
     log_format: str
-    log_buffer_lines: int
 
 
 _O = TypeVar("_O", bound=CommandLine)
@@ -60,8 +59,12 @@ def read_command_line(argv: Sequence[str], prog: str, parse: Callable[[Sequence[
         print(version_text)
         return 0
     logs.configure(opts.v, opts.log_format)
-    logs.buffer_stderr(opts.log_buffer_lines)  # a full log pipe never stops the loop
     problems = validate(opts)
+    lines = logs.buffer_lines()
+    if isinstance(lines, str):
+        problems.append(lines)
+    else:
+        logs.buffer_stderr(lines)  # a full log pipe never stops the loop
     if problems:
         for problem in problems:
             print(f"{prog}: {problem}", file=sys.stderr)

@@ -63,7 +63,6 @@ class VerticalOptions(shared.GlogOptions, shared.LeaderElectionOptions):
     invalid_config: str = InvalidConfigPolicy.REFUSE.value
     health_port: int = 0
     log_format: str = "text"
-    log_buffer_lines: int = 5000
     # filled by validate()
     patch_target: PatchTarget | None = None
     default_scale_config: ScaleConfig | None = None
@@ -124,7 +123,6 @@ _FLAGS: tuple[Flag, ...] = (
          "Serve /healthz, /last-poll and /metrics on this port (default 0: off, as CPVA).",
          metavar="int"),
     shared.LOG_FORMAT_FLAG,
-    shared.LOG_BUFFER_FLAG,
     shared.LEADER_ELECT_FLAG,
     Flag("leader-elect-lease-name", "leader_elect_lease_name", parse_str,
          "Name of the Lease (default: cpvpa-<kind>-<name> of the target).",

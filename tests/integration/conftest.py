@@ -29,10 +29,12 @@ def start(controlplane: ControlPlane, tmp_path: Path
 
     def _start(*args: str, poll_period: int = 1, kubeconfig: Path | None = None,
                nofile: tuple[int, int] | None = None, verbosity: int = 2,
-               stderr_pipe: bool = False) -> AutoscalerProcess:
+               stderr_pipe: bool = False, env: dict[str, str] | None = None
+               ) -> AutoscalerProcess:
         proc = AutoscalerProcess(kubeconfig or controlplane.autoscaler_kubeconfig, list(args),
                                  tmp_path / f"autoscaler-{len(procs)}.log", poll_period,
-                                 verbosity=verbosity, nofile=nofile, stderr_pipe=stderr_pipe)
+                                 verbosity=verbosity, nofile=nofile, stderr_pipe=stderr_pipe,
+                                 extra_env=env)
         procs.append(proc)
         return proc
 

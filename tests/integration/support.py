@@ -190,7 +190,8 @@ class AutoscalerProcess(LoggedProcess):
                  poll_period: int = 1, verbosity: int = 2,
                  nofile: tuple[int, int] | None = None,
                  command: Sequence[str] | None = None, prefix: str = "cpa",
-                 stderr_pipe: bool = False) -> None:
+                 stderr_pipe: bool = False, extra_env: Mapping[str, str] | None = None
+                 ) -> None:
         self.health_port = free_port()
         self.prefix = prefix
         argv = [*(command or daemon_command()), f"--kubeconfig={kubeconfig}",
@@ -199,6 +200,7 @@ class AutoscalerProcess(LoggedProcess):
                 "--log-format=json", *args]
         env = {k: v for k, v in os.environ.items()
                if k not in ("KUBECONFIG", "MY_POD_NAMESPACE", "MY_NAMESPACE")}
+        env.update(extra_env or {})
         super().__init__(argv, log_path, env, nofile, stderr_pipe)
         self._http = urllib3.PoolManager(retries=False, timeout=2.0)
 

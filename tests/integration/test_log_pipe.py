@@ -2,7 +2,7 @@
 
 The real daemon runs with ``--v=4`` (a line every poll) and its stderr a pipe this test
 does not read, shrunk to one page (4 KiB) so that it fills within seconds as a container
-runtime's backed-up log pipe would after a while; ``--log-buffer-lines=4`` makes the
+runtime's backed-up log pipe would after a while; ``CPA_LOG_BUFFER_LINES=4`` makes the
 daemon's own buffer overflow as quickly. Then a Node change must still be written within
 a couple of polls, ``/metrics`` must count the dropped lines, and once the test drains the
 pipe one ``logs.dropped`` line must say how many were lost. Before the fix the poll loop
@@ -44,7 +44,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 PIPE_BYTES = 4096
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
-QUIET = ("--v=4", "--log-buffer-lines=4")
+SMALL_BUFFER = {"CPA_LOG_BUFFER_LINES": "4"}
 
 
 def shrink(pipe: IO[bytes]) -> None:
@@ -130,7 +130,7 @@ def check_blocked_pipe(proc: AutoscalerProcess, change: Any, changed: Any) -> No
 
     [line] = wait_until("the one logs.dropped line", said, 20)
     assert line["level"] == "warning" and line["dropped"] >= lost
-    assert "--log-buffer-lines" in line["hint"]
+    assert "CPA_LOG_BUFFER_LINES" in line["hint"] and "4 lines" in line["hint"]
     time.sleep(2)  # a few more polls' lines, read as they come: no more drops
     assert len(said()) == 1, "one line for the whole episode"
     assert proc.metrics()[dropped] == line["dropped_total"]
@@ -143,7 +143,7 @@ def test_the_autoscaler_polls_on_while_nobody_reads_its_logs(
         controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
     coredns_and_nodes(admin, namespace, "pipe", 2, cpu="4")  # 2 nodes, 8 cores: 2
-    proc = start(*args(namespace, *QUIET), stderr_pipe=True)
+    proc = start(*args(namespace, "--v=4"), stderr_pipe=True, env=SMALL_BUFFER)
     wait_until("the first write", lambda: replicas(
         admin, namespace, "deployment", "coredns") == 2, 60)
     check_blocked_pipe(
@@ -159,8 +159,9 @@ def test_cpvpa_polls_on_while_nobody_reads_its_logs(
     proc = AutoscalerProcess(
         controlplane.admin_kubeconfig,
         ["--target=deployment/addon", f"--namespace={namespace}",
-         f"--default-config={json.dumps(CONFIG)}", *QUIET],
-        tmp_path / "cpvpa.log", 1, command=cpvpa_command(), prefix="cpvpa", stderr_pipe=True)
+         f"--default-config={json.dumps(CONFIG)}", "--v=4"],
+        tmp_path / "cpvpa.log", 1, command=cpvpa_command(), prefix="cpvpa", stderr_pipe=True,
+        extra_env=SMALL_BUFFER)
     try:
         wait_until("the first write", lambda: template_resources(
             admin, namespace, "deployment", "addon") == EXPECTED, 60)
