@@ -106,7 +106,7 @@ def lease_problem(exc: Exception, namespace: str, name: str) -> str:
     lease = f"{namespace}/{name}"
     if isinstance(exc, ApiError) and exc.forbidden:
         return (f"cannot take part in leader election: the Lease {lease} is forbidden "
-                f"({str(exc)[:300]}); add an RBAC Role rule in namespace {namespace}: "
+                f"({str(exc)[:600]}); add an RBAC Role rule in namespace {namespace}: "
                 '{apiGroups: ["coordination.k8s.io"], resources: ["leases"], '
                 'verbs: ["get", "create", "update"]} (manifests/examples/leader-election.yaml)')
     if isinstance(exc, ApiError) and exc.status == 401:
