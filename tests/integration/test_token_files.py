@@ -38,6 +38,7 @@ from tests.controlplane import AdminClient, ControlPlane
 from tests.integration.support import (
     AutoscalerProcess,
     LoggedProcess,
+    console_script,
     create_nodes,
     create_workload,
     daemon_command,
@@ -46,7 +47,7 @@ from tests.integration.support import (
     service_account,
     wait_until,
 )
-from tests.integration.test_vertical import cpvpa_command, create_target, template_resources
+from tests.integration.test_vertical import create_target, template_resources
 
 pytestmark = pytest.mark.integration
 
@@ -209,6 +210,13 @@ class Daemon:
     value: Callable[[AdminClient, str], object]
     expected: Callable[[int], object]
     rules: tuple[dict[str, Any], ...] = ()
+
+
+def cpvpa_command() -> list[str]:
+    """The installed ``cpvpa`` beside this interpreter (PATH may not have the venv's)."""
+    exe = console_script("cpvpa")
+    assert exe, "cpvpa is not installed in this environment (make install)"
+    return [exe]
 
 
 def _daemonset(admin: AdminClient, namespace: str) -> None:
