@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpa import logs
+from cpa.kube.api import ApiError
+from cpa.kube.client import KubeApi
+from cpa.kube.config import Connection
 from cpa.kube.tokenfile import (
     TOKEN_REREAD_SECONDS,
     FileToken,
@@ -21,6 +25,7 @@ from cpa.kube.tokenfile import (
     reason_to_read,
     token_of,
 )
+from tests.unit.kube.test_transport import Server, answer, read_request
 
 A = Stamp(1, 10, 5, 100)
 B = Stamp(1, 11, 5, 100)  # another inode: the kubelet swapped ..data
@@ -253,3 +258,43 @@ def test_the_header_is_never_empty_and_is_the_newest_good_token(
             (root / "token").symlink_to("..data/token")
         header = source()
         assert header == f"Bearer {newest}"
+
+
+# --- the client tells the token which header was refused -----------------------------------
+
+
+def test_the_client_reads_the_file_again_after_a_401_to_a_request_or_a_watch(
+        tmp_path: Path) -> None:
+    """KubeApi against a scripted server that refuses ``old1``: the request answered 401
+    fails, and the next one (a request, or a watch) carries what the file holds now."""
+    seen: list[str] = []
+
+    def handler(conn: socket.socket, _index: int) -> None:
+        while head := read_request(conn).decode():
+            auth = next(line for line in head.split("\r\n")
+                        if line.startswith("Authorization: "))
+            seen.append(auth.removeprefix("Authorization: Bearer "))
+            if seen[-1] == "old1":
+                answer(conn, b'{"kind":"Status","reason":"Unauthorized"}', "401 Unauthorized")
+            else:
+                answer(conn, b"{}")
+
+    server = Server(handler)
+    try:
+        path = tmp_path / "token"
+        path.write_text("old1")
+        source = FileToken(path)
+        client = KubeApi(Connection(server.url, None, source, "test",
+                                    unauthorized=source.unauthorized))
+        for call in (lambda: client.get_json("/api/v1/x"),
+                     lambda: client.stream("/api/v1/x", {}, 2).release_conn()):
+            path.write_text("old1")
+            rewrite_unseen(path, "old1")
+            with pytest.raises(ApiError) as refused:
+                call()
+            assert refused.value.status == 401
+            rewrite_unseen(path, "new2")
+            call()
+            assert seen[-2:] == ["old1", "new2"]
+    finally:
+        server.close()
