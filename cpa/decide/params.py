@@ -43,8 +43,8 @@ from cpa.decide.zones import Zones, ZonesDoc, decode_zones, zones_problems
 from cpa.go.json import GoJsonError, JsonObject, JsonValue, as_object, go_bool, parse
 from cpa.nodes.counts import CountingPolicy
 
-__all__ = ["PLACEMENT_KEY", "SHARED_KEYS", "ParamsError", "SharedDecoder", "SharedParams", "decode_error",
-           "document"]
+__all__ = ["PLACEMENT_KEY", "SHARED_KEYS", "ParamsError", "SharedDecoder", "SharedParams",
+           "decode_error", "document"]
 
 
 class ParamsError(ValueError):
