@@ -149,7 +149,7 @@ def test_placement_of_a_template() -> None:
         (Toleration("", "Exists"), Toleration("pool", "Exists", "", "NoSchedule")))
     assert placement_of({}) == EVERYWHERE
     assert placement_of({"affinity": {"nodeAffinity": {}}}) == EVERYWHERE
-    no_terms = {"affinity": {"nodeAffinity": {
+    no_terms: dict[str, Any] = {"affinity": {"nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}}
     assert placement_of(no_terms).required == ()
     # the same placement written in another order is the same placement (shared totals)
