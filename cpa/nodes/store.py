@@ -155,6 +155,12 @@ class NodeStore:
                 schedulable_zones=len(placed.zones_sched) if zones else None,
             )
 
+    @property
+    def placements(self) -> list[Placement]:
+        """The placements kept totals for (``targetPlacement``)."""
+        with self._lock:
+            return list(self._placed)
+
     def placement_exclusions(self, placement: Placement) -> dict[str, int] | None:
         """How many Nodes each placement rule kept off (``nodeSelector``, ``nodeAffinity``,
         ``taint KEY``), for ``cpa explain``: one pass over the records; None when the

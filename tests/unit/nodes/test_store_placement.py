@@ -141,7 +141,7 @@ def _recount(nodes: dict[str, NodeInfo], policy: CountingPolicy, p: Placement
         milli += m
         sched += n.ready
         zones.add(labels.get(policy.zone_key or "", ""))
-    return (total, math.ceil(milli / 1000), sched, policy.zone_key and len(zones) or None,
+    return (total, math.ceil(milli / 1000), sched, (policy.zone_key and len(zones)) or None,
             None)
 
 
