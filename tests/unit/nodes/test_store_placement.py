@@ -67,7 +67,7 @@ def test_counts_per_placement_and_the_relist_they_need() -> None:
 
 def test_a_kept_placement_costs_no_pass_and_a_new_one_one(monkeypatch: Any) -> None:
     calls = [0]
-    real = store_module.excluded_by
+    real = store_module.excluded_by  # type: ignore[attr-defined]
 
     def counting(*args: Any) -> str | None:
         calls[0] += 1
@@ -123,7 +123,7 @@ op_st = st.one_of(st.tuples(st.just("upsert"), node_st),
 
 
 def _recount(nodes: dict[str, NodeInfo], policy: CountingPolicy, p: Placement
-             ) -> tuple[int, int, int, int, int | None]:
+             ) -> tuple[int, int, int, int | None, None]:
     from cpa.go.quantity import cpu_millicores
 
     total = sched = 0
