@@ -89,9 +89,17 @@ def poll_cost(store: NodeStore, key: bool, polls: int) -> float:
     return cpu(loop.poll_once, polls)
 
 
+def _flip(store: NodeStore, changed: NodeInfo, back: NodeInfo) -> Callable[[], None]:
+    """Two watch events that change one Node's record, and change it back."""
+    def flip() -> None:
+        store.upsert(changed)
+        store.upsert(back)
+    return flip
+
+
 def measure(n: int, polls: int, rounds: int) -> dict[str, Any]:
     plain_infos = nodes(n, "")
-    labelled = [i for i in nodes(n, ALL_LABELS)]
+    labelled = nodes(n, ALL_LABELS)
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     plain = filled(plain_infos, False)
@@ -111,10 +119,9 @@ def measure(n: int, polls: int, rounds: int) -> dict[str, Any]:
         placed.set_placements([*placed.placements, p])
         passes.append((time.process_time() - start) * 1e3)
         placed.set_placements([q for q in placed.placements if q != p])
-        event0.append(cpu(lambda: (plain.upsert(moved._replace(labels=None, taint_details=())),
-                                   plain.upsert(plain_infos[5])), 2000) / 2)
-        event1.append(cpu(lambda: (placed.upsert(moved), placed.upsert(labelled[5])),
-                          2000) / 2)
+        event0.append(cpu(_flip(plain, moved._replace(labels=None, taint_details=()),
+                                plain_infos[5]), 2000) / 2)
+        event1.append(cpu(_flip(placed, moved, labelled[5]), 2000) / 2)
     return {
         "nodes": n, "polls": polls, "rounds": rounds, "loadavg": os.getloadavg(),
         "poll_cpu_us_without_key": statistics.median(without),
