@@ -144,6 +144,17 @@ def test_each_target_counts_the_nodes_its_template_fits(
     assert doc["placement"]["excluded"] == {"nodeAffinity": 4, "taint dedicated": 2,
                                             "taint maintenance": 1}
 
+    # Present from the start: the first poll waits for the list with every label and
+    # decides on the target's own Nodes (no failed poll).
+    create_workload(admin, namespace, "deployment", "fresh")
+    pin(admin, namespace, "fresh", {"nodeSelector": {"pool": "core"}})
+    fresh = start(f"--namespace={namespace}", f"--configmap={CM}", "--target=deployment/fresh",
+                  kubeconfig=kubeconfig)
+    wait_replicas(admin, namespace, "deployment", "fresh", 4, proc=fresh)
+    fresh.wait_poll_ok()
+    assert not fresh.events("poll.failed")
+    assert fresh.events("scale.changed")[0]["total_nodes"] == 4
+
     # The key removed: upstream's counts again, and no per-target series.
     put_configmap_data(admin, namespace, CM, {"linear": json.dumps(PER_NODE)})
     for name in ("selected", "affine", "tolerant"):
