@@ -464,10 +464,6 @@ def load_axis(args: argparse.Namespace, params: Params, view: TargetView | None,
 
 def _explain(args: argparse.Namespace) -> tuple[str, int]:
     counts, params, origin, where = gather(args)
-    if params.shared.target_placement and where is None:
-        raise InputError("the parameters have targetPlacement: the counts are the Nodes the "
-                         "target's Pod template fits on; use --from-cluster --target "
-                         "KIND/NAME (or give --nodes/--cores of those Nodes and drop the key)")
     view = read_target(args)
     current = current_replicas(args, view)
     axis = load_axis(args, params, view, current)
@@ -476,12 +472,20 @@ def _explain(args: argparse.Namespace) -> tuple[str, int]:
         doc = render_json(counts, params, decision, origin, current, view)
         if where is not None:
             doc["placement"] = placement_json(where)
+        elif params.shared.target_placement:
+            doc["placement"] = {"note": _GIVEN_AS_PLACED}
         out = json.dumps(doc, indent=2)
     else:
         out = render_text(counts, decision, origin, params, current, view)
         if where is not None:
             out = placement_text(where) + "\n" + out
+        elif params.shared.target_placement:
+            out = (f"Placement (targetPlacement): {_GIVEN_AS_PLACED}\n") + out
     return out, 0 if decision.error is None else 1
+
+
+_GIVEN_AS_PLACED = ("the counts given are taken as the Nodes the target's Pod template fits "
+                    "on; --from-cluster --target KIND/NAME reads the template and counts them")
 
 
 def placement_json(view: PlacementView) -> dict[str, Any]:
