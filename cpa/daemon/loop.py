@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from cpa import logs
+from cpa.daemon.configdir import ConfigDir, ConfigDirError
+from cpa.daemon.configmapsource import ConfigMapSource, DefaultsReport
 from cpa.daemon.loopconfig import LoopConfig
 from cpa.daemon.paramscache import InvalidParams, ParamsCache
 from cpa.daemon.placements import PlacementCounts, TargetPlacements
@@ -57,6 +59,8 @@ class PollResult(PollRecord):
     params: Params | None = None
     params_version: str | None = None  # the ConfigMap's resourceVersion
     params_invalid: str | None = None  # why that version's parameters are invalid
+    configmap_defaults: DefaultsReport | None = None
+    """Ours, ``--update-configmap-from-defaults``: the ConfigMap against the defaults."""
     decision: Decision | None = None
     scales: list[ScaleResult] = field(default_factory=list)
     overwritten: list[Overwrite] = field(default_factory=list)  # another writer's changes
@@ -97,15 +101,17 @@ class Autoscaler:
                  observers: Sequence[Observer] = (),
                  watch_status: Callable[[], WatchStatus] | None = None,
                  may_write: Callable[[], bool] | None = None,
+                 on_follower: Callable[[], None] | None = None,
                  count_by: Callable[[CountingPolicy], bool] | None = None,
                  load: LoadAxes | None = None,
                  placements: PlacementCounts | None = None,
                  placement_wait: float = 0.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``may_write`` (leader election) is asked before every poll: a follower does not
-        poll at all, it only keeps its node watch warm. ``count_by`` hands the parameters'
-        counting policy to the node store (True when that changed the counts);
-        ``placements`` (the node store) keeps the totals per placement for
+        poll at all, it only keeps its node watch warm, and ``on_follower`` is called on
+        each period boundary instead (to report a Lease it cannot read). ``count_by`` hands
+        the parameters' counting policy to the node store (True when that changed the
+        counts); ``placements`` (the node store) keeps the totals per placement for
         ``targetPlacement``, whose list with every label is waited for ``placement_wait``
         seconds at most."""
         self._config = config
@@ -116,11 +122,15 @@ class Autoscaler:
         """Ours: the load axis (``load`` key); None in tests that have no scrapers."""
         self._load_active = False  # the parameters in force have a load key
         self._may_write = may_write
+        self._on_follower = on_follower
         self._observers = list(observers)
         self._clock = clock
         self._log = logs.get_logger("autoscaler")
-        self._params = ParamsCache(api, config.namespace, config.configmap,
-                                   config.default_params, config.dry_run)
+        self._configmap = (None if config.config_dir else ConfigMapSource(
+            api, config.namespace, config.configmap, config.default_params,
+            dry_run=config.dry_run,
+            update_from_defaults=config.update_configmap_from_defaults))
+        self._params = ParamsCache(self._configmap or ConfigDir(config.config_dir))
         self._stale = (StaleCounts(watch_status, clock, config.poll_period_seconds)
                        if watch_status is not None else None)
         self._placements = (TargetPlacements(api, config.namespace, config.configmap,
@@ -206,7 +216,7 @@ class Autoscaler:
         except InvalidParams as exc:
             result.error = result.params_invalid = str(exc)
             result.params_version = self._params.version
-        except (PollError, ApiError) as exc:
+        except (PollError, ApiError, ConfigDirError) as exc:
             result.error = str(exc)
         except Exception as exc:
             result.error = f"unexpected {type(exc).__name__}: {exc}"
@@ -227,8 +237,13 @@ class Autoscaler:
         return counts
 
     def _sync_params(self, result: PollResult) -> Params:
-        """The ConfigMap's parameters (one GET; a parse only for a new version)."""
-        params = result.params = self._params.load()
+        """The ConfigMap's parameters (one GET; a parse only for a new version), or
+        the mounted directory's (``--config-dir``: one readlink while unchanged)."""
+        try:
+            params = result.params = self._params.load()
+        finally:
+            if self._configmap is not None:
+                result.configmap_defaults = self._configmap.defaults
         result.params_version = self._params.version
         return params
 
@@ -437,6 +452,8 @@ class Autoscaler:
             self.poll_once()
             if self._gave_up():
                 return 1
+        elif self._on_follower is not None:
+            self._on_follower()
         return None
 
     def _gave_up(self) -> bool:

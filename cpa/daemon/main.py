@@ -50,6 +50,7 @@ def run(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
         return _run(argv, prog)
     finally:
         logs.release()  # events still held (an early exit) are written before we go
+        logs.flush()  # ... and the buffered lines are out before the process is
 
 
 def _run(argv: Sequence[str], prog: str) -> int:
@@ -75,7 +76,9 @@ def _run(argv: Sequence[str], prog: str) -> int:
         # wait, /metrics counting it. It is a few sockets and one thread, ~1 ms.
         health = HealthState(WAITING)
         load = LateLoad(_api_maker(conn), opts.namespace)  # ours: nothing until a load key
-        metrics = LateMetrics(opts.targets, watch.status, opts.dry_run, load.view)
+        metrics = LateMetrics(opts.targets, watch.status, opts.dry_run, load.view,
+                              opts.update_configmap_from_defaults,
+                              leader_elect=opts.leader_elect and not opts.dry_run)
         server = serve_health(health, opts.health_port, metrics.exposition)
     except StartupError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
@@ -103,6 +106,7 @@ def _run(argv: Sequence[str], prog: str) -> int:
         from cpa.runtime.election import Election
 
         election = Election(api, opts, opts.namespace, opts.lease_name)
+        metrics.watch_lease(election.status)
         health.record(None)  # a follower has no poll of its own to report
     autoscaler = _autoscaler(Autoscaler, opts, ready, election.writer if election else api,
                              store, watch, health, metrics, election, load)
@@ -139,7 +143,10 @@ def _log_start(opts: flags.Options, conn: Connection) -> None:
         namespace=opts.namespace, configmap=opts.configmap,
         targets=[str(t) for t in opts.targets], nodelabels=opts.nodelabels or None,
         poll_period_seconds=opts.poll_period_seconds, events=opts.events,
-        leader_elect=opts.leader_elect, react_to_node_changes=opts.react_to_node_changes)
+        leader_elect=opts.leader_elect, react_to_node_changes=opts.react_to_node_changes,
+        **({"config_dir": opts.config_dir} if opts.config_dir else {}),
+        **({"update_configmap_from_defaults": True}
+           if opts.update_configmap_from_defaults else {}))
 
 
 def _ready(config: LoopConfig, api: Api, watch: NodeReflector, stop: threading.Event,
@@ -166,6 +173,8 @@ def _autoscaler(autoscaler: type[Autoscaler], opts: flags.Options, config: LoopC
                       observers=[_ReleaseLogs(), health.observe, metrics.observe],
                       watch_status=watch.status,
                       may_write=election.is_leader if election is not None else None,
+                      on_follower=(lambda: election.follower_report(
+                          health.record, metrics.failed_lease)) if election else None,
                       count_by=lambda policy: store.set_policy(policy, LABEL_LIST_WAIT),
                       load=load, placements=store, placement_wait=LABEL_LIST_WAIT)
     load.wake = loop.wake  # a scrape that makes a panic likely polls now
@@ -175,7 +184,8 @@ def _autoscaler(autoscaler: type[Autoscaler], opts: flags.Options, config: LoopC
 
         instance = os.environ.get("HOSTNAME") or DAEMON_NAME
         loop.add_observer(
-            EventRecorder(writer, opts.namespace, opts.configmap, instance).observe)
+            EventRecorder(writer, opts.namespace, opts.configmap, instance,
+                          mounted=bool(opts.config_dir)).observe)
     return loop
 
 
@@ -259,7 +269,9 @@ def loop_config(opts: flags.Options) -> LoopConfig:
                       poll_period_seconds=opts.poll_period_seconds,
                       default_params=opts.default_params,
                       max_sync_failures=opts.max_sync_failures, dry_run=opts.dry_run,
-                      react_to_node_changes=opts.react_to_node_changes)
+                      react_to_node_changes=opts.react_to_node_changes,
+                      config_dir=opts.config_dir,
+                      update_configmap_from_defaults=opts.update_configmap_from_defaults)
 
 
 class _ReleaseLogs:

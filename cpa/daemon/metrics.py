@@ -20,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from cpa.decide.modes.registry import MODES
+from cpa.kube.configmap import DefaultsState
 from cpa.kube.writers import writer_for
 from cpa.runtime import metrics as common
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from cpa.daemon.loop import PollResult
     from cpa.kube.targets import Target
     from cpa.nodes.watch import WatchStatus
+    from cpa.runtime.leaderelection import LeaseStatus
 
 _STALE_HELP = ("How long the node watch has been down (0 while it is up): the counts may have "
                "missed changes for this long.")
@@ -98,13 +100,17 @@ class Metrics:
                  watch_status: Callable[[], WatchStatus] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time, dry_run: bool = False,
-                 load_view: Callable[[], list[TargetLoad]] | None = None) -> None:
+                 load_view: Callable[[], list[TargetLoad]] | None = None,
+                 follow_defaults: bool = False, leader_elect: bool = False) -> None:
+        """``follow_defaults`` (``--update-configmap-from-defaults``): its series exist;
+        ``leader_elect``: ``cpa_leader`` starts at 0 (a scrape before the Lease is first
+        acquired must not see 1); :meth:`watch_lease` adds the Lease's series."""
         self.registry = common.new_registry()
         self._wall = wall
         self._cluster_series()
         self._poll_series()
         self._decision_series()
-        self._write_series(dry_run)
+        self._write_series(dry_run, leading=not leader_elect)
         for target in targets:  # present from the start, so absence is never ambiguous
             self.scale_writes.labels(str(target))
             self.overwritten.labels(str(target))
@@ -117,6 +123,11 @@ class Metrics:
                 common.NodeWatchCollector("cpa", watch_status, clock, _STALE_HELP))
         if load_view is not None:
             self.registry.register(_LoadCollector(load_view))
+        self.registry.register(common.LogCollector("cpa"))
+        self.defaults_diverged: Gauge | None = None
+        self.defaults_updates: Counter | None = None
+        if follow_defaults:
+            self._defaults_series()
         # The series every poll sets, looked up once: labels() costs more than set().
         self._poll_ok = self.polls.labels("success")
         self._poll_error = self.polls.labels("error")
@@ -185,9 +196,9 @@ class Metrics:
             "the minimum of 1) keep its minReplicas from the parameters' count.", ["target"],
             registry=reg)
 
-    def _write_series(self, dry_run: bool) -> None:
+    def _write_series(self, dry_run: bool, leading: bool) -> None:
         reg = self.registry
-        self.leader = common.leader_gauge("cpa", reg)
+        self.leader = common.leader_gauge("cpa", reg, leading)
         self.dry_run = Gauge(
             "cpa_dry_run", "1 when the daemon runs with --dry-run and writes nothing.",
             registry=reg)
@@ -196,6 +207,24 @@ class Metrics:
             "cpa_dry_run_replicas", "With --dry-run: the replicas (an HPA's minReplicas) the "
             "daemon would have written to each target at the last poll.", ["target"],
             registry=reg)
+
+    def _defaults_series(self) -> None:
+        reg = self.registry
+        self.defaults_diverged = Gauge(
+            "cpa_configmap_defaults_diverged", "1 while the ConfigMap's data differs from "
+            "--default-params and is left alone: edited since the autoscaler wrote it, or "
+            "never written by it (--update-configmap-from-defaults).", registry=reg)
+        self.defaults_updates = Counter(
+            "cpa_configmap_defaults_updates", "Times the ConfigMap's data was replaced by "
+            "new --default-params (--update-configmap-from-defaults).", registry=reg)
+
+    def _observe_defaults(self, result: PollResult) -> None:
+        report = result.configmap_defaults
+        if report is None or self.defaults_diverged is None or self.defaults_updates is None:
+            return
+        self.defaults_diverged.set(1 if report.state is DefaultsState.DIVERGED else 0)
+        if report.replaced is not None:
+            self.defaults_updates.inc()
 
     def _set_replicas(self, target: Target, value: int) -> None:
         gauge = self._replicas.get(target)
@@ -258,6 +287,16 @@ class Metrics:
                 self._set_replicas(scale.target, scale.previous)
         for overwrite in result.overwritten:
             self.overwritten.labels(str(overwrite.target)).inc()
+        self._observe_defaults(result)
+
+    def watch_lease(self, status: Callable[[], LeaseStatus]) -> None:
+        """The election's view of the Lease, read at each scrape (``--leader-elect``)."""
+        self.registry.register(common.LeaseCollector("cpa", status))
+
+    def failed_lease(self) -> None:
+        """A poll period that passed with this follower unable to read or write the Lease:
+        it counts as a failed poll, so that the alerts on failed polls fire."""
+        self.polls.labels("error").inc()
 
     def failed_before_sync(self) -> None:
         """A poll period that passed with the first Node list failing (the API server

@@ -71,11 +71,14 @@ class VerticalAutoscaler:
                  stale: Callable[[], str | None] | None = None,
                  may_write: Callable[[], bool] | None = None,
                  warm: Callable[[], None] | None = None,
+                 on_follower: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``may_write`` (leader election) is asked before every poll: a follower does not
-        poll, it calls ``warm`` instead (the Node counts get ready for a takeover)."""
+        poll, it calls ``warm`` instead (the Node counts get ready for a takeover) and
+        ``on_follower`` (to report a Lease it cannot read)."""
         self._config = config
         self._warm = warm
+        self._on_follower = on_follower
         self._counts = counts
         self._file = config_file
         self.state = state
@@ -152,6 +155,9 @@ class VerticalAutoscaler:
         if outcome.error is not None:
             result.error = outcome.error
             return False
+        if outcome.retries:  # transient: the Pods are tried again later, nothing falls back
+            result.error = ("in-place resize failed transiently, retried at a later poll "
+                            "(no fallback): " + "; ".join(str(r) for r in outcome.retries[:3]))
         if outcome.refusals:
             fresh = sorted({r.reason for r in outcome.refusals
                             if self._fallen_back.get(r.reason) != computed})
@@ -164,8 +170,9 @@ class VerticalAutoscaler:
                     refusals=[str(r) for r in outcome.refusals][:10],
                     action="patching the pod template instead (its controller may replace "
                            "the Pods)")
-            result.error = ("in-place resize refused, the template is patched instead: "
-                            + "; ".join(str(r) for r in outcome.refusals[:3]))
+            refused = ("in-place resize refused, the template is patched instead: "
+                       + "; ".join(str(r) for r in outcome.refusals[:3]))
+            result.error = refused if result.error is None else f"{refused}; {result.error}"
             return write or bool(result.drift)
         if outcome.patch_template:
             return write
@@ -212,7 +219,10 @@ class VerticalAutoscaler:
         """The leader polls; a follower keeps its Node counts ready for a takeover."""
         if self._may_write is None or self._may_write():
             self.poll_once()
-        elif self._warm is not None:
+            return
+        if self._on_follower is not None:
+            self._on_follower()
+        if self._warm is not None:
             try:
                 self._warm()
             except Exception as exc:  # the leader's polls report such errors
