@@ -133,8 +133,10 @@ class Autoscaler:
         self._params = ParamsCache(self._configmap or ConfigDir(config.config_dir))
         self._stale = (StaleCounts(watch_status, clock, config.poll_period_seconds)
                        if watch_status is not None else None)
-        self._placements = (TargetPlacements(api, config.namespace, config.configmap,
-                                             placements, placement_wait)
+        source = (f"--config-dir {config.config_dir}" if config.config_dir
+                  else f"ConfigMap {config.namespace}/{config.configmap}")
+        self._placements = (TargetPlacements(api, config.namespace, source, placements,
+                                             placement_wait)
                             if placements is not None else None)
         self._placed_decisions: dict[Target, tuple[Params, ClusterCounts, Decision]] = {}
         self._writers = OtherWriters()

@@ -37,11 +37,13 @@ class PlacementCounts(Protocol):
 class TargetPlacements:
     """Per poll with ``targetPlacement``: every target's placement and counts."""
 
-    def __init__(self, api: Api, namespace: str, configmap: str, store: PlacementCounts,
+    def __init__(self, api: Api, namespace: str, source: str, store: PlacementCounts,
                  wait: float) -> None:
+        """``source``: where the parameters come from, as the invalid-parameters message
+        names it (``ConfigMap NS/NAME``, ``--config-dir DIR``)."""
         self._api = api
         self._namespace = namespace
-        self._configmap = configmap
+        self._source = source
         self._store = store
         self._wait = wait
         self._last: dict[Target, Placement] = {}
@@ -70,9 +72,7 @@ class TargetPlacements:
             try:
                 spec = pod_template_spec(self._api, self._namespace, target)
             except NoTemplate as exc:
-                raise InvalidParams(
-                    f'ConfigMap {self._namespace}/{self._configmap} key "targetPlacement": '
-                    f"{exc}") from None
+                raise InvalidParams(f'{self._source} key "targetPlacement": {exc}') from None
             placement = placements[target] = placement_of(spec)
             if self._last.get(target) != placement:
                 self._log.info("placement.changed", target=str(target),
