@@ -135,6 +135,7 @@ class Metrics:
         self._cores = (self.cluster_cores.labels("all"), self.cluster_cores.labels("schedulable"))
         self._mode: str | None = None  # the mode params_info says is in force
         self._zones = False  # whether cluster_zones has series (a zones key was in force)
+        self._placed = False  # whether target_nodes has series (targetPlacement in force)
         self._writes: dict[Target, Counter] = {}
         self._replicas: dict[Target, Gauge] = {}  # made at a target's first replica count
 
@@ -156,6 +157,10 @@ class Metrics:
         self.cluster_zones = Gauge(
             "cpa_cluster_zones", "Zones the counted Nodes are in (scope as nodes); only "
             "with a zones key in the parameters.", ["scope"], registry=reg)
+        self.target_nodes = Gauge(
+            "cpa_target_nodes", "Nodes counted for each target by its Pod template's "
+            "placement (set: all, or schedulable only); only with targetPlacement in the "
+            "parameters.", ["target", "set"], registry=reg)
 
     def _poll_series(self) -> None:
         reg = self.registry
@@ -248,6 +253,15 @@ class Metrics:
             elif self._zones:
                 self.cluster_zones.clear()  # no zones key: no series, rather than a 0
                 self._zones = False
+        if result.target_counts:
+            for target, placed in result.target_counts.items():
+                self.target_nodes.labels(str(target), "all").set(placed.total_nodes)
+                self.target_nodes.labels(str(target), "schedulable").set(
+                    placed.schedulable_nodes)
+            self._placed = True
+        elif self._placed and result.params is not None:
+            self.target_nodes.clear()  # no targetPlacement: no series, rather than a 0
+            self._placed = False
         if result.params is not None and result.params.name != self._mode:
             current = self._mode = result.params.name
             for mode in MODES:

@@ -131,3 +131,21 @@ def test_under_leader_election_leader_starts_at_0_and_the_lease_is_exposed() -> 
     assert value(text, "cpa_leader_lease_holder_duration_seconds") == 2147483647
     assert value(text, "cpa_leader_lease_errors_total") == 3
     assert value(text, 'cpa_polls_total{result="error"}') == 1
+
+
+def test_target_nodes_only_while_target_placement_is_in_force() -> None:
+    m = Metrics([COREDNS, OTHER])
+    m.observe(result())
+    assert "cpa_target_nodes{" not in m.exposition().decode()
+    placed = result()
+    placed.target_counts = {COREDNS: ClusterCounts(3, 12, 2, 8), OTHER: ClusterCounts(7, 28, 7, 28)}
+    m.observe(placed)
+    text = m.exposition().decode()
+    assert value(text, 'cpa_target_nodes{set="all",target="deployment/coredns"}') == 3
+    assert value(text, 'cpa_target_nodes{set="schedulable",target="deployment/coredns"}') == 2
+    assert value(text, 'cpa_target_nodes{set="all",target="statefulset/typha"}') == 7
+    failed = PollResult(started=0.0, error="the API server is down")
+    m.observe(failed)  # no parameters read: the last counts stay
+    assert "cpa_target_nodes{" in m.exposition().decode()
+    m.observe(result())  # the key was removed from the ConfigMap
+    assert "cpa_target_nodes{" not in m.exposition().decode()
