@@ -41,6 +41,7 @@ from typing import Any
 
 from cpa import logs
 from cpa.kube.api import Api, ApiError, RawApi
+from cpa.kube.objects import decode_lease
 
 __all__ = ["GuardedApi", "LeaderElector", "LeaseConfig", "default_identity"]
 
@@ -263,15 +264,15 @@ class LeaderElector:
                 raise
             self._observe(created.get("spec") or spec_of(body), now)
             return True
-        spec = lease.get("spec") or {}
-        self._observe(spec, now)
-        holder = str(spec.get("holderIdentity") or "")
+        read = decode_lease(lease, f"GET {self._path}")  # by type, as client-go's
+        self._observe(lease.get("spec") or {}, now)
+        holder = read.holder
         mine = holder == self._cfg.identity
-        duration = float(spec.get("leaseDurationSeconds") or self._cfg.lease_duration)
+        duration = float(read.duration or self._cfg.lease_duration)
         if holder and not mine and self._observed_at + duration > now:
             return False  # held by someone else and not expired by our clock
-        transitions = int(spec.get("leaseTransitions") or 0)
-        acquire = str(spec.get("acquireTime")) if mine and spec.get("acquireTime") else None
+        transitions = read.transitions
+        acquire = read.acquire_time if mine and read.acquire_time else None
         lease["spec"] = self._spec(now_wall, acquire, transitions if mine else transitions + 1)
         try:
             updated = self._api.send_json("PUT", self._path, lease, deadline=deadline)
@@ -299,12 +300,12 @@ class LeaderElector:
         deadline = self._clock() + timeout
         try:
             lease = self._api.get_json(self._path, deadline=deadline)
-            spec = lease.get("spec") or {}
-            if spec.get("holderIdentity") != self._cfg.identity:
+            read = decode_lease(lease, f"GET {self._path}")
+            if read.holder != self._cfg.identity:
                 return False
             now = _micro_time(self._wall())
             lease["spec"] = {"leaseDurationSeconds": 1, "acquireTime": now, "renewTime": now,
-                             "leaseTransitions": int(spec.get("leaseTransitions") or 0)}
+                             "leaseTransitions": read.transitions}
             self._api.send_json("PUT", self._path, lease, deadline=deadline)
         except Exception as exc:
             self._log.warning("leader.release_failed", error=f"{type(exc).__name__}: {exc}"[:300])

@@ -1,0 +1,231 @@
+"""The objects we read from the API server, decoded by type as client-go decodes them.
+
+Why: an answer is not to be trusted because it came with a 200. A Scale whose
+``spec.replicas`` was ``{"x": 1}`` once raised a ``TypeError`` in the middle of a poll and
+stopped every target after it; one whose ``spec.replicas`` was ``"7"`` was read as 7,
+where client-go refuses to decode it. Each object a poll reads (Scale, HPA, ConfigMap,
+Lease) has one decoder here that checks every field we use against its Go type and gives
+a plain record; a field of the wrong type is :class:`MalformedObject`, an
+:class:`~cpa.kube.api.ApiError`, so it is the failure of that one request (one target's
+write, one Lease round) and the message names the object and the field.
+
+Go's rules, as ``sigs.k8s.io/json`` (client-go's decoder) applies them: names are case
+sensitive; an ``int32`` is a JSON number with no fraction or exponent within
+-2147483648..2147483647 (``7.0``, ``"7"`` and ``true`` are refused); a ``string`` is a
+JSON string; ``null`` leaves a field at its zero value (0, "", an empty object; nil for a
+pointer such as ``minReplicas``), and so does a missing one; an object must be an object.
+
+Hand-written rather than msgspec: these objects are on the path to the first write, a
+measured goal, and msgspec costs 11-20 ms to import there (it stays the Node watch's JSON
+fallback, :mod:`cpa.nodes.json`); checking a handful of fields costs microseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from cpa.kube.api import ApiError
+
+__all__ = ["ConfigMapObject", "HpaObject", "LeaseSpec", "MalformedObject", "ScaleObject",
+           "decode_configmap", "decode_hpa", "decode_lease", "decode_scale"]
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+
+
+class MalformedObject(ApiError):
+    """An answer that does not decode as the object asked for (client-go would refuse it
+    too). ``status`` 0: no usable answer, so callers treat it as they treat a failed
+    request, never as a refusal to act on."""
+
+    def __init__(self, kind: str, where: str, field: str, problem: str) -> None:
+        super().__init__(0, "MalformedObject", (
+            f"{where}: the {kind} answered does not decode: {field} {problem}; client-go "
+            "refuses it too: look at what wrote it (a webhook, a proxy, a custom "
+            "resource's scale paths)"))
+        self.kind = kind
+        self.field = field
+
+
+class _Invalid(Exception):
+    """A field of the wrong type, found deep down; the decoder adds the object."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field} {problem}")
+        self.field = field
+        self.problem = problem
+
+
+def _json_type(value: object) -> str:
+    """The JSON type of a decoded value, as Go's errors name it (``a string ("7")``)."""
+    if isinstance(value, bool):
+        return f"a bool ({'true' if value else 'false'})"
+    if isinstance(value, int):
+        return f"a number ({value})"
+    if isinstance(value, float):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        text = value if len(value) <= 40 else value[:37] + "..."
+        return f"a string ({text!r})"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"
+
+
+def _object(parent: Mapping[str, Any], key: str, field: str) -> Mapping[str, Any]:
+    """A nested object; null or missing is the empty one (Go's zero struct)."""
+    value = parent.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _Invalid(field, f"is {_json_type(value)}, not an object")
+    return value
+
+
+def _int32(parent: Mapping[str, Any], key: str, field: str) -> int | None:
+    """An int32 field; None when null or missing (a pointer's nil, a value's 0)."""
+    value = parent.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Invalid(field, f"is {_json_type(value)}, not an int32")
+    if not INT32_MIN <= value <= INT32_MAX:
+        raise _Invalid(field, f"is {value}, outside the int32 range")
+    return value
+
+
+def _string(parent: Mapping[str, Any], key: str, field: str) -> str | None:
+    """A string field; None when null or missing."""
+    value = parent.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _Invalid(field, f"is {_json_type(value)}, not a string")
+    return value
+
+
+def _string_map(parent: Mapping[str, Any], key: str, field: str) -> dict[str, str] | None:
+    """A ``map[string]string``; None when null or missing, a null value is ""."""
+    value = parent.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _Invalid(field, f"is {_json_type(value)}, not an object of strings")
+    out: dict[str, str] = {}
+    for name, item in value.items():
+        if item is None:
+            item = ""
+        elif not isinstance(item, str):
+            raise _Invalid(f"{field}[{name!r}]", f"is {_json_type(item)}, not a string")
+        out[name] = item
+    return out
+
+
+def _decoded(kind: str, where: str, exc: _Invalid) -> MalformedObject:
+    return MalformedObject(kind, where, exc.field, exc.problem)
+
+
+class _Meta(NamedTuple):
+    uid: str | None
+    resource_version: str
+
+
+def _meta(doc: Mapping[str, Any]) -> _Meta:
+    meta = _object(doc, "metadata", "metadata")
+    return _Meta(_string(meta, "uid", "metadata.uid") or None,
+                 _string(meta, "resourceVersion", "metadata.resourceVersion") or "")
+
+
+class ScaleObject(NamedTuple):
+    """An autoscaling/v1 Scale, the fields we use."""
+
+    replicas: int
+    """``spec.replicas`` (0 when null or missing, as Go decodes it)."""
+    uid: str | None
+    resource_version: str
+    status_replicas: int
+    selector: str
+    """``status.selector``; "" when the Scale has none."""
+
+
+def decode_scale(doc: Mapping[str, Any], where: str) -> ScaleObject:
+    """A Scale answer (``where``: the request, for the message); raises
+    :class:`MalformedObject`."""
+    try:
+        meta = _meta(doc)
+        spec = _object(doc, "spec", "spec")
+        status = _object(doc, "status", "status")
+        return ScaleObject(_int32(spec, "replicas", "spec.replicas") or 0,
+                           meta.uid, meta.resource_version,
+                           _int32(status, "replicas", "status.replicas") or 0,
+                           _string(status, "selector", "status.selector") or "")
+    except _Invalid as exc:
+        raise _decoded("Scale", where, exc) from None
+
+
+class HpaObject(NamedTuple):
+    """An autoscaling/v2 HorizontalPodAutoscaler, the fields we use."""
+
+    min_replicas: int
+    """``spec.minReplicas``; 1 when null or missing (the API's default)."""
+    max_replicas: int | None
+    """``spec.maxReplicas``; None when null or missing."""
+    uid: str | None
+    resource_version: str
+
+
+def decode_hpa(doc: Mapping[str, Any], where: str) -> HpaObject:
+    """An HPA answer; raises :class:`MalformedObject`."""
+    try:
+        meta = _meta(doc)
+        spec = _object(doc, "spec", "spec")
+        low = _int32(spec, "minReplicas", "spec.minReplicas")
+        return HpaObject(1 if low is None else low,
+                         _int32(spec, "maxReplicas", "spec.maxReplicas"),
+                         meta.uid, meta.resource_version)
+    except _Invalid as exc:
+        raise _decoded("HorizontalPodAutoscaler", where, exc) from None
+
+
+class ConfigMapObject(NamedTuple):
+    resource_version: str
+    data: dict[str, str] | None
+    """``data``; None when the ConfigMap has none."""
+
+
+def decode_configmap(doc: Mapping[str, Any], where: str) -> ConfigMapObject:
+    """A ConfigMap answer; raises :class:`MalformedObject`."""
+    try:
+        return ConfigMapObject(_meta(doc).resource_version,
+                               _string_map(doc, "data", "data"))
+    except _Invalid as exc:
+        raise _decoded("ConfigMap", where, exc) from None
+
+
+class LeaseSpec(NamedTuple):
+    """A coordination.k8s.io/v1 Lease's spec, the fields leader election uses."""
+
+    holder: str
+    """``holderIdentity``; "" when null or missing."""
+    duration: int | None
+    """``leaseDurationSeconds``; None when null or missing."""
+    transitions: int
+    acquire_time: str | None
+    renew_time: str | None
+
+
+def decode_lease(doc: Mapping[str, Any], where: str) -> LeaseSpec:
+    """A Lease answer's spec; raises :class:`MalformedObject`."""
+    try:
+        _meta(doc)
+        spec = _object(doc, "spec", "spec")
+        return LeaseSpec(_string(spec, "holderIdentity", "spec.holderIdentity") or "",
+                         _int32(spec, "leaseDurationSeconds", "spec.leaseDurationSeconds"),
+                         _int32(spec, "leaseTransitions", "spec.leaseTransitions") or 0,
+                         _string(spec, "acquireTime", "spec.acquireTime"),
+                         _string(spec, "renewTime", "spec.renewTime"))
+    except _Invalid as exc:
+        raise _decoded("Lease", where, exc) from None
