@@ -9,6 +9,10 @@ a plain record; a field of the wrong type is :class:`MalformedObject`, an
 :class:`~cpa.kube.api.ApiError`, so it is the failure of that one request (one target's
 write, one Lease round) and the message names the object and the field.
 
+/cpvpa's target and its Pods are checked the same way against a schema of the fields it
+reads (:func:`check_workload`, :func:`check_pod`): one malformed Pod is that Pod's error,
+the others are still resized.
+
 Go's rules, as ``sigs.k8s.io/json`` (client-go's decoder) applies them: names are case
 sensitive; an ``int32`` is a JSON number with no fraction or exponent within
 -2147483648..2147483647 (``7.0``, ``"7"`` and ``true`` are refused); a ``string`` is a
@@ -28,7 +32,8 @@ from typing import Any, NamedTuple
 from cpa.kube.api import ApiError
 
 __all__ = ["ConfigMapObject", "HpaObject", "LeaseSpec", "MalformedObject", "ScaleObject",
-           "decode_configmap", "decode_hpa", "decode_lease", "decode_scale"]
+           "check_pod", "check_workload", "decode_configmap", "decode_hpa", "decode_lease",
+           "decode_scale", "list_items"]
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -229,3 +234,109 @@ def decode_lease(doc: Mapping[str, Any], where: str) -> LeaseSpec:
                          _string(spec, "renewTime", "spec.renewTime"))
     except _Invalid as exc:
         raise _decoded("Lease", where, exc) from None
+
+
+# --- the vertical autoscaler's objects: checked by type, then used as decoded ----------
+# /cpvpa reads its target (a Deployment, DaemonSet or ReplicaSet) and the target's Pods
+# whole (their containers go into a resize plan), so these are checked against a schema
+# of the fields it reads rather than turned into records: a schema is a type name, an
+# object's fields ({name: schema}), a list of one schema ([schema]: an array of it), or
+# _MapOf(schema) (a map[string]...). Every field may be null or missing (Go's zero value).
+
+class _MapOf(NamedTuple):
+    values: object
+
+
+_STRING = "string"
+_BOOL = "bool"
+_QUANTITY = "quantity"
+"""resource.Quantity: a JSON string, or a number (its UnmarshalJSON takes either)."""
+
+_CONTAINER = {"name": _STRING,
+              "resources": {"requests": _MapOf(_QUANTITY), "limits": _MapOf(_QUANTITY)}}
+_OWNED_META = {"name": _STRING, "uid": _STRING, "resourceVersion": _STRING,
+               "deletionTimestamp": _STRING,
+               "ownerReferences": [{"controller": _BOOL, "uid": _STRING, "kind": _STRING,
+                                    "name": _STRING}]}
+_POD_SPEC = {"containers": [_CONTAINER], "initContainers": [_CONTAINER]}
+_WORKLOAD = {
+    "metadata": _OWNED_META,
+    "spec": {"selector": {"matchLabels": _MapOf(_STRING),
+                          "matchExpressions": [{"key": _STRING, "operator": _STRING,
+                                                "values": [_STRING]}]},
+             "updateStrategy": {"type": _STRING},
+             "template": {"spec": _POD_SPEC}},
+}
+_POD = {
+    "metadata": _OWNED_META,
+    "spec": _POD_SPEC,
+    "status": {"phase": _STRING, "qosClass": _STRING,
+               "conditions": [{"type": _STRING, "status": _STRING, "reason": _STRING,
+                               "message": _STRING}]},
+}
+_NAMES = {_STRING: "a string", _BOOL: "a bool", _QUANTITY: "a quantity (string or number)"}
+
+
+def _check(value: object, schema: object, field: str) -> None:
+    """Raise :class:`_Invalid` where ``value`` is not of ``schema``'s types."""
+    if value is None:
+        return
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            raise _Invalid(field, f"is {_json_type(value)}, not an object")
+        for key, inner in schema.items():
+            _check(value.get(key), inner, f"{field}.{key}" if field else key)
+    elif isinstance(schema, list):
+        if not isinstance(value, list):
+            raise _Invalid(field, f"is {_json_type(value)}, not an array")
+        for i, item in enumerate(value):
+            _check(item, schema[0], f"{field}[{i}]")
+    elif isinstance(schema, _MapOf):
+        if not isinstance(value, dict):
+            raise _Invalid(field, f"is {_json_type(value)}, not an object")
+        for key, item in value.items():
+            _check(item, schema.values, f"{field}[{key!r}]")
+    elif not _leaf_ok(value, str(schema)):
+        raise _Invalid(field, f"is {_json_type(value)}, not {_NAMES[str(schema)]}")
+
+
+def _leaf_ok(value: object, schema: str) -> bool:
+    if schema == _BOOL:
+        return isinstance(value, bool)
+    if isinstance(value, str):
+        return True
+    return schema == _QUANTITY and isinstance(value, int | float) and not isinstance(
+        value, bool)
+
+
+def check_workload(doc: Mapping[str, Any], kind: str, where: str) -> None:
+    """A Deployment, DaemonSet or ReplicaSet as /cpvpa reads it; raises
+    :class:`MalformedObject`."""
+    try:
+        _check(doc, _WORKLOAD, "")
+    except _Invalid as exc:
+        raise _decoded(kind, where, exc) from None
+
+
+def check_pod(doc: Mapping[str, Any], where: str) -> None:
+    """A Pod as /cpvpa reads it (to resize it in place); raises :class:`MalformedObject`."""
+    try:
+        _check(doc, _POD, "")
+    except _Invalid as exc:
+        raise _decoded("Pod", where, exc) from None
+
+
+def list_items(doc: Mapping[str, Any], kind: str, where: str) -> list[dict[str, Any]]:
+    """A list's ``items``, each an object (not checked further); raises
+    :class:`MalformedObject`."""
+    items = doc.get("items")
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise MalformedObject(f"{kind}List", where, "items",
+                              f"is {_json_type(items)}, not an array")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise MalformedObject(f"{kind}List", where, f"items[{i}]",
+                                  f"is {_json_type(item)}, not an object")
+    return items
