@@ -9,6 +9,8 @@ each HTTP/1.1 request, and forwards it over TLS to the real API server, unless a
 * :class:`Respond`: answer without forwarding (a 429 with ``Retry-After``, a 503);
 * :class:`Delay`: hold the request, then forward it (the answer is as of then: a slow GET);
 * :class:`Hang`: never answer (until the client gives up or the proxy closes);
+* :class:`Reset`: read the request, then close the connection with a TCP RST, no answer
+  (a connection reset as a load balancer restarts);
 * :class:`Drip`: forward it, then send the answer one byte per ``interval``;
 * :class:`Inject`: forward it, and send ``data`` before the answer's first body byte (a
   forged watch frame or event on the front of a real stream);
@@ -29,6 +31,7 @@ import contextlib
 import http.client
 import socket
 import ssl
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -86,6 +89,11 @@ class Hang:
 
 
 @dataclass
+class Reset:
+    pass
+
+
+@dataclass
 class Drip:
     interval: float
 
@@ -100,7 +108,7 @@ class Rewrite:
     edit: Callable[[bytes], bytes]
 
 
-Action = Respond | Delay | Hang | Drip | Inject | Rewrite
+Action = Respond | Delay | Hang | Reset | Drip | Inject | Rewrite
 
 
 @dataclass
@@ -234,6 +242,10 @@ class HttpFaultProxy:
                     continue
                 if isinstance(action, Hang):
                     rfile.read(1)  # until the client gives up (or the proxy closes)
+                    return
+                if isinstance(action, Reset):  # the close below then sends a RST
+                    tls.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                   struct.pack("ii", 1, 0))
                     return
                 if isinstance(action, Delay) and self._closing.wait(action.seconds):
                     return

@@ -13,11 +13,17 @@ restarts nothing (a DaemonSet with ``updateStrategy: OnDelete``, a bare ReplicaS
 elsewhere it keeps its old values, Pods created later start with them and are resized at
 the next poll. ``always`` accepts the rollout, ``never`` leaves every template alone.
 
-Refusals (see :mod:`cpa.vertical.resize`, plus the API's answers: 404 no ``resize``
-subresource, 403 RBAC, 422 validation, and a resize deferred for longer than
-``--resize-deferred-timeout``) make the poll fall back to CPVA's write: the template is
-patched even where that rolls the Pods, so the values do get applied. The loop logs each
-fallback once per change of the computed values and counts it by reason.
+Refusals (see :mod:`cpa.vertical.resize`, plus the API's answers that will be the same
+next time: 404 no ``resize`` subresource, 403 RBAC, 422 validation, and a resize deferred
+for longer than ``--resize-deferred-timeout``) make the poll fall back to CPVA's write: the
+template is patched even where that rolls the Pods, so the values do get applied. The loop
+logs each fallback once per change of the computed values and counts it by reason.
+
+Any other failed resize (5xx, 409, 429, no answer: :mod:`cpa.vertical.resize_errors`) is
+no refusal: the Pod is tried again at a later poll, after a per-Pod backoff
+(:mod:`cpa.vertical.backoff`), logged as ``resize.retry``; the template is left as the
+policy says, as if the Pod had been resized. A transient error on reading the target or
+listing its Pods is the poll's error (nothing is patched that poll), never a fallback.
 
 RBAC beyond CPVA's: ``get`` on the target's kind, ``list`` on pods, ``patch`` on
 ``pods/resize``, and for a Deployment ``list`` on replicasets.
@@ -33,6 +39,7 @@ from typing import Any
 from cpa import logs
 from cpa.kube.api import ApiError, RawApi
 from cpa.kube.objects import MalformedObject, check_pod, check_workload, list_items
+from cpa.vertical.backoff import DEFAULT_POLICY, Backoff, BackoffPolicy
 from cpa.vertical.daemon.writer import STRATEGIC_MERGE
 from cpa.vertical.formula import Requirements
 from cpa.vertical.patch import PatchTarget, target_path
@@ -43,8 +50,9 @@ from cpa.vertical.resize import (
     resize_status,
     template_is_safe,
 )
+from cpa.vertical.resize_errors import classify
 
-__all__ = ["InPlaceOutcome", "InPlaceResizer", "Refusal"]
+__all__ = ["InPlaceOutcome", "InPlaceResizer", "Refusal", "Retry"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +69,24 @@ class Refusal:
         return f"{where}: {self.reason}: {self.message}"
 
 
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """A Pod whose resize failed transiently (this poll, or earlier and not due yet): it is
+    tried again at a later poll, and nothing falls back for it."""
+
+    pod: str
+    reason: str  # one of cpa.vertical.resize_errors.RETRY_REASONS
+    message: str
+    failures: int  # in a row
+    retry_in: float  # seconds from this poll
+    failed_now: bool  # False: not tried this poll, its backoff is still running
+
+    def __str__(self) -> str:
+        when = "failed" if self.failed_now else "waits after failing"
+        return (f"Pod {self.pod}: resize {when} ({self.reason}, {self.failures} in a row: "
+                f"{self.message}); retried in {self.retry_in:.0f}s")
+
+
 @dataclass(slots=True)
 class InPlaceOutcome:
     """What one poll's in-place step saw and did."""
@@ -72,6 +98,7 @@ class InPlaceOutcome:
     resized: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)  # deferred or in progress, in time
     refusals: list[Refusal] = field(default_factory=list)
+    retries: list[Retry] = field(default_factory=list)  # transient failures, retried later
     error: str | None = None  # a failure that is no refusal (the API is unreachable)
 
 
@@ -87,6 +114,7 @@ class InPlaceResizer:
 
     def __init__(self, api: RawApi, namespace: str, target: PatchTarget, *,
                  template: str = "when-safe", deferred_timeout: float = 300.0,
+                 backoff: BackoffPolicy = DEFAULT_POLICY,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._api = api
         self.namespace = namespace
@@ -95,6 +123,8 @@ class InPlaceResizer:
         self.deferred_timeout = deferred_timeout
         self._clock = clock
         self._deferred: dict[str, float] = {}  # Pod uid -> when first seen deferred
+        self._backoff: Backoff[str] = Backoff(backoff)  # Pod uid -> its retry schedule
+        self._last_error: dict[str, tuple[str, str]] = {}  # Pod uid -> reason, message
         self._log = logs.get_logger("resize")
 
     def poll(self, computed: Requirements) -> InPlaceOutcome:
@@ -104,7 +134,7 @@ class InPlaceResizer:
             obj = self._api.get_json(path)
             check_workload(obj, self.target.kind, f"GET {path}")  # malformed: status 0
         except ApiError as exc:
-            if exc.status == 0:
+            if not classify(exc.status).fallback:
                 out.error = f"cannot read the target: {exc}"
                 return out
             hint = (f"; grant get on {self.target.kind.lower()}s in group apps"
@@ -122,7 +152,7 @@ class InPlaceResizer:
             pods, malformed = self._pods(obj)
         except _ListError as failed:
             err = failed.error
-            if err.status == 0:
+            if not classify(err.status).fallback:
                 out.error = f"cannot list the target's {failed.resource}: {err}"
                 return out
             grant = f"; grant list on {failed.resource}" if err.forbidden else ""
@@ -131,10 +161,15 @@ class InPlaceResizer:
                                         f"{err.message}{grant}"))
             return out
         seen: set[str] = set()
+        present: set[str] = set()
         for pod in pods:
+            present.add(str((pod.get("metadata") or {}).get("uid")))
             self._one(pod, computed, out, seen)
         for uid in [u for u in self._deferred if u not in seen]:
             del self._deferred[uid]
+        self._backoff.keep_only(present)
+        for uid in [u for u in self._last_error if u not in present]:
+            del self._last_error[uid]
         if malformed:  # the poll's error, never a refusal: nothing falls back for it
             out.error = "; ".join([*malformed, *([out.error] if out.error else [])])
         return out
@@ -216,22 +251,48 @@ class InPlaceResizer:
             out.refusals.append(Refusal(name, plan.refusal, plan.message))
             return
         if plan.body is None:
+            self._backoff.succeeded(uid)  # resized since (by someone): nothing to retry
+            self._last_error.pop(uid, None)
+            return
+        now = self._clock()
+        if not self._backoff.due(uid, now):
+            waiting = self._backoff.get(uid)
+            assert waiting is not None
+            reason, message = self._last_error.get(uid, ("other", ""))
+            out.retries.append(Retry(name, reason, message, waiting.failures,
+                                     max(0.0, waiting.next_at - now), failed_now=False))
             return
         path = f"/api/v1/namespaces/{self.namespace}/pods/{name}/resize"
         try:
             self._api.send_raw("PATCH", path, plan.body.encode(), STRATEGIC_MERGE)
         except ApiError as exc:
-            if exc.status == 0:
-                out.error = f"resize of Pod {name} failed: {exc}"
+            verdict = classify(exc.status)
+            if not verdict.fallback:
+                # From when it failed: a request that timed out took its whole deadline.
+                self._retry_later(name, uid, verdict.reason, exc, self._clock(), out)
                 return
-            reason = {404: "unsupported", 403: "forbidden", 422: "invalid"}.get(
-                exc.status, "error")
             hint = {"unsupported": "; the API server has no pods/resize (Kubernetes 1.33+ "
                                    "has it on by default)",
-                    "forbidden": "; grant patch on pods/resize"}.get(reason, "")
-            out.refusals.append(Refusal(name, reason, f"{exc.message}{hint}"))
+                    "forbidden": "; grant patch on pods/resize"}.get(verdict.reason, "")
+            out.refusals.append(Refusal(name, verdict.reason, f"{exc.message}{hint}"))
             return
+        self._backoff.succeeded(uid)
+        self._last_error.pop(uid, None)
         out.resized.append(name)
         self._log.info("resize.pod", pod=name, body=plan.body,
                        changes=[f"{d.container} {d.kind}[{d.resource}]: {d.current} -> "
                                 f"{d.wanted}" for d in plan.differences])
+
+    def _retry_later(self, name: str, uid: str, reason: str, exc: ApiError, now: float,
+                     out: InPlaceOutcome) -> None:
+        """A transient failure: back the Pod off, say when it is tried again."""
+        attempt = self._backoff.failed(uid, now)
+        message = str(exc)
+        self._last_error[uid] = (reason, message)
+        out.retries.append(Retry(name, reason, message, attempt.failures, attempt.delay,
+                                 failed_now=True))
+        self._log.warning("resize.retry", pod=name, reason=reason, status=exc.status,
+                          error=message, failures=attempt.failures,
+                          retry_in=round(attempt.delay, 3),
+                          action="retried at a later poll; the template is not patched "
+                                 "for it")

@@ -152,6 +152,9 @@ class VerticalAutoscaler:
         if outcome.error is not None:
             result.error = outcome.error
             return False
+        if outcome.retries:  # transient: the Pods are tried again later, nothing falls back
+            result.error = ("in-place resize failed transiently, retried at a later poll "
+                            "(no fallback): " + "; ".join(str(r) for r in outcome.retries[:3]))
         if outcome.refusals:
             fresh = sorted({r.reason for r in outcome.refusals
                             if self._fallen_back.get(r.reason) != computed})
@@ -164,8 +167,9 @@ class VerticalAutoscaler:
                     refusals=[str(r) for r in outcome.refusals][:10],
                     action="patching the pod template instead (its controller may replace "
                            "the Pods)")
-            result.error = ("in-place resize refused, the template is patched instead: "
-                            + "; ".join(str(r) for r in outcome.refusals[:3]))
+            refused = ("in-place resize refused, the template is patched instead: "
+                       + "; ".join(str(r) for r in outcome.refusals[:3]))
+            result.error = refused if result.error is None else f"{refused}; {result.error}"
             return write or bool(result.drift)
         if outcome.patch_template:
             return write

@@ -19,6 +19,7 @@ from cpa.nodes.watch import WatchStatus
 from cpa.runtime import metrics as common
 from cpa.vertical.daemon.loop import VerticalPollResult
 from cpa.vertical.formula import Requirements
+from cpa.vertical.resize_errors import RETRY_REASONS
 
 __all__ = ["VerticalMetrics"]
 
@@ -95,6 +96,15 @@ class VerticalMetrics:
             "cpvpa_resize_fallbacks", "In-place resizes refused, by reason, counted once per "
             "change of the computed values; the template is patched instead.", ["reason"],
             registry=reg)
+        self.retries = Counter(
+            "cpvpa_resize_retries", "In-place resizes that failed transiently (reason: "
+            "server_error, conflict, too_many_requests, connection, other); the Pod is "
+            "tried again at a later poll, after a backoff, and nothing falls back.",
+            ["reason"], registry=reg)
+        self.retrying = Gauge("cpvpa_pod_resizes_retrying", "Pods whose in-place resize "
+                              "failed transiently and waits for its retry.", registry=reg)
+        for reason in RETRY_REASONS:
+            self.retries.labels(reason)
         self.last_success = common.last_success_gauge("cpvpa", reg)
         self.leader = common.leader_gauge("cpvpa", reg)
         for result in ("success", "error", "dry_run"):
@@ -135,6 +145,10 @@ class VerticalMetrics:
         if inplace is not None:
             self.resizes.inc(len(inplace.resized))
             self.pending.set(len(inplace.pending))
+            self.retrying.set(len(inplace.retries))
+            for retry in inplace.retries:
+                if retry.failed_now:
+                    self.retries.labels(retry.reason).inc()
             if plan is not None and plan.computed is not None:
                 drift = dict.fromkeys(_by_label(plan.computed), 0.0)
                 drift.update({(d.container, d.kind, d.resource): 1.0 for d in result.drift})

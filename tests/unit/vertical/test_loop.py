@@ -42,6 +42,9 @@ class Cluster:
         self.template_patches: list[str] = []
         self.resizes: list[tuple[str, str]] = []
         self.resize_error: ApiError | None = None
+        self.resize_faults: dict[str, list[ApiError]] = {}  # Pod -> its next answers
+        self.get_faults: dict[str, ApiError] = {}  # path -> raised on every GET of it
+        self.resize_tries: list[str] = []  # every resize PATCH sent, by Pod
         self.patch_error: ApiError | None = None
 
     def new_pod(self, name: str) -> dict[str, Any]:
@@ -53,6 +56,8 @@ class Cluster:
 
     def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
                  deadline: float | None = None) -> dict[str, Any]:
+        if path in self.get_faults:
+            raise self.get_faults[path]
         if path == DS_PATH:
             return copy.deepcopy(self.ds)
         if path == "/api/v1/namespaces/ns/pods":
@@ -75,6 +80,9 @@ class Cluster:
                 self._merge(self.ds["spec"]["template"]["spec"]["containers"], patch)
             return copy.deepcopy(self.ds)
         name = path.split("/")[-2]
+        self.resize_tries.append(name)
+        if self.resize_faults.get(name):
+            raise self.resize_faults[name].pop(0)
         if self.resize_error is not None:
             raise self.resize_error
         self.resizes.append((name, data.decode()))
@@ -222,6 +230,122 @@ def test_a_refused_resize_falls_back_to_the_template_once_per_change(
     assert third.fallbacks == [reason] and len(cluster.template_patches) == 2
     text = metrics.exposition().decode()
     assert f'cpvpa_resize_fallbacks_total{{reason="{reason}"}} 2.0' in text
+
+
+TRANSIENT = [
+    (ApiError(500, "InternalError", "etcdserver: leader changed"), "server_error"),
+    (ApiError(503, "ServiceUnavailable", "the server is shutting down"), "server_error"),
+    (ApiError(409, "Conflict", "the object has been modified"), "conflict"),
+    (ApiError(429, "TooManyRequests", "too many requests"), "too_many_requests"),
+    (ApiError(0, "ConnectionError", "PATCH: the API server did not answer: reset"),
+     "connection"),
+    (ApiError(0, "Timeout", "PATCH: no complete answer within 30s"), "connection"),
+    (ApiError(401, "Unauthorized", "Unauthorized"), "other"),
+]
+
+
+@pytest.mark.parametrize(("error", "reason"), TRANSIENT)
+def test_a_transient_resize_error_is_retried_next_poll_and_never_falls_back(
+        error: ApiError, reason: str) -> None:
+    cluster = Cluster("RollingUpdate")
+    cluster.resize_faults["p1"] = [error]
+    clock = Clock()
+    metrics = VerticalMetrics()
+    loop = make_loop(cluster, in_place=True, clock=clock, metrics=metrics)
+    first = loop.poll_once()
+    assert first.fallbacks == [] and cluster.template_patches == []
+    assert first.inplace is not None and first.inplace.resized == ["p2"]
+    [retry] = first.inplace.retries
+    assert (retry.pod, retry.reason, retry.failures, retry.retry_in) == ("p1", reason, 1, 1.0)
+    assert first.error is not None and "retried at a later poll" in first.error
+    assert first.template_skipped  # the policy's own decision, as if p1 had been resized
+    text = metrics.exposition().decode()
+    assert f'cpvpa_resize_retries_total{{reason="{reason}"}} 1.0' in text
+    assert "cpvpa_pod_resizes_retrying 1.0" in text
+    clock.now += 10  # the next poll, at the default period
+    second = loop.poll_once()
+    assert second.error is None and second.inplace is not None
+    assert second.inplace.resized == ["p1"] and second.inplace.retries == []
+    assert all(resources(p) == WANT for p in cluster.pods)
+    assert cluster.template_patches == [] and cluster.resize_tries.count("p1") == 2
+    text = metrics.exposition().decode()
+    assert "cpvpa_pod_resizes_retrying 0.0" in text
+    assert "cpvpa_resize_fallbacks_total{" not in text  # no fallback series ever made
+
+
+def test_a_pod_that_keeps_failing_is_backed_off_and_a_success_resets_it() -> None:
+    cluster = Cluster("RollingUpdate")
+    cluster.resize_faults["p1"] = [ApiError(500, "InternalError", "flaky")] * 6
+    clock = Clock()
+    loop = make_loop(cluster, in_place=True, clock=clock)
+    tried_at: list[float] = []
+    for _ in range(40):  # a 1 s poll period, 40 s
+        before = cluster.resize_tries.count("p1")
+        result = loop.poll_once()
+        assert result.fallbacks == [] and cluster.template_patches == []
+        if cluster.resize_tries.count("p1") > before:
+            tried_at.append(clock.now - 1000)
+        else:  # waiting: said, not sent
+            assert result.inplace is not None
+            [waiting] = result.inplace.retries
+            assert not waiting.failed_now and waiting.retry_in > 0
+        clock.now += 1
+    # Six failures, waits 1, 2, 4, 8, 16, 32 s after them; the seventh try succeeds.
+    assert tried_at == [0, 1, 3, 7, 15, 31]
+    assert resources(cluster.pods[0]) != WANT
+    clock.now = 1000 + 31 + 32
+    assert loop.poll_once().error is None and resources(cluster.pods[0]) == WANT
+    cluster.pods[0]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1m"
+    cluster.resize_faults["p1"] = [ApiError(500, "InternalError", "again")]
+    again = loop.poll_once()  # after a success the count starts again from one
+    assert again.inplace is not None and again.inplace.retries[0].failures == 1
+    assert again.inplace.retries[0].retry_in == 1.0
+
+
+def test_one_pods_backoff_holds_no_other_pod_back_and_a_gone_pod_is_forgotten() -> None:
+    cluster = Cluster("RollingUpdate")
+    cluster.resize_error = ApiError(500, "InternalError", "down")
+    clock = Clock()
+    loop = make_loop(cluster, in_place=True, clock=clock)
+    loop.poll_once()
+    loop.poll_once()  # not due: nothing sent
+    assert cluster.resize_tries == ["p1", "p2"]
+    cluster.resize_error = None
+    cluster.pods.append(cluster.new_pod("p3"))  # a new Pod is tried at once
+    result = loop.poll_once()
+    assert result.inplace is not None and result.inplace.resized == ["p3"]
+    assert [r.pod for r in result.inplace.retries] == ["p1", "p2"]
+    del cluster.pods[0]
+    cluster.pods.append(cluster.new_pod("p1"))  # p1 replaced: same name, a new uid
+    cluster.pods[-1]["metadata"]["uid"] = "uid-p1-new"
+    result = loop.poll_once()
+    assert result.inplace is not None and result.inplace.resized == ["p1"]
+
+
+@pytest.mark.parametrize("path", [DS_PATH, "/api/v1/namespaces/ns/pods"])
+@pytest.mark.parametrize("error", [error for error, _ in TRANSIENT])
+def test_a_transient_error_reading_the_target_or_its_pods_patches_nothing(
+        path: str, error: ApiError) -> None:
+    cluster = Cluster("RollingUpdate")
+    cluster.get_faults[path] = error
+    loop = make_loop(cluster, in_place=True)
+    result = loop.poll_once()
+    assert result.error is not None and result.fallbacks == []
+    assert cluster.template_patches == [] and cluster.resizes == []
+    del cluster.get_faults[path]
+    result = loop.poll_once()
+    assert result.error is None and cluster.template_patches == []
+    assert all(resources(p) == WANT for p in cluster.pods)
+
+
+def test_a_refusal_still_falls_back_beside_a_transient_error() -> None:
+    cluster = Cluster("RollingUpdate")
+    cluster.resize_faults["p1"] = [ApiError(500, "InternalError", "flaky")]
+    cluster.resize_faults["p2"] = [ApiError(422, "Invalid", "Pod QoS is immutable")]
+    result = make_loop(cluster, in_place=True).poll_once()
+    assert result.fallbacks == ["invalid"] and len(cluster.template_patches) == 1
+    assert result.error is not None
+    assert "Pod p2: invalid" in result.error and "Pod p1: resize failed" in result.error
 
 
 def test_a_deferred_resize_waits_then_falls_back() -> None:
