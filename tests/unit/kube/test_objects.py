@@ -17,10 +17,13 @@ from cpa.kube.objects import (
     INT32_MAX,
     INT32_MIN,
     MalformedObject,
+    check_pod,
+    check_workload,
     decode_configmap,
     decode_hpa,
     decode_lease,
     decode_scale,
+    list_items,
 )
 
 WHERE = "GET /apis/apps/v1/namespaces/ns/deployments/web/scale"
@@ -240,3 +243,94 @@ def test_configmap_data_is_strings_or_refused(data: dict[str, Any]) -> None:
     else:
         with pytest.raises(MalformedObject):
             decode_configmap({"data": data}, "GET cm")
+
+
+# --- /cpvpa's objects: checked against a schema of the fields it reads ------------------
+def pod(**over: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "metadata": {"name": "p", "uid": "u", "ownerReferences": [{"uid": "o",
+                                                                   "controller": True}]},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "5m"},
+                                                            "limits": {"memory": 1024}}}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    doc.update(over)
+    return doc
+
+
+@pytest.mark.parametrize("doc", [
+    pod(), pod(metadata=None), pod(spec={}), pod(status={"conditions": None}),
+    pod(spec={"containers": [None]}),  # null elements: Go's zero values
+    pod(spec={"containers": [{"name": "c", "resources": {"requests": {"cpu": None}}}]}),
+    pod(extra={"anything": [1, "x"]}),  # fields we do not read are not looked at
+])
+def test_a_pod_checks(doc: dict[str, Any]) -> None:
+    check_pod(doc, "Pod p")
+
+
+@pytest.mark.parametrize("doc,field", [
+    (pod(metadata={"name": ["p"]}), "metadata.name"),
+    (pod(metadata={"ownerReferences": {"uid": "o"}}), "metadata.ownerReferences"),
+    (pod(metadata={"ownerReferences": [{"controller": "true"}]}),
+     "metadata.ownerReferences[0].controller"),
+    (pod(metadata={"deletionTimestamp": 0}), "metadata.deletionTimestamp"),
+    (pod(spec={"containers": {"c": {}}}), "spec.containers"),
+    (pod(spec={"containers": [7]}), "spec.containers[0]"),
+    (pod(spec={"containers": [{"name": None, "resources": {"limits": {"cpu": True}}}]}),
+     "spec.containers[0].resources.limits['cpu']"),
+    (pod(spec={"initContainers": [{"resources": {"requests": "1"}}]}),
+     "spec.initContainers[0].resources.requests"),
+    (pod(status={"phase": 1}), "status.phase"),
+    (pod(status={"conditions": [{"message": {"x": 1}}]}), "status.conditions[0].message"),
+])
+def test_a_malformed_pod_names_the_field(doc: dict[str, Any], field: str) -> None:
+    with pytest.raises(MalformedObject) as info:
+        check_pod(doc, "Pod p")
+    assert info.value.field == field and str(info.value).startswith("Pod p: the Pod ")
+
+
+@pytest.mark.parametrize("doc,field", [
+    ({"spec": {"selector": {"matchLabels": {"app": 1}}}}, "spec.selector.matchLabels['app']"),
+    ({"spec": {"selector": {"matchExpressions": [{"values": "a,b"}]}}},
+     "spec.selector.matchExpressions[0].values"),
+    ({"spec": {"template": {"spec": {"containers": [{"name": 3}]}}}},
+     "spec.template.spec.containers[0].name"),
+    ({"spec": {"updateStrategy": "OnDelete"}}, "spec.updateStrategy"),
+])
+def test_a_malformed_workload_names_the_field(doc: dict[str, Any], field: str) -> None:
+    check_workload({"spec": {}}, "DaemonSet", "GET ds")
+    with pytest.raises(MalformedObject) as info:
+        check_workload(doc, "DaemonSet", "GET ds")
+    assert info.value.field == field and "the DaemonSet answered" in str(info.value)
+
+
+@pytest.mark.parametrize("doc,field", [
+    ({"items": {"a": {}}}, "items"), ({"items": [{}, "x"]}, "items[1]"),
+    ({"items": [None]}, "items[0]"),
+])
+def test_list_items(doc: dict[str, Any], field: str) -> None:
+    assert list_items({"items": [{"a": 1}]}, "Pod", "GET pods") == [{"a": 1}]
+    assert list_items({"items": None}, "Pod", "GET pods") == []
+    with pytest.raises(MalformedObject) as info:
+        list_items(doc, "Pod", "GET pods")
+    assert info.value.field == field and info.value.kind == "PodList"
+
+
+@given(value=JSON_VALUES, where=st.sampled_from([
+    ("metadata",), ("metadata", "ownerReferences"), ("spec", "containers"),
+    ("spec", "containers", 0, "resources"), ("spec", "containers", 0, "resources", "limits"),
+    ("status", "conditions"), ("status", "conditions", 0, "type"), ("status", "phase")]))
+def test_any_value_anywhere_in_a_pod_checks_or_is_refused(value: object,
+                                                          where: tuple[Any, ...]) -> None:
+    """Any JSON value put at a place /cpvpa reads: checked, or a MalformedObject naming
+    a field at or below that place; never another exception."""
+    doc: Any = json.loads(json.dumps(pod()))
+    node = doc
+    for step in where[:-1]:
+        node = node[step]
+    node[where[-1]] = value
+    doc = json.loads(json.dumps(doc))
+    try:
+        check_pod(doc, "Pod p")
+    except MalformedObject as exc:
+        place = "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in where)[1:]
+        assert exc.field.startswith(place), (exc.field, place)
