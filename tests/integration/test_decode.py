@@ -97,3 +97,82 @@ def test_a_malformed_scale_fails_its_target_alone_in_the_same_poll(
         assert f"spec.replicas {SHOWN[name]}, not an int32" in body, body
     assert "unexpected" not in body, body
 
+
+
+def create_hpa(admin: Any, namespace: str, name: str, minimum: int, maximum: int) -> None:
+    admin.post(f"/apis/autoscaling/v2/namespaces/{namespace}/horizontalpodautoscalers", {
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                    "name": name},
+                 "minReplicas": minimum, "maxReplicas": maximum}})
+
+
+def hpa_min(admin: Any, namespace: str, name: str) -> int:
+    return int(admin.get(f"/apis/autoscaling/v2/namespaces/{namespace}/"
+                         f"horizontalpodautoscalers/{name}")["spec"]["minReplicas"])
+
+
+def test_a_malformed_hpa_fails_its_target_alone(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any,
+        http_proxy: Any) -> None:
+    """An HPA floor target whose HPA answers ``minReplicas: "2"``: refused (client-go
+    would not decode it), named, not patched; the targets around it are written."""
+    admin = controlplane.admin()
+    for name in ("a", "web", "b"):
+        create_workload(admin, namespace, "deployment", name, replicas=1)
+    create_hpa(admin, namespace, "web", 1, 10)
+    create_nodes(admin, f"dh-{namespace[-6:]}", WANTED)
+    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
+    proxy, kubeconfig = http_proxy(controlplane.admin_kubeconfig)
+
+    def spoil(body: bytes) -> bytes:
+        doc = json.loads(body)
+        doc["spec"]["minReplicas"] = "2"
+        return json.dumps(doc).encode()
+
+    proxy.add(Rule("hpa", lambda r: r.method == "GET" and r.path.endswith(
+        "/horizontalpodautoscalers/web"), Rewrite(spoil)))
+    proc = start(f"--namespace={namespace}", f"--configmap={CM}",
+                 "--target=deployment/a,hpa/web,deployment/b", poll_period=600,
+                 kubeconfig=kubeconfig)
+    wait_until("the first poll", lambda: proc.alive() and proc.polls() >= 1, 120)
+    status, body = proc.last_poll()
+    got = (replicas(admin, namespace, "deployment", "a"), hpa_min(admin, namespace, "web"),
+           replicas(admin, namespace, "deployment", "b"))
+    print(f"\n(a, hpa/web minReplicas, b) after the first poll: {got}; /last-poll "
+          f"{status}: {body[:300]!r}")
+    assert got == (WANTED, 1, WANTED)
+    assert status == 500
+    assert "horizontalpodautoscaler/web: cannot set minReplicas to 3: GET " in body, body
+    assert "spec.minReplicas is a string ('2'), not an int32" in body, body
+    assert not proxy.requests("PATCH")
+
+
+def test_a_malformed_configmap_is_named_and_nothing_is_written(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any,
+        http_proxy: Any) -> None:
+    """A ConfigMap whose ``data`` value is a number (client-go refuses it; it used to be
+    turned into a string): the poll fails naming the field; no target is written."""
+    admin = controlplane.admin()
+    create_workload(admin, namespace, "deployment", "a", replicas=1)
+    create_nodes(admin, f"dm-{namespace[-6:]}", WANTED)
+    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
+    proxy, kubeconfig = http_proxy()
+
+    def spoil(body: bytes) -> bytes:
+        doc = json.loads(body)
+        doc["data"]["linear"] = {"nodesPerReplica": 1}
+        return json.dumps(doc).encode()
+
+    proxy.add(Rule("cm", lambda r: r.method == "GET" and r.path.endswith(
+        f"/configmaps/{CM}"), Rewrite(spoil)))
+    proc = start(f"--namespace={namespace}", f"--configmap={CM}", "--target=deployment/a",
+                 poll_period=600, kubeconfig=kubeconfig)
+    wait_until("the first poll", lambda: proc.alive() and proc.polls() >= 1, 120)
+    status, body = proc.last_poll()
+    print(f"\n/last-poll {status}: {body[:300]!r}")
+    assert status == 500 and f"cannot get ConfigMap {namespace}/{CM}: GET " in body, body
+    assert "data['linear'] is an object, not a string" in body, body
+    assert replicas(admin, namespace, "deployment", "a") == 1
+    assert not proxy.requests("POST") and not proxy.requests("PUT")
