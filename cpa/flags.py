@@ -44,6 +44,8 @@ class Options(shared.GlogOptions, shared.LeaderElectionOptions):
     events: bool = False
     react_to_node_changes: bool = False
     dry_run: bool = False
+    update_configmap_from_defaults: bool = False
+    config_dir: str = ""
     targets: tuple[Target, ...] = field(default_factory=tuple)
 
     @property
@@ -105,6 +107,15 @@ _FLAGS: tuple[Flag, ...] = (
          "Compute everything, write nothing: no scale or HPA write, no ConfigMap creation, "
          "no Event, no Lease. Logs dry_run.would_scale and exports cpa_dry_run 1.",
          is_bool=True),
+    Flag("update-configmap-from-defaults", "update_configmap_from_defaults", parse_bool,
+         "Let new --default-params reach the ConfigMap: the one created records the hash of "
+         "its data in an annotation, and while its data still has that hash (nobody edited "
+         "it) it is replaced by defaults that differ. An edited ConfigMap, or one without the "
+         "annotation, is left alone. Needs update on configmaps.", is_bool=True),
+    Flag("config-dir", "config_dir", parse_str,
+         "Read the parameters from this directory, a mounted ConfigMap (one file, linear or "
+         "ladder), re-read when the kubelet swaps it; no ConfigMap request is made and "
+         "--configmap is optional.", metavar="string"),
 )
 
 CPA_FLAGS = FlagTable(_FLAGS)
@@ -129,8 +140,9 @@ def validate(opts: Options) -> list[str]:
     opts.target = opts.target.lower()
     opts.targets, target_problems = parse_targets(opts.target)
     problems.extend(target_problems)
-    if opts.configmap == "":
+    if opts.configmap == "" and not opts.config_dir:
         problems.append("--configmap parameter cannot be empty: pass the ConfigMap's name")
+    problems.extend(_parameter_sources(opts))
     if opts.namespace == "":
         problems.append(
             "--namespace parameter cannot be empty: pass --namespace or set MY_POD_NAMESPACE")
@@ -145,6 +157,27 @@ def validate(opts: Options) -> list[str]:
     if not 0 < opts.health_port < 65536:
         problems.append(f"--health-port must be between 1 and 65535, got {opts.health_port}")
     problems.extend(shared.validate_leader_election(opts))
+    return problems
+
+
+def _parameter_sources(opts: Options) -> list[str]:
+    """Ours: ``--config-dir`` and ``--update-configmap-from-defaults`` with what they need
+    and what they exclude (the directory replaces every ConfigMap request)."""
+    problems: list[str] = []
+    if opts.update_configmap_from_defaults and opts.default_params is None:
+        problems.append("--update-configmap-from-defaults needs --default-params: the "
+                        "defaults the ConfigMap follows")
+    if opts.config_dir:
+        for flag, given in (("--default-params", opts.default_params is not None),
+                            ("--update-configmap-from-defaults",
+                             opts.update_configmap_from_defaults)):
+            if given:
+                problems.append(f"{flag} cannot be used with --config-dir: the parameters "
+                                "come from the directory, and no ConfigMap is read or "
+                                f"written; drop {flag} or --config-dir")
+        if opts.leader_elect and not opts.leader_elect_lease_name and not opts.configmap:
+            problems.append("--leader-elect with --config-dir needs --leader-elect-lease-name "
+                            "(its default is the --configmap name, and there is none)")
     return problems
 
 

@@ -42,3 +42,10 @@ HPA_FLOOR_RULES: frozenset[Rule] = frozenset({
     ("autoscaling", "horizontalpodautoscalers", "get"),
     ("autoscaling", "horizontalpodautoscalers", "patch"),
 })
+
+# Ours, opt-in: --update-configmap-from-defaults replaces the ConfigMap's data.
+CONFIGMAP_UPDATE_RULES: frozenset[Rule] = frozenset({("", "configmaps", "update")})
+
+# Ours, opt-in: --config-dir reads the parameters from a volume: no ConfigMap right at all.
+CONFIG_DIR_RULES: frozenset[Rule] = frozenset(
+    rule for rule in BASE_RULES if rule[1] != "configmaps")

@@ -12,7 +12,10 @@ What is recorded:
 * ``Normal``/``Scaled`` regarding the target, on every replica change: old -> new, the mode
   and the counts;
 * ``Warning``/``InvalidParameters`` regarding the ConfigMap, once per resourceVersion whose
-  parameters are invalid.
+  parameters are invalid (with ``--config-dir`` and no ``--configmap``, none: there is no
+  object to regard);
+* ``Normal``/``DefaultsApplied`` regarding the ConfigMap, when
+  ``--update-configmap-from-defaults`` replaced its data with new defaults.
 """
 
 from __future__ import annotations
@@ -41,9 +44,14 @@ class EventRecorder:
     """Posts Events to ``namespace``; ``instance`` names this process (the Pod name)."""
 
     def __init__(self, api: Api, namespace: str, configmap: str, instance: str, *,
+                 mounted: bool = False,
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        """``mounted`` (``--config-dir``): the parameters' versions are the directory's, not
+        the ConfigMap's resourceVersions, so the Events regard the ConfigMap without one
+        (and none at all when ``configmap`` is empty)."""
         self._api = api
+        self._mounted = mounted
         self._namespace = namespace
         self._configmap = configmap
         self._instance = instance[:128]
@@ -75,13 +83,23 @@ class EventRecorder:
             self.emit("Normal", "Scaled", "Scale", {
                 "apiVersion": kind.api_version, "kind": kind.name,
                 "name": scale.target.name, "namespace": self._namespace}, note)
+        defaults = result.configmap_defaults
+        if defaults is not None and defaults.replaced is not None:
+            self.emit("Normal", "DefaultsApplied", "UpdateConfigMap", {
+                "apiVersion": "v1", "kind": "ConfigMap", "name": self._configmap,
+                "namespace": self._namespace},
+                f"Replaced the data of ConfigMap {self._namespace}/{self._configmap} with the "
+                "new --default-params: nobody had edited what the autoscaler wrote "
+                f"(keys before: {', '.join(sorted(defaults.replaced)) or 'none'})")
         invalid, version = result.params_invalid, result.params_version
-        if invalid is not None and version is not None \
+        if invalid is not None and version is not None and self._configmap \
                 and version not in self._warned_versions:
             self._warned_versions.add(version)
-            self.emit("Warning", "InvalidParameters", "LoadParameters", {
-                "apiVersion": "v1", "kind": "ConfigMap", "name": self._configmap,
-                "namespace": self._namespace, "resourceVersion": version}, invalid)
+            regarding = {"apiVersion": "v1", "kind": "ConfigMap", "name": self._configmap,
+                         "namespace": self._namespace}
+            if not self._mounted:
+                regarding["resourceVersion"] = version
+            self.emit("Warning", "InvalidParameters", "LoadParameters", regarding, invalid)
 
     # --- the one way out ---------------------------------------------------------------
     def emit(self, type_: str, reason: str, action: str, regarding: dict[str, str],

@@ -23,8 +23,10 @@ class LateMetrics:
 
     def __init__(self, targets: Sequence[Target], watch_status: Callable[[], WatchStatus],
                  dry_run: bool = False,
-                 load_view: Callable[[], list[TargetLoad]] | None = None) -> None:
-        """``load_view``: the load axis's (:meth:`cpa.daemon.lateload.LateLoad.view`)."""
+                 load_view: Callable[[], list[TargetLoad]] | None = None,
+                 follow_defaults: bool = False) -> None:
+        """``load_view``: the load axis's (:meth:`cpa.daemon.lateload.LateLoad.view`);
+        ``follow_defaults``: ``--update-configmap-from-defaults``'s series."""
         self._targets = targets
         self._watch_status = watch_status
         self._dry_run = dry_run
@@ -32,6 +34,7 @@ class LateMetrics:
         self._real: Metrics | None = None
         self._leading = True
         self._load_view = load_view
+        self._follow_defaults = follow_defaults
 
     def _get(self) -> Metrics:
         with self._lock:
@@ -39,7 +42,8 @@ class LateMetrics:
                 from cpa.daemon.metrics import Metrics
 
                 self._real = Metrics(self._targets, self._watch_status,
-                                     dry_run=self._dry_run, load_view=self._load_view)
+                                     dry_run=self._dry_run, load_view=self._load_view,
+                                     follow_defaults=self._follow_defaults)
                 self._real.set_leader(self._leading)
             return self._real
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from cpa import logs
+from cpa.daemon.configdir import ConfigDir, ConfigDirError
+from cpa.daemon.configmapsource import ConfigMapSource, DefaultsReport
 from cpa.daemon.loopconfig import LoopConfig
 from cpa.daemon.paramscache import InvalidParams, ParamsCache
 from cpa.daemon.react import EarlyPolls
@@ -56,6 +58,8 @@ class PollResult(PollRecord):
     params: Params | None = None
     params_version: str | None = None  # the ConfigMap's resourceVersion
     params_invalid: str | None = None  # why that version's parameters are invalid
+    configmap_defaults: DefaultsReport | None = None
+    """Ours, ``--update-configmap-from-defaults``: the ConfigMap against the defaults."""
     decision: Decision | None = None
     scales: list[ScaleResult] = field(default_factory=list)
     overwritten: list[Overwrite] = field(default_factory=list)  # another writer's changes
@@ -110,8 +114,11 @@ class Autoscaler:
         self._observers = list(observers)
         self._clock = clock
         self._log = logs.get_logger("autoscaler")
-        self._params = ParamsCache(api, config.namespace, config.configmap,
-                                   config.default_params, config.dry_run)
+        self._configmap = (None if config.config_dir else ConfigMapSource(
+            api, config.namespace, config.configmap, config.default_params,
+            dry_run=config.dry_run,
+            update_from_defaults=config.update_configmap_from_defaults))
+        self._params = ParamsCache(self._configmap or ConfigDir(config.config_dir))
         self._stale = (StaleCounts(watch_status, clock, config.poll_period_seconds)
                        if watch_status is not None else None)
         self._writers = OtherWriters()
@@ -192,7 +199,7 @@ class Autoscaler:
         except InvalidParams as exc:
             result.error = result.params_invalid = str(exc)
             result.params_version = self._params.version
-        except (PollError, ApiError) as exc:
+        except (PollError, ApiError, ConfigDirError) as exc:
             result.error = str(exc)
         except Exception as exc:
             result.error = f"unexpected {type(exc).__name__}: {exc}"
@@ -213,8 +220,13 @@ class Autoscaler:
         return counts
 
     def _sync_params(self, result: PollResult) -> Params:
-        """The ConfigMap's parameters (one GET; a parse only for a new version)."""
-        params = result.params = self._params.load()
+        """The ConfigMap's parameters (one GET; a parse only for a new version), or
+        the mounted directory's (``--config-dir``: one readlink while unchanged)."""
+        try:
+            params = result.params = self._params.load()
+        finally:
+            if self._configmap is not None:
+                result.configmap_defaults = self._configmap.defaults
         result.params_version = self._params.version
         return params
 

@@ -31,3 +31,9 @@ class LoopConfig(NamedTuple):
     dry_run: bool = False
     """Ours (``--dry-run``): compute everything, write nothing (no scale or HPA write, no
     ConfigMap creation); log what would have been written."""
+    config_dir: str = ""
+    """Ours (``--config-dir``): read the parameters from this mounted ConfigMap directory,
+    never from the API."""
+    update_configmap_from_defaults: bool = False
+    """Ours (``--update-configmap-from-defaults``): new defaults replace the data of a
+    ConfigMap nobody edited since the autoscaler wrote it."""

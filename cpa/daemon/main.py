@@ -75,7 +75,8 @@ def _run(argv: Sequence[str], prog: str) -> int:
         # wait, /metrics counting it. It is a few sockets and one thread, ~1 ms.
         health = HealthState(WAITING)
         load = LateLoad(_api_maker(conn), opts.namespace)  # ours: nothing until a load key
-        metrics = LateMetrics(opts.targets, watch.status, opts.dry_run, load.view)
+        metrics = LateMetrics(opts.targets, watch.status, opts.dry_run, load.view,
+                              opts.update_configmap_from_defaults)
         server = serve_health(health, opts.health_port, metrics.exposition)
     except StartupError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
@@ -139,7 +140,10 @@ def _log_start(opts: flags.Options, conn: Connection) -> None:
         namespace=opts.namespace, configmap=opts.configmap,
         targets=[str(t) for t in opts.targets], nodelabels=opts.nodelabels or None,
         poll_period_seconds=opts.poll_period_seconds, events=opts.events,
-        leader_elect=opts.leader_elect, react_to_node_changes=opts.react_to_node_changes)
+        leader_elect=opts.leader_elect, react_to_node_changes=opts.react_to_node_changes,
+        **({"config_dir": opts.config_dir} if opts.config_dir else {}),
+        **({"update_configmap_from_defaults": True}
+           if opts.update_configmap_from_defaults else {}))
 
 
 def _ready(config: LoopConfig, api: Api, watch: NodeReflector, stop: threading.Event,
@@ -175,7 +179,8 @@ def _autoscaler(autoscaler: type[Autoscaler], opts: flags.Options, config: LoopC
 
         instance = os.environ.get("HOSTNAME") or DAEMON_NAME
         loop.add_observer(
-            EventRecorder(writer, opts.namespace, opts.configmap, instance).observe)
+            EventRecorder(writer, opts.namespace, opts.configmap, instance,
+                          mounted=bool(opts.config_dir)).observe)
     return loop
 
 
@@ -259,7 +264,9 @@ def loop_config(opts: flags.Options) -> LoopConfig:
                       poll_period_seconds=opts.poll_period_seconds,
                       default_params=opts.default_params,
                       max_sync_failures=opts.max_sync_failures, dry_run=opts.dry_run,
-                      react_to_node_changes=opts.react_to_node_changes)
+                      react_to_node_changes=opts.react_to_node_changes,
+                      config_dir=opts.config_dir,
+                      update_configmap_from_defaults=opts.update_configmap_from_defaults)
 
 
 class _ReleaseLogs:

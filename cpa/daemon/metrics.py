@@ -20,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from cpa.decide.modes.registry import MODES
+from cpa.kube.configmap import DefaultsState
 from cpa.kube.writers import writer_for
 from cpa.runtime import metrics as common
 
@@ -99,7 +100,9 @@ class Metrics:
                  watch_status: Callable[[], WatchStatus] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time, dry_run: bool = False,
-                 load_view: Callable[[], list[TargetLoad]] | None = None) -> None:
+                 load_view: Callable[[], list[TargetLoad]] | None = None,
+                 follow_defaults: bool = False) -> None:
+        """``follow_defaults`` (``--update-configmap-from-defaults``): its series exist."""
         self.registry = common.new_registry()
         self._wall = wall
         self._cluster_series()
@@ -118,6 +121,10 @@ class Metrics:
                 common.NodeWatchCollector("cpa", watch_status, clock, _STALE_HELP))
         if load_view is not None:
             self.registry.register(_LoadCollector(load_view))
+        self.defaults_diverged: Gauge | None = None
+        self.defaults_updates: Counter | None = None
+        if follow_defaults:
+            self._defaults_series()
         # The series every poll sets, looked up once: labels() costs more than set().
         self._poll_ok = self.polls.labels("success")
         self._poll_error = self.polls.labels("error")
@@ -195,6 +202,24 @@ class Metrics:
             "daemon would have written to each target at the last poll.", ["target"],
             registry=reg)
 
+    def _defaults_series(self) -> None:
+        reg = self.registry
+        self.defaults_diverged = Gauge(
+            "cpa_configmap_defaults_diverged", "1 while the ConfigMap's data differs from "
+            "--default-params and is left alone: edited since the autoscaler wrote it, or "
+            "never written by it (--update-configmap-from-defaults).", registry=reg)
+        self.defaults_updates = Counter(
+            "cpa_configmap_defaults_updates", "Times the ConfigMap's data was replaced by "
+            "new --default-params (--update-configmap-from-defaults).", registry=reg)
+
+    def _observe_defaults(self, result: PollResult) -> None:
+        report = result.configmap_defaults
+        if report is None or self.defaults_diverged is None or self.defaults_updates is None:
+            return
+        self.defaults_diverged.set(1 if report.state is DefaultsState.DIVERGED else 0)
+        if report.replaced is not None:
+            self.defaults_updates.inc()
+
     def _set_replicas(self, target: Target, value: int) -> None:
         gauge = self._replicas.get(target)
         if gauge is None:
@@ -243,6 +268,7 @@ class Metrics:
                 self._set_replicas(scale.target, scale.previous)
         for overwrite in result.overwritten:
             self.overwritten.labels(str(overwrite.target)).inc()
+        self._observe_defaults(result)
 
     def _params_in_force(self, params: Params, version: str | None) -> None:
         """The parameters of a new ConfigMap version: the bounds are read from every new

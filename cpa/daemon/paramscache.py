@@ -1,6 +1,7 @@
-"""The parameters in force: the ConfigMap read every poll (created from ``--default-params``
-when missing, as upstream does), parsed again only when its resourceVersion changed, and
-the memory a large version took given back once it is gone.
+"""The parameters in force: their source read every poll (the ConfigMap, created from
+``--default-params`` when missing as upstream does: :mod:`cpa.daemon.configmapsource`; or,
+ours, a mounted directory: :mod:`cpa.daemon.configdir`), parsed again only when its version
+changed, and the memory a large version took given back once it is gone.
 
 Fail closed: a version whose parameters we refuse (or whose parsing fails in any way) is
 invalid on every poll until the ConfigMap changes; older parameters never stay in force.
@@ -10,16 +11,15 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from cpa import logs
 from cpa.decide.modes.mode import Params
 from cpa.decide.modes.registry import parse_configmap_data
 from cpa.decide.params import ParamsError
-from cpa.kube import configmap
-from cpa.kube.api import RawApi
 
 __all__ = ["GIVE_BACK_POLLS", "LARGE_PARAMS_BYTES", "InvalidParams", "ParamsCache",
-           "return_free_memory"]
+           "ParamsSource", "return_free_memory"]
 
 LARGE_PARAMS_BYTES = 64 * 1024
 """A ConfigMap this large (a ladder of thousands of steps): the polls after it is loaded,
@@ -55,21 +55,33 @@ class InvalidParams(Exception):
     /last-poll reports."""
 
 
-class ParamsCache:
-    """The ConfigMap ``namespace/name`` as parameters, one parse per resourceVersion."""
+class ParamsSource(Protocol):
+    """Where the parameters come from: data with a version that changes with it."""
 
-    def __init__(self, api: RawApi, namespace: str, name: str,
-                 default_params: Mapping[str, str] | None, dry_run: bool) -> None:
-        """``dry_run``: a missing ConfigMap is decided on from ``default_params`` and not
-        created (said once)."""
-        self._api = api
-        self._namespace = namespace
-        self._name = name
-        self._default_params = default_params
-        self._dry_run = dry_run
+    @property
+    def label(self) -> str:
+        """How error messages name it: ``ConfigMap NS/NAME``, ``--config-dir DIR``."""
+        ...
+
+    @property
+    def log_fields(self) -> dict[str, str]:
+        """How log events name it: ``configmap=NAME``, ``config_dir=DIR``."""
+        ...
+
+    def read(self, known: str | None) -> tuple[str, Mapping[str, str] | None]:
+        """(its version, its data); the data may be left unread (anything) when the version
+        is ``known``. Raises what the poll reports (ApiError, ConfigDirError)."""
+        ...
+
+
+class ParamsCache:
+    """A :class:`ParamsSource` as parameters, one parse per version."""
+
+    def __init__(self, source: ParamsSource) -> None:
+        self.source = source
         self._log = logs.get_logger("autoscaler")
         self.version: str | None = None
-        """The resourceVersion last read."""
+        """The version last read (the ConfigMap's resourceVersion)."""
         self.params: Params | None = None
         """The parameters of that version (None while it is invalid)."""
         self._error: str | None = None
@@ -78,25 +90,17 @@ class ParamsCache:
         change it, so ``mode.changed`` names the mode that was really in force before."""
         self._size = 0  # of the version in force, in characters
         self._give_back = 0  # polls that still end with return_free_memory(collect=True)
-        self._would_create_logged = False
 
     def load(self) -> Params:
-        """GET the ConfigMap; the parameters of its version (raises
-        :class:`InvalidParams`, or :class:`~cpa.kube.api.ApiError`)."""
-        cm = configmap.get_or_create(self._api, self._namespace, self._name,
-                                     self._default_params, create=not self._dry_run)
-        if cm.would_create != self._would_create_logged:
-            self._would_create_logged = cm.would_create
-            if cm.would_create:
-                self._log.info("configmap.would_create", namespace=self._namespace,
-                               name=self._name, data=cm.data,
-                               hint="dry run: deciding on --default-params, creating nothing")
-        if cm.resource_version == self.version:
+        """Read the source; the parameters of its version (raises :class:`InvalidParams`,
+        or what the source raises)."""
+        version, data = self.source.read(self.version)
+        if version == self.version:
             if self._error is not None:
                 raise InvalidParams(self._error)
             assert self.params is not None
             return self.params
-        return self._parse(cm.resource_version, cm.data)
+        return self._parse(version, data)
 
     def _parse(self, version: str, data: Mapping[str, str] | None) -> Params:
         old = self.params
@@ -114,10 +118,10 @@ class ParamsCache:
             # on every poll until it changes, and older parameters never stay in force.
             reason = str(exc) if isinstance(exc, ParamsError) else (
                 f"unexpected {type(exc).__name__} while parsing it: {exc}")
+            label = self.source.label
             self.params, self._error = None, (
-                f"invalid ConfigMap {self._namespace}/{self._name} "
-                f"(resourceVersion {version}): {reason}")
-            self._log.error("params.invalid", configmap=self._name,
+                f"invalid {label} ({_version_name(label)} {version}): {reason}")
+            self._log.error("params.invalid", **self.source.log_fields,
                             resource_version=version, error=reason,
                             hint="fix the ConfigMap; nothing is scaled until then")
             raise InvalidParams(self._error) from exc
@@ -136,3 +140,7 @@ class ParamsCache:
         for a few polls after a large version came or went."""
         return_free_memory(collect=self._give_back > 0)
         self._give_back = max(0, self._give_back - 1)
+
+
+def _version_name(label: str) -> str:
+    return "resourceVersion" if label.startswith("ConfigMap") else "version"

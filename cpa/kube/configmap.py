@@ -1,13 +1,18 @@
-"""The parameters ConfigMap: GET it, and create it from ``--default-params`` when absent."""
+"""The parameters ConfigMap: GET it, create it from ``--default-params`` when absent, and
+(ours, ``--update-configmap-from-defaults``) replace its data with new defaults."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cpa import logs
 from cpa.kube.api import Api, ApiError
 from cpa.kube.objects import decode_configmap
+
+__all__ = ["DEFAULTS_ANNOTATION", "ConfigMapData", "DefaultsState", "data_hash",
+           "defaults_state", "fetch", "get_or_create", "replace_data"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +23,15 @@ class ConfigMapData:
     data: dict[str, str] | None
     would_create: bool = False
     """A dry run found no ConfigMap: these are the defaults it would have created it with."""
+    metadata: Mapping[str, object] | None = None
+    """The object's metadata as read (annotations, labels, resourceVersion): what a PUT of
+    new data must carry back unchanged."""
+
+    def annotation(self, key: str) -> str | None:
+        """One annotation's value, None when absent."""
+        annotations = (self.metadata or {}).get("annotations")
+        value = annotations.get(key) if isinstance(annotations, dict) else None
+        return value if isinstance(value, str) else None
 
 
 def _path(namespace: str, name: str = "") -> str:
@@ -28,7 +42,9 @@ def _from_doc(doc: dict[str, object], where: str) -> ConfigMapData:
     """Decoded by type (:mod:`cpa.kube.objects`): a value that is not a string is refused,
     as client-go refuses it, rather than turned into one."""
     read = decode_configmap(doc, where)
-    return ConfigMapData(read.resource_version, read.data)
+    meta = doc.get("metadata")
+    return ConfigMapData(read.resource_version, read.data,
+                         metadata=meta if isinstance(meta, dict) else None)
 
 
 def fetch(api: Api, namespace: str, name: str) -> ConfigMapData:
@@ -39,13 +55,16 @@ def fetch(api: Api, namespace: str, name: str) -> ConfigMapData:
 
 
 def get_or_create(api: Api, namespace: str, name: str,
-                  defaults: Mapping[str, str] | None, create: bool = True) -> ConfigMapData:
+                  defaults: Mapping[str, str] | None, create: bool = True,
+                  annotations: Mapping[str, str] | None = None) -> ConfigMapData:
     """GET the ConfigMap; on NotFound create it from the defaults (lazily, every time it is
     missing, so a deleted ConfigMap comes back on the next poll).
 
     Upstream creates on any GET error; we only do so on NotFound (ours): creating after,
     say, a 403 or a timeout would just fail again or race an existing object. With
     ``create`` False (a dry run) the defaults are returned as what would have been created.
+    ``annotations`` (ours, only with ``--update-configmap-from-defaults``) go on the object
+    created; without them the object is exactly upstream's (name, namespace, data).
     """
     try:
         return fetch(api, namespace, name)
@@ -59,8 +78,11 @@ def get_or_create(api: Api, namespace: str, name: str,
                            "given: create the ConfigMap or pass --default-params") from exc
     if not create:
         return ConfigMapData("", dict(defaults), would_create=True)
-    body = {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": namespace}, "data": dict(defaults)}
+    metadata: dict[str, object] = {"name": name, "namespace": namespace}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata,
+            "data": dict(defaults)}
     try:
         created = _from_doc(api.send_json("POST", _path(namespace), body),
                             f"POST {_path(namespace)}")
@@ -73,3 +95,74 @@ def get_or_create(api: Api, namespace: str, name: str,
     logs.get_logger("configmap").info("configmap.created", namespace=namespace, name=name,
                                       data=dict(defaults))
     return created
+
+
+def replace_data(api: Api, namespace: str, name: str, read: ConfigMapData,
+                 data: Mapping[str, str], annotations: Mapping[str, str]) -> ConfigMapData:
+    """PUT ``data`` (and ``annotations`` added to the object's) over the ConfigMap as
+    ``read``: its resourceVersion makes the API server refuse the write (409) when someone
+    changed the object since, so an edit made meanwhile is never overwritten. Labels and
+    every other annotation are kept. Raises ApiError; a 403 names the RBAC rule to add."""
+    metadata = dict(read.metadata or {})
+    metadata.update(name=name, namespace=namespace, resourceVersion=read.resource_version)
+    old = metadata.get("annotations")
+    metadata["annotations"] = {**(old if isinstance(old, dict) else {}), **annotations}
+    metadata.pop("managedFields", None)  # the server keeps them; a PUT need not echo them
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": dict(data)}
+    try:
+        return _from_doc(api.send_json("PUT", _path(namespace, name), body),
+                         f"PUT {_path(namespace, name)}")
+    except ApiError as exc:
+        hint = (" Grant update on configmaps in this namespace (apiGroups [\"\"], resources "
+                "[\"configmaps\"], verbs [\"update\"]: manifests/examples/"
+                "configmap-update-rbac.yaml), or drop --update-configmap-from-defaults"
+                if exc.forbidden else "")
+        raise ApiError(exc.status, exc.reason,
+                       f"cannot update ConfigMap {namespace}/{name} to the new "
+                       f"--default-params: {exc.message}.{hint}") from exc
+
+
+# --- --update-configmap-from-defaults (ours, opt-in) -----------------------------------
+
+DEFAULTS_ANNOTATION = "cpa-py.github.io/defaults-sha256"
+"""On a ConfigMap the autoscaler created (only with ``--update-configmap-from-defaults``):
+the hash of the data it wrote. Data that still hashes to it was not edited by anyone."""
+
+
+def data_hash(data: Mapping[str, str] | None) -> str:
+    """The SHA-256 of a ConfigMap's data, key order and JSON spacing aside: the same data
+    hashes the same whoever wrote it (the API server keeps ``data`` as a map). The imports
+    are here: only --update-configmap-from-defaults hashes, and this module is on the path
+    of every daemon's first poll."""
+    import hashlib
+    import json
+
+    text = json.dumps(dict(data or {}), sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class DefaultsState(enum.Enum):
+    """What ``--update-configmap-from-defaults`` makes of the ConfigMap as read."""
+
+    CURRENT = "current"
+    """The data is the defaults already: nothing to do."""
+    OUTDATED = "outdated"
+    """Nobody edited what we wrote and the defaults changed: replace the data."""
+    DIVERGED = "diverged"
+    """Someone edited the data (or we never wrote it: no annotation): leave it alone."""
+
+
+def defaults_state(data: Mapping[str, str] | None, recorded: str | None,
+                   defaults: Mapping[str, str]) -> DefaultsState:
+    """Whether the ConfigMap's data may follow the defaults.
+
+    ``recorded`` is the annotation's value (None without it). Only data that still hashes to
+    what we recorded is ours to replace: a ConfigMap created by upstream or by hand carries
+    no annotation and is never touched, an edited one no longer matches its hash.
+    """
+    if dict(data or {}) == dict(defaults):
+        return DefaultsState.CURRENT
+    if recorded is not None and recorded == data_hash(data):
+        return DefaultsState.OUTDATED
+    return DefaultsState.DIVERGED

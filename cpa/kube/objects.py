@@ -204,6 +204,9 @@ class ConfigMapObject(NamedTuple):
 def decode_configmap(doc: Mapping[str, Any], where: str) -> ConfigMapObject:
     """A ConfigMap answer; raises :class:`MalformedObject`."""
     try:
+        meta = _object(doc, "metadata", "metadata")
+        _string_map(meta, "annotations", "metadata.annotations")
+        _string_map(meta, "labels", "metadata.labels")
         return ConfigMapObject(_meta(doc).resource_version,
                                _string_map(doc, "data", "data"))
     except _Invalid as exc:

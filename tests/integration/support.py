@@ -387,9 +387,11 @@ LEASE_RULE: dict[str, Any] = {"apiGroups": ["coordination.k8s.io"], "resources":
 
 
 def service_account(plane: ControlPlane, namespace: str, name: str,
-                    extra: Sequence[dict[str, Any]] = (), nodes: bool = True) -> Path:
-    """A ServiceAccount with the addon's rules in ``namespace`` plus ``extra``, and (unless
-    ``nodes`` is False: the most common RBAC mistake) list/watch on Nodes; its kubeconfig."""
+                    extra: Sequence[dict[str, Any]] = (), nodes: bool = True,
+                    rules: Sequence[dict[str, Any]] | None = None) -> Path:
+    """A ServiceAccount with the addon's rules (or ``rules`` instead) in ``namespace`` plus
+    ``extra``, and (unless ``nodes`` is False: the most common RBAC mistake) list/watch on
+    Nodes; its kubeconfig."""
     admin = plane.admin()
     rbac = "rbac.authorization.k8s.io/v1"
     subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
@@ -404,7 +406,7 @@ def service_account(plane: ControlPlane, namespace: str, name: str,
                                  "kind": "ClusterRole", "name": f"{namespace}-{name}"}})
     admin.apply({"apiVersion": rbac, "kind": "Role",
                  "metadata": {"name": name, "namespace": namespace},
-                 "rules": [*ADDON_RULES, *extra]})
+                 "rules": [*(ADDON_RULES if rules is None else rules), *extra]})
     admin.apply({"apiVersion": rbac, "kind": "RoleBinding",
                  "metadata": {"name": name, "namespace": namespace}, "subjects": subject,
                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",

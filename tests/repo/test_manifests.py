@@ -14,6 +14,8 @@ import yaml
 
 from tests.rbac import (
     BASE_RULES,
+    CONFIG_DIR_RULES,
+    CONFIGMAP_UPDATE_RULES,
     EVENT_RULES,
     HPA_FLOOR_RULES,
     LEASE_RULES,
@@ -158,6 +160,8 @@ def test_examples_exist() -> None:
         "events-rbac.yaml",
         "leader-election.yaml",
         "hpa-floor-rbac.yaml",
+        "config-dir.yaml",
+        "configmap-update-rbac.yaml",
     } <= names
 
 
@@ -294,9 +298,11 @@ def test_example_deployments(name: str, deployment: Doc) -> None:
     (container,) = pod["containers"]
     f = flags(container["command"])
     assert f["namespace"] == namespace
-    assert f["configmap"] and f["target"]
+    assert (f.get("configmap") or f.get("config-dir")) and f["target"]
     targets = [t.strip().lower() for t in f["target"].split(",")]
-    wanted = set(BASE_RULES)
+    wanted = set(CONFIG_DIR_RULES if "config-dir" in f else BASE_RULES)
+    if f.get("update-configmap-from-defaults") == "true":
+        wanted |= CONFIGMAP_UPDATE_RULES
     if any(t.startswith("statefulset/") for t in targets):
         wanted |= STATEFULSET_RULES
     if f.get("events") == "true":
@@ -304,13 +310,44 @@ def test_example_deployments(name: str, deployment: Doc) -> None:
     if f.get("leader-elect") == "true":
         wanted |= LEASE_RULES
     assert granted_to(docs, namespace, pod["serviceAccountName"]) == wanted
-    if "default-params" in f:
+    if "config-dir" in f:
+        check_config_dir_volume(docs, pod, f["config-dir"])
+    elif "default-params" in f:
         from cpa.decide.modes.registry import parse_configmap_data
 
         parse_configmap_data(default_params_as_configmap_data(f["default-params"]))
     else:
         names = {cm["metadata"]["name"] for cm in of_kind(docs, "ConfigMap")}
         assert f["configmap"] in names, "no --default-params and no ConfigMap shipped"
+
+
+def check_config_dir_volume(docs: list[Doc], pod: Doc, path: str) -> None:
+    """--config-dir names a whole configMap volume (no subPath: the kubelet never updates
+    those) of a ConfigMap the file ships."""
+    (container,) = pod["containers"]
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == path]
+    assert "subPath" not in mount and mount.get("readOnly") is True
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert "items" not in volume["configMap"]
+    names = {cm["metadata"]["name"] for cm in of_kind(docs, "ConfigMap")}
+    assert volume["configMap"]["name"] in names
+
+
+def test_config_dir_example_is_the_main_manifest_without_configmap_rights(
+        main: list[Doc]) -> None:
+    docs = example("config-dir.yaml")
+    assert sorted(d["kind"] for d in docs) == sorted([*(d["kind"] for d in main), "ConfigMap"])
+    sa = one(main, "ServiceAccount")["metadata"]
+    assert granted_to(docs, sa["namespace"], sa["name"]) == CONFIG_DIR_RULES
+    (container,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "configmap" not in flags(container["command"])
+
+
+def test_configmap_update_example_grants_only_update_on_configmaps(main: list[Doc]) -> None:
+    docs = example("configmap-update-rbac.yaml")
+    assert {d["kind"] for d in docs} == {"Role", "RoleBinding"}
+    sa = one(main, "ServiceAccount")["metadata"]
+    assert granted_to(docs, sa["namespace"], sa["name"]) == CONFIGMAP_UPDATE_RULES
 
 
 def test_events_example_grants_only_event_creation(main: list[Doc]) -> None:

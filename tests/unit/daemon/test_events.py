@@ -65,6 +65,22 @@ def test_invalid_parameters_warn_once_per_resource_version() -> None:
     assert body["note"] == "min is -1"
 
 
+@pytest.mark.parametrize(("configmap", "regarding"), [
+    ("kube-dns-autoscaler", {"apiVersion": "v1", "kind": "ConfigMap",
+                             "name": "kube-dns-autoscaler", "namespace": "kube-system"}),
+    ("", None),
+])
+def test_invalid_mounted_parameters_regard_the_configmap_without_a_version(
+        configmap: str, regarding: dict[str, str] | None) -> None:
+    """--config-dir: the version is the directory's (..2026_...), never a resourceVersion;
+    without --configmap there is no object to regard and no Event."""
+    api = FakeApi()
+    rec = EventRecorder(api, "kube-system", configmap, "pod", mounted=True)
+    rec.observe(PollResult(started=0.0, error="bad", params_invalid="both keys",
+                           params_version="..2026_12_02_06_00_00.1"))
+    assert [b["regarding"] for _, b in api.created] == ([regarding] if regarding else [])
+
+
 def test_notes_are_truncated_to_what_the_api_accepts() -> None:
     api = FakeApi()
     recorder(api).emit("Warning", "X", "Y", {"kind": "ConfigMap", "name": "c"}, "z" * 5000)

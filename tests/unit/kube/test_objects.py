@@ -137,6 +137,8 @@ def test_a_configmap_decodes(doc: dict[str, Any], data: dict[str, str] | None) -
     ({"data": "linear"}, "data"),
     ({"data": ["linear"]}, "data"),
     ({"metadata": {"resourceVersion": 5}}, "metadata.resourceVersion"),
+    ({"metadata": {"annotations": {"a": 1}}}, "metadata.annotations['a']"),
+    ({"metadata": {"labels": ["x"]}}, "metadata.labels"),
 ])
 def test_a_malformed_configmap_names_the_field(doc: dict[str, Any], field: str) -> None:
     with pytest.raises(MalformedObject) as info:

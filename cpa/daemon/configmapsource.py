@@ -1,0 +1,146 @@
+"""The parameters' usual source: the ConfigMap, read every poll (created from
+``--default-params`` when missing, as upstream does), and, ours with
+``--update-configmap-from-defaults``, its data replaced by new defaults while nobody has
+edited what the autoscaler wrote.
+
+Why the annotation: upstream writes the defaults only into a missing ConfigMap, so a
+distribution upgrade that changes them never reaches the old ConfigMap
+(kubernetes/kubernetes#45851). To tell our own data from an operator's edit, the ConfigMap
+we create carries the hash of the data we wrote (:data:`~cpa.decide.defaults.DEFAULTS_ANNOTATION`);
+data that still hashes to it is ours to replace, anything else is left alone and said so
+once. Without the flag nothing of this runs and the ConfigMap created is upstream's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cpa import logs
+from cpa.kube import configmap
+from cpa.kube.api import Api, ApiError
+from cpa.kube.configmap import (
+    DEFAULTS_ANNOTATION,
+    ConfigMapData,
+    DefaultsState,
+    data_hash,
+    defaults_state,
+)
+
+__all__ = ["ConfigMapSource", "DefaultsReport"]
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultsReport:
+    """What ``--update-configmap-from-defaults`` found (and did) at one poll."""
+
+    state: DefaultsState
+    """After this poll: CURRENT once an update is written."""
+    replaced: Mapping[str, str] | None = None
+    """The data replaced by the defaults at this poll (None: nothing written)."""
+
+
+class ConfigMapSource:
+    """The ConfigMap ``namespace/name`` as a parameters source (see
+    :class:`~cpa.daemon.paramscache.ParamsCache`)."""
+
+    def __init__(self, api: Api, namespace: str, name: str,
+                 default_params: Mapping[str, str] | None, *, dry_run: bool = False,
+                 update_from_defaults: bool = False) -> None:
+        """``dry_run``: a missing ConfigMap is decided on from ``default_params`` and not
+        created, an outdated one not updated (each said once)."""
+        self._api = api
+        self.namespace = namespace
+        self.name = name
+        self._defaults = default_params
+        self._dry_run = dry_run
+        self._follow = update_from_defaults and default_params is not None
+        self._annotations = ({DEFAULTS_ANNOTATION: data_hash(default_params)}
+                             if self._follow else None)
+        """What the ConfigMap created (and each update) records: the defaults' hash."""
+        self._log = logs.get_logger("configmap")
+        self._would_create_logged = False
+        self._checked: tuple[str, DefaultsState] | None = None  # (resourceVersion, state)
+        self._diverged_logged = False
+        self._would_update_logged: str | None = None
+        self.defaults: DefaultsReport | None = None
+        """This poll's :class:`DefaultsReport` (None without the flag)."""
+
+    @property
+    def label(self) -> str:
+        return f"ConfigMap {self.namespace}/{self.name}"
+
+    @property
+    def log_fields(self) -> dict[str, str]:
+        return {"configmap": self.name}
+
+    def read(self, known: str | None) -> tuple[str, Mapping[str, str] | None]:
+        """GET (or create) the ConfigMap, bring it to the defaults when that is ours to do;
+        (its resourceVersion, its data). Raises ApiError."""
+        self.defaults = None
+        cm = configmap.get_or_create(self._api, self.namespace, self.name, self._defaults,
+                                     create=not self._dry_run, annotations=self._annotations)
+        if cm.would_create != self._would_create_logged:
+            self._would_create_logged = cm.would_create
+            if cm.would_create:
+                self._log.info("configmap.would_create", namespace=self.namespace,
+                               name=self.name, data=cm.data,
+                               hint="dry run: deciding on --default-params, creating nothing")
+        if self._follow and not cm.would_create:
+            cm = self._follow_defaults(cm)
+        return cm.resource_version, cm.data
+
+    # --- --update-configmap-from-defaults -----------------------------------------------
+    def _follow_defaults(self, cm: ConfigMapData) -> ConfigMapData:
+        assert self._defaults is not None and self._annotations is not None
+        state = self._state(cm)
+        replaced: Mapping[str, str] | None = None
+        if state is DefaultsState.OUTDATED and self._dry_run:
+            if self._would_update_logged != cm.resource_version:
+                self._would_update_logged = cm.resource_version
+                self._log.info("configmap.would_update", namespace=self.namespace,
+                               name=self.name, old=cm.data, new=dict(self._defaults),
+                               hint="dry run: the ConfigMap keeps its data")
+        elif state is DefaultsState.OUTDATED:
+            try:
+                updated = configmap.replace_data(self._api, self.namespace, self.name, cm,
+                                                 self._defaults, self._annotations)
+            except ApiError as exc:
+                if not exc.conflict:
+                    raise
+                # Written by someone else since our GET: judge what is there now, next poll.
+                return configmap.fetch(self._api, self.namespace, self.name)
+            replaced, state = cm.data or {}, DefaultsState.CURRENT
+            self._log.info("configmap.defaults_updated", namespace=self.namespace,
+                           name=self.name, old=cm.data, new=dict(self._defaults),
+                           resource_version=updated.resource_version)
+            self._checked = (updated.resource_version, state)
+            cm = updated
+        self._say_diverged(cm, state)
+        self.defaults = DefaultsReport(state, replaced)
+        return cm
+
+    def _state(self, cm: ConfigMapData) -> DefaultsState:
+        """The state of this resourceVersion, hashed once per version (a large ladder's
+        data is not hashed every poll)."""
+        assert self._defaults is not None
+        if self._checked is not None and self._checked[0] == cm.resource_version:
+            return self._checked[1]
+        state = defaults_state(cm.data, cm.annotation(DEFAULTS_ANNOTATION), self._defaults)
+        self._checked = (cm.resource_version, state)
+        return state
+
+    def _say_diverged(self, cm: ConfigMapData, state: DefaultsState) -> None:
+        """Once per episode: an edited ConfigMap is left alone, and why."""
+        diverged = state is DefaultsState.DIVERGED
+        if diverged and not self._diverged_logged:
+            recorded = cm.annotation(DEFAULTS_ANNOTATION)
+            self._log.warning(
+                "configmap.defaults_diverged", namespace=self.namespace, name=self.name,
+                reason=("edited since the autoscaler wrote it" if recorded is not None else
+                        f"no {DEFAULTS_ANNOTATION} annotation: not created by this "
+                        "autoscaler with --update-configmap-from-defaults (upstream or by "
+                        "hand), so treated as edited"),
+                hint="its data stays in force; to follow --default-params again, delete the "
+                     "ConfigMap (it is created again from the defaults, annotated)")
+        self._diverged_logged = diverged

@@ -1,0 +1,208 @@
+"""Where the parameters come from, beyond upstream (issue 29): new ``--default-params``
+reaching a ConfigMap nobody edited (``--update-configmap-from-defaults``), and a mounted
+ConfigMap directory swapped the kubelet's way (``--config-dir``), against the real
+kube-apiserver with the RBAC each needs and nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cpa.kube.configmap import DEFAULTS_ANNOTATION, data_hash
+from tests.configvolume import kubelet_write
+from tests.controlplane import ControlPlane
+from tests.integration.support import (
+    ADDON_RULES,
+    configmap,
+    coredns_and_nodes,
+    create_configmap,
+    put_configmap_data,
+    replicas,
+    service_account,
+    wait_polls,
+    wait_replicas,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+CM = "kube-dns-autoscaler"
+OLD = '{"linear":{"nodesPerReplica":4}}'  # 16 Nodes -> 4
+NEW = '{"linear":{"nodesPerReplica":2}}'  # 16 Nodes -> 8
+OLD_DATA = {"linear": '{"nodesPerReplica":4}'}
+NEW_DATA = {"linear": '{"nodesPerReplica":2}'}
+FOLLOW = "--update-configmap-from-defaults"
+UPDATE_RULE = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["update"]}
+EVENTS_RULE = {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]}
+
+
+def args(namespace: str, defaults: str, *extra: str) -> list[str]:
+    return [f"--namespace={namespace}", f"--configmap={CM}", "--target=deployment/coredns",
+            f"--default-params={defaults}", *extra]
+
+
+def test_new_defaults_reach_an_unedited_configmap_after_a_restart(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
+    admin = controlplane.admin()
+    coredns_and_nodes(admin, namespace, "dflt", 16, cpu="1")
+    kubeconfig = service_account(controlplane, namespace, "follow",
+                                 [UPDATE_RULE, EVENTS_RULE])
+    first = start(*args(namespace, OLD, FOLLOW), kubeconfig=kubeconfig)
+    wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=first)
+    created = configmap(admin, namespace, CM)
+    assert created["data"] == OLD_DATA
+    assert created["metadata"]["annotations"] == {DEFAULTS_ANNOTATION: data_hash(OLD_DATA)}
+    first.stop()
+
+    # A distribution upgrade: the same Deployment, new --default-params.
+    second = start(*args(namespace, NEW, FOLLOW, "--events"), kubeconfig=kubeconfig)
+    wait_replicas(admin, namespace, "deployment", "coredns", 8, proc=second)
+    updated = configmap(admin, namespace, CM)
+    assert updated["data"] == NEW_DATA
+    assert updated["metadata"]["annotations"] == {DEFAULTS_ANNOTATION: data_hash(NEW_DATA)}
+    assert updated["metadata"]["uid"] == created["metadata"]["uid"]  # updated, not re-created
+    (event,) = second.events("configmap.defaults_updated")
+    assert event["old"] == OLD_DATA and event["new"] == NEW_DATA
+    wait_polls(second, count=3)
+    metrics = second.metrics()
+    assert metrics["cpa_configmap_defaults_updates_total"] == 1
+    assert metrics["cpa_configmap_defaults_diverged"] == 0
+    version = updated["metadata"]["resourceVersion"]
+    assert configmap(admin, namespace, CM)["metadata"]["resourceVersion"] == version
+    (applied,) = wait_until("the DefaultsApplied Event", lambda: [
+        e for e in admin.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]
+        if e["reason"] == "DefaultsApplied"])
+    assert applied["type"] == "Normal"
+    assert applied["regarding"]["kind"] == "ConfigMap" and applied["regarding"]["name"] == CM
+
+
+def test_without_the_flag_the_configmap_created_is_upstreams(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
+    """The object upstream creates: name, namespace and data; no annotation; and new
+    defaults never reach it."""
+    admin = controlplane.admin()
+    coredns_and_nodes(admin, namespace, "plain", 16, cpu="1")
+    proc = start(*args(namespace, OLD))
+    wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=proc)
+    created = configmap(admin, namespace, CM)
+    assert "annotations" not in created["metadata"] and "labels" not in created["metadata"]
+    assert created["data"] == OLD_DATA
+    proc.stop()
+    again = start(*args(namespace, NEW))
+    again.wait_poll_ok()
+    wait_polls(again, count=3)
+    assert configmap(admin, namespace, CM)["metadata"]["resourceVersion"] == \
+        created["metadata"]["resourceVersion"]
+    assert replicas(admin, namespace, "deployment", "coredns") == 4
+    assert "cpa_configmap_defaults_diverged" not in again.metrics()
+
+
+@pytest.mark.parametrize("how", ["edited", "no annotation"])
+def test_an_edited_or_unannotated_configmap_is_left_alone(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any,
+        how: str) -> None:
+    admin = controlplane.admin()
+    coredns_and_nodes(admin, namespace, "edit", 16, cpu="1")
+    kubeconfig = service_account(controlplane, namespace, "follow", [UPDATE_RULE])
+    edited = {"linear": '{"nodesPerReplica":16}'}  # 16 Nodes -> 1
+    if how == "edited":
+        first = start(*args(namespace, OLD, FOLLOW), kubeconfig=kubeconfig)
+        wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=first)
+        first.stop()
+        put_configmap_data(admin, namespace, CM, edited)  # the annotation stays, stale
+    else:  # made by hand (or by upstream): no annotation
+        create_configmap(admin, namespace, CM, edited)
+    version = configmap(admin, namespace, CM)["metadata"]["resourceVersion"]
+
+    proc = start(*args(namespace, NEW, FOLLOW), kubeconfig=kubeconfig)
+    wait_replicas(admin, namespace, "deployment", "coredns", 1, proc=proc)
+    wait_polls(proc, count=3)
+    left = configmap(admin, namespace, CM)
+    assert left["data"] == edited and left["metadata"]["resourceVersion"] == version
+    metrics = proc.metrics()
+    assert metrics["cpa_configmap_defaults_diverged"] == 1
+    assert metrics["cpa_configmap_defaults_updates_total"] == 0
+    (said,) = proc.events("configmap.defaults_diverged")  # once, not every poll
+    assert ("edited since" in said["reason"]) == (how == "edited")
+    assert not proc.events("configmap.defaults_updated")
+    proc.wait_poll_ok()
+
+
+def test_without_update_on_configmaps_the_poll_fails_naming_the_rule(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
+    """The manifest's RBAC (configmaps get and create only) with the flag: the update is
+    refused, /last-poll says which rule to add, and nothing is scaled on old defaults."""
+    admin = controlplane.admin()
+    coredns_and_nodes(admin, namespace, "deny", 16, cpu="1")
+    admin.post(f"/api/v1/namespaces/{namespace}/configmaps", {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": CM, "annotations": {DEFAULTS_ANNOTATION: data_hash(OLD_DATA)}},
+        "data": OLD_DATA})  # as the flag created it with the old defaults
+    proc = start(*args(namespace, NEW, FOLLOW))  # the harness's addon identity
+    body = proc.wait_poll_error("cannot update ConfigMap")
+    assert f"cannot update ConfigMap {namespace}/{CM} to the new --default-params" in body
+    assert 'verbs ["update"]' in body and "configmap-update-rbac.yaml" in body
+    assert "403" in body
+    assert replicas(admin, namespace, "deployment", "coredns") == 1
+    assert configmap(admin, namespace, CM)["data"] == OLD_DATA
+
+
+NO_CONFIGMAP_RULES = [rule for rule in ADDON_RULES if "configmaps" not in rule["resources"]]
+LINEAR_4 = json.dumps({"nodesPerReplica": 4})
+LADDER_6 = json.dumps({"nodesToReplicas": [[1, 1], [10, 6]]})
+
+
+def test_config_dir_follows_the_kubelets_atomic_swap_without_configmap_rights(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any,
+        tmp_path: Path) -> None:
+    """No configmaps right at all: any ConfigMap request would be a 403 and a failed poll."""
+    admin = controlplane.admin()
+    coredns_and_nodes(admin, namespace, "dir", 16, cpu="1")
+    kubeconfig = service_account(controlplane, namespace, "gitops", rules=NO_CONFIGMAP_RULES)
+    volume = tmp_path / "params"
+    kubelet_write(volume, {"linear": LINEAR_4})
+    proc = start(f"--namespace={namespace}", "--target=deployment/coredns",
+                 f"--config-dir={volume}", kubeconfig=kubeconfig)
+    wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=proc)
+
+    # The kubelet's update: a new timestamped directory, ..data_tmp renamed over ..data,
+    # a new key (the mode switches), the old key's link and directory removed.
+    kubelet_write(volume, {"ladder": LADDER_6})
+    wait_replicas(admin, namespace, "deployment", "coredns", 6, proc=proc)
+    wait_polls(proc, count=2)
+    metrics = proc.metrics()
+    assert metrics.get('cpa_polls_total{result="error"}', 0) == 0
+    assert metrics['cpa_params_info{mode="ladder"}'] == 1
+
+    # Both keys: the poll fails with what to fix and nothing is written; fixed, it scales.
+    kubelet_write(volume, {"linear": LINEAR_4, "ladder": LADDER_6})
+    body = proc.wait_poll_error("exactly one key")
+    assert f"invalid --config-dir {volume}" in body and '"ladder", "linear"' in body
+    assert replicas(admin, namespace, "deployment", "coredns") == 6
+    kubelet_write(volume, {"linear": LINEAR_4})
+    wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=proc)
+    proc.wait_poll_ok()
+    assert not proc.events("configmap.created")
+
+
+def test_config_dir_missing_fails_the_poll_until_mounted(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any,
+        tmp_path: Path) -> None:
+    admin = controlplane.admin()
+    coredns_and_nodes(admin, namespace, "nodir", 16, cpu="1")
+    kubeconfig = service_account(controlplane, namespace, "gitops", rules=NO_CONFIGMAP_RULES)
+    volume = tmp_path / "not-yet"
+    proc = start(f"--namespace={namespace}", "--target=deployment/coredns",
+                 f"--config-dir={volume}", kubeconfig=kubeconfig)
+    body = proc.wait_poll_error("no such directory")
+    assert f"--config-dir {volume}: no such directory" in body
+    wait_polls(proc, count=2)
+    assert replicas(admin, namespace, "deployment", "coredns") == 1
+    kubelet_write(volume, {"linear": LINEAR_4})
+    wait_until("the mounted parameters used",
+               lambda: replicas(admin, namespace, "deployment", "coredns") == 4)
+    proc.wait_poll_ok()

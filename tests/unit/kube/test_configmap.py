@@ -1,0 +1,128 @@
+"""The ConfigMap's defaults rules (``--update-configmap-from-defaults``): the hash, the
+annotation, the PUT that keeps everything but the data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cpa.kube.api import ApiError
+from cpa.kube.configmap import (
+    DEFAULTS_ANNOTATION,
+    DefaultsState,
+    data_hash,
+    defaults_state,
+    fetch,
+    get_or_create,
+    replace_data,
+)
+from tests.fakes import FakeApi
+
+NS, NAME = "kube-system", "kube-dns-autoscaler"
+PATH = f"/api/v1/namespaces/{NS}/configmaps/{NAME}"
+OLD = {"linear": '{"coresPerReplica":256,"nodesPerReplica":16}'}
+NEW = {"linear": '{"coresPerReplica":256,"nodesPerReplica":8}'}
+
+data = st.dictionaries(st.text(max_size=8), st.text(max_size=16), max_size=4)
+
+
+@given(data)
+def test_the_hash_ignores_key_order(value: dict[str, str]) -> None:
+    assert data_hash(dict(reversed(list(value.items())))) == data_hash(value)
+
+
+@given(data, data)
+def test_different_data_hashes_differently(a: dict[str, str], b: dict[str, str]) -> None:
+    assert (data_hash(a) == data_hash(b)) == (a == b)
+
+
+def test_no_data_is_empty_data() -> None:
+    assert data_hash(None) == data_hash({}) and len(data_hash(None)) == 64
+
+
+@pytest.mark.parametrize(("data", "recorded", "defaults", "state"), [
+    # the defaults already: nothing to do, annotated or not
+    (OLD, data_hash(OLD), OLD, DefaultsState.CURRENT),
+    (OLD, None, OLD, DefaultsState.CURRENT),
+    (OLD, "junk", OLD, DefaultsState.CURRENT),
+    # ours and unedited, the defaults changed: replace
+    (OLD, data_hash(OLD), NEW, DefaultsState.OUTDATED),
+    (None, data_hash({}), NEW, DefaultsState.OUTDATED),
+    # edited since we wrote it
+    (NEW, data_hash(OLD), {"ladder": "{}"}, DefaultsState.DIVERGED),
+    ({**OLD, "x": "1"}, data_hash(OLD), NEW, DefaultsState.DIVERGED),
+    # no annotation: upstream's or a hand-made ConfigMap counts as edited
+    (OLD, None, NEW, DefaultsState.DIVERGED),
+    (None, None, NEW, DefaultsState.DIVERGED),
+    (OLD, "", NEW, DefaultsState.DIVERGED),
+])
+def test_defaults_state(data: dict[str, str] | None, recorded: str | None,
+                        defaults: dict[str, str], state: DefaultsState) -> None:
+    assert defaults_state(data, recorded, defaults) is state
+
+
+@given(data, data, st.booleans())
+def test_only_unedited_annotated_data_is_ever_replaced(
+        current: dict[str, str], defaults: dict[str, str], annotated: bool) -> None:
+    recorded = data_hash(current) if annotated else None
+    state = defaults_state(current, recorded, defaults)
+    assert (state is DefaultsState.OUTDATED) == (annotated and current != defaults)
+
+
+def test_without_annotations_the_created_object_is_upstreams() -> None:
+    api = FakeApi()
+    get_or_create(api, NS, NAME, OLD)
+    ((_, body),) = api.created
+    assert body == {"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": NAME, "namespace": NS}, "data": OLD}
+
+
+def test_created_with_the_annotation_when_asked() -> None:
+    api = FakeApi()
+    cm = get_or_create(api, NS, NAME, OLD, annotations={DEFAULTS_ANNOTATION: data_hash(OLD)})
+    assert cm.annotation(DEFAULTS_ANNOTATION) == data_hash(OLD)
+    assert api.created[0][1]["metadata"]["annotations"] == {DEFAULTS_ANNOTATION: data_hash(OLD)}
+
+
+def _stored(api: FakeApi, **metadata: Any) -> None:
+    api.put(PATH, {"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": NAME, "namespace": NS, **metadata}, "data": OLD})
+
+
+def test_replace_keeps_labels_and_other_annotations() -> None:
+    api = FakeApi()
+    _stored(api, labels={"app": "dns"}, annotations={"other": "x", DEFAULTS_ANNOTATION: "h"})
+    read = fetch(api, NS, NAME)
+    out = replace_data(api, NS, NAME, read, NEW, {DEFAULTS_ANNOTATION: data_hash(NEW)})
+    stored = api.objects[PATH]
+    assert stored["data"] == NEW and out.data == NEW
+    assert stored["metadata"]["labels"] == {"app": "dns"}
+    assert stored["metadata"]["annotations"] == {"other": "x",
+                                                 DEFAULTS_ANNOTATION: data_hash(NEW)}
+    assert out.resource_version != read.resource_version
+
+
+def test_replace_never_overwrites_an_edit_made_since_the_read() -> None:
+    api = FakeApi()
+    _stored(api)
+    read = fetch(api, NS, NAME)
+    api.objects[PATH]["data"] = {"linear": "{}"}
+    api.put(PATH, api.objects[PATH])  # someone's edit: a new resourceVersion
+    with pytest.raises(ApiError) as caught:
+        replace_data(api, NS, NAME, read, NEW, {})
+    assert caught.value.conflict and api.objects[PATH]["data"] == {"linear": "{}"}
+
+
+def test_a_403_names_the_rule_to_add() -> None:
+    api = FakeApi(fail_writes=ApiError(403, "Forbidden", 'configmaps "x" is forbidden'))
+    _stored(api)
+    with pytest.raises(ApiError) as caught:
+        replace_data(api, NS, NAME, fetch(api, NS, NAME), NEW, {})
+    message = str(caught.value)
+    assert caught.value.forbidden
+    assert '"update"' in message and '"configmaps"' in message
+    assert "configmap-update-rbac.yaml" in message
+    assert "--update-configmap-from-defaults" in message
