@@ -175,7 +175,7 @@ def test_a_malformed_lease_names_the_field(spec: dict[str, Any], field: str) -> 
 
 # --- any JSON value where an int32 is read ------------------------------------------
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=50),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
                                                                  max_size=4),
