@@ -32,8 +32,8 @@ from typing import Any, NamedTuple
 from cpa.kube.api import ApiError
 
 __all__ = ["ConfigMapObject", "HpaObject", "LeaseSpec", "MalformedObject", "ScaleObject",
-           "check_pod", "check_workload", "decode_configmap", "decode_hpa", "decode_lease",
-           "decode_scale", "list_items"]
+           "check_discovery", "check_pod", "check_workload", "decode_configmap",
+           "decode_hpa", "decode_lease", "decode_scale", "list_items"]
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -278,6 +278,10 @@ _POD = {
                "conditions": [{"type": _STRING, "status": _STRING, "reason": _STRING,
                                "message": _STRING}]},
 }
+_API_GROUP = {"preferredVersion": {"version": _STRING},
+              "versions": [{"version": _STRING, "groupVersion": _STRING}]}
+_RESOURCE_LIST = {"resources": [{"name": _STRING, "kind": _STRING, "namespaced": _BOOL,
+                                 "verbs": [_STRING]}]}
 _NAMES = {_STRING: "a string", _BOOL: "a bool", _QUANTITY: "a quantity (string or number)"}
 
 
@@ -328,6 +332,15 @@ def check_pod(doc: Mapping[str, Any], where: str) -> None:
         _check(doc, _POD, "")
     except _Invalid as exc:
         raise _decoded("Pod", where, exc) from None
+
+
+def check_discovery(doc: Mapping[str, Any], kind: str, where: str) -> None:
+    """An APIGroup or APIResourceList (``kind``) from API discovery (a ``RESOURCE.GROUP``
+    target at start-up); raises :class:`MalformedObject`."""
+    try:
+        _check(doc, _API_GROUP if kind == "APIGroup" else _RESOURCE_LIST, "")
+    except _Invalid as exc:
+        raise _decoded(kind, where, exc) from None
 
 
 def list_items(doc: Mapping[str, Any], kind: str, where: str) -> list[dict[str, Any]]:

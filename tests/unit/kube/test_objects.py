@@ -17,6 +17,7 @@ from cpa.kube.objects import (
     INT32_MAX,
     INT32_MIN,
     MalformedObject,
+    check_discovery,
     check_pod,
     check_workload,
     decode_configmap,
@@ -336,3 +337,19 @@ def test_any_value_anywhere_in_a_pod_checks_or_is_refused(value: object,
     except MalformedObject as exc:
         place = "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in where)[1:]
         assert exc.field.startswith(place), (exc.field, place)
+
+
+@pytest.mark.parametrize("kind,doc,field", [
+    ("APIGroup", {"preferredVersion": {"version": 1}}, "preferredVersion.version"),
+    ("APIGroup", {"versions": {"v1": {}}}, "versions"),
+    ("APIResourceList", {"resources": [{"name": "rollouts", "namespaced": "false"}]},
+     "resources[0].namespaced"),
+    ("APIResourceList", {"resources": [{"name": ["rollouts"]}]}, "resources[0].name"),
+])
+def test_a_malformed_discovery_answer_names_the_field(kind: str, doc: dict[str, Any],
+                                                      field: str) -> None:
+    """``namespaced: "false"`` was read as true (``bool("false")``)."""
+    check_discovery({"resources": [{"name": "r", "namespaced": False}]}, kind, "GET /apis/g")
+    with pytest.raises(MalformedObject) as info:
+        check_discovery(doc, kind, "GET /apis/g")
+    assert info.value.field == field and f"the {kind} answered" in str(info.value)
