@@ -10,14 +10,25 @@ start-up. The daemon goes further (:func:`hold`): its events until the first pol
 are kept, stamped with the time they happened, and written right after that poll's writes
 (or after at most ``HOLD_SECONDS``); on a 2-core machine the import would otherwise be
 ~15% of the start to the first scale write at 1,000 Nodes.
+
+Logging never blocks the daemons' loops (:func:`buffer_stderr`): a log pipe that nobody
+reads (a container runtime's, backing up) would otherwise stop the poll loop at its next
+log line, as glog's does. Lines go to a bounded buffer written to stderr by a thread of
+its own; when the buffer is full new lines are dropped and counted (``<prefix>_log_lines_
+dropped_total``), and once stderr takes lines again one ``logs.dropped`` event says how
+many were lost.
 """
 
 from __future__ import annotations
 
+import atexit
+import collections
 import contextlib
+import os
 import sys
 import threading
-from collections.abc import MutableMapping
+import time
+from collections.abc import Mapping, MutableMapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +40,12 @@ _held: list[tuple[str, str, str, dict[str, Any]]] | None = None  # see hold()
 _HELD_AT = "_cpa_held_at"  # the event's own time, carried to _stamp()
 HOLD_SECONDS = 1.0
 _PLAIN = frozenset({"debug", "info", "warning", "warn", "error", "critical", "msg"})
+BUFFER_LINES = 5000
+"""Lines kept for a stderr that does not take them: about 1.5 MB of JSON lines, minutes
+of ``--v=4`` output. ``CPA_LOG_BUFFER_LINES`` (both daemons) sets another number; 0
+writes in the caller, which then waits for stderr, as glog."""
+BUFFER_ENV = "CPA_LOG_BUFFER_LINES"
+FLUSH_SECONDS = 2.0  # at exit: the buffer is written out for at most this long
 
 
 def configure(verbosity: int = 0, fmt: str = "text") -> None:
@@ -175,8 +192,122 @@ def _quoted(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+class _BufferedStderr:
+    """Lines for stderr's descriptor, written by a thread of its own from a buffer of at
+    most ``limit`` lines: a caller never waits for stderr, it drops the line (and counts
+    it) when the buffer is full. Once the buffer has drained after drops, a
+    ``logs.dropped`` event says how many (see the module doc)."""
+
+    def __init__(self, fd: int, limit: int) -> None:
+        self._fd = fd
+        self._limit = limit
+        self._lines: collections.deque[str] = collections.deque()
+        self._cond = threading.Condition()
+        self._writing = False
+        self._unreported = 0  # dropped since the last logs.dropped event
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name="log-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, line: str) -> None:
+        with self._cond:
+            # The writer's own logs.dropped line is never dropped: it says what was.
+            if len(self._lines) >= self._limit and \
+                    threading.current_thread() is not self._thread:
+                self.dropped += 1
+                self._unreported += 1
+                return
+            self._lines.append(line)
+            self._cond.notify()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until every buffered line is written (False after ``timeout``)."""
+        end = time.monotonic() + timeout
+        with self._cond:
+            while self._lines or self._writing:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.05))
+        return True
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._lines:
+                    self._cond.wait()
+                batch = list(self._lines)
+                self._lines.clear()
+                self._writing = True
+            self._write(("\n".join(batch) + "\n").encode("utf-8", "replace"))
+            with self._cond:
+                self._writing = False
+                drained, lost = not self._lines, self._unreported
+                if drained and lost:
+                    self._unreported = 0
+                self._cond.notify_all()
+            if drained and lost:  # stderr takes lines again: say how many were lost
+                get_logger("logs").warning(
+                    "logs.dropped", dropped=lost, dropped_total=self.dropped,
+                    hint="stderr did not take the log lines (a log pipe nobody read) for "
+                         f"long enough to fill the buffer ({self._limit} lines, "
+                         f"{BUFFER_ENV}); the daemon went on polling")
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self._fd, view):]
+            except InterruptedError:
+                continue
+            except OSError:  # stderr closed, or a broken pipe: the lines are lost
+                return
+
+
+_buffer: _BufferedStderr | None = None
+
+
+def buffer_lines(environ: Mapping[str, str] = os.environ) -> int | str:
+    """The buffer's size from ``CPA_LOG_BUFFER_LINES`` (default :data:`BUFFER_LINES`),
+    or the problem with its value."""
+    text = environ.get(BUFFER_ENV, "").strip()
+    if not text:
+        return BUFFER_LINES
+    if not text.isdigit():
+        return f"{BUFFER_ENV}={text!r}: must be a whole number of lines, 0 or more"
+    return int(text)
+
+
+def buffer_stderr(limit: int = BUFFER_LINES) -> None:
+    """From now on, write log lines to stderr's descriptor from a buffer of ``limit``
+    lines, in a thread of their own (the daemons; 0 keeps writing in the caller, which
+    then waits for a stderr that does not take them, as glog)."""
+    global _buffer
+    if _buffer is not None or limit <= 0:
+        return
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # no descriptor (a test's capture): write in the caller, as before
+    _buffer = _BufferedStderr(fd, limit)
+    atexit.register(flush)
+
+
+def flush(timeout: float = FLUSH_SECONDS) -> None:
+    """Write out the buffered lines (at exit), for at most ``timeout``: a stderr that
+    takes nothing does not hold the exit."""
+    if _buffer is not None:
+        _buffer.flush(timeout)
+
+
+def dropped() -> int:
+    """Log lines dropped so far because stderr did not take them."""
+    return _buffer.dropped if _buffer is not None else 0
+
+
 class _StderrLogger:
-    """Writes each rendered event as one line to the *current* ``sys.stderr``.
+    """Writes each rendered event as one line to the *current* ``sys.stderr``, or to the
+    buffer of :func:`buffer_stderr` when the daemon made one.
 
     Looked up per write rather than bound at configure time, so a replaced stderr (test
     capture, a closed stream) never leaves loggers holding a dead file object.
@@ -185,6 +316,10 @@ class _StderrLogger:
     _lock = threading.Lock()
 
     def msg(self, message: str) -> None:
+        buffered = _buffer
+        if buffered is not None:
+            buffered.put(message)
+            return
         # stderr closed, or a broken pipe: a log line must never stop the daemon.
         with self._lock, contextlib.suppress(OSError, ValueError):
             print(message, file=sys.stderr, flush=True)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from cpa.daemon.metrics import Metrics
     from cpa.kube.targets import Target
     from cpa.nodes.watch import WatchStatus
+    from cpa.runtime.leaderelection import LeaseStatus
 
 __all__ = ["LateMetrics"]
 
@@ -24,17 +25,21 @@ class LateMetrics:
     def __init__(self, targets: Sequence[Target], watch_status: Callable[[], WatchStatus],
                  dry_run: bool = False,
                  load_view: Callable[[], list[TargetLoad]] | None = None,
-                 follow_defaults: bool = False) -> None:
+                 follow_defaults: bool = False, leader_elect: bool = False) -> None:
         """``load_view``: the load axis's (:meth:`cpa.daemon.lateload.LateLoad.view`);
-        ``follow_defaults``: ``--update-configmap-from-defaults``'s series."""
+        ``follow_defaults``: ``--update-configmap-from-defaults``'s series;
+        ``leader_elect``: ``cpa_leader`` is 0 until the Lease is acquired, even in a scrape
+        before the election began (made after the first Node list)."""
         self._targets = targets
         self._watch_status = watch_status
         self._dry_run = dry_run
         self._lock = threading.Lock()
         self._real: Metrics | None = None
-        self._leading = True
+        self._leader_elect = leader_elect
+        self._leading = not leader_elect
         self._load_view = load_view
         self._follow_defaults = follow_defaults
+        self._lease: Callable[[], LeaseStatus] | None = None
 
     def _get(self) -> Metrics:
         with self._lock:
@@ -43,8 +48,11 @@ class LateMetrics:
 
                 self._real = Metrics(self._targets, self._watch_status,
                                      dry_run=self._dry_run, load_view=self._load_view,
-                                     follow_defaults=self._follow_defaults)
+                                     follow_defaults=self._follow_defaults,
+                                     leader_elect=self._leader_elect)
                 self._real.set_leader(self._leading)
+                if self._lease is not None:
+                    self._real.watch_lease(self._lease)
             return self._real
 
     def observe(self, result: PollResult) -> None:
@@ -56,6 +64,16 @@ class LateMetrics:
             real = self._real
         if real is not None:
             real.set_leader(leading)
+
+    def watch_lease(self, status: Callable[[], LeaseStatus]) -> None:
+        with self._lock:
+            self._lease = status
+            real = self._real
+        if real is not None:
+            real.watch_lease(status)
+
+    def failed_lease(self) -> None:
+        self._get().failed_lease()
 
     def failed_before_sync(self) -> None:
         self._get().failed_before_sync()

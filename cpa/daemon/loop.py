@@ -97,12 +97,14 @@ class Autoscaler:
                  observers: Sequence[Observer] = (),
                  watch_status: Callable[[], WatchStatus] | None = None,
                  may_write: Callable[[], bool] | None = None,
+                 on_follower: Callable[[], None] | None = None,
                  count_by: Callable[[CountingPolicy], bool] | None = None,
                  load: LoadAxes | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``may_write`` (leader election) is asked before every poll: a follower does not
-        poll at all, it only keeps its node watch warm. ``count_by`` hands the parameters'
-        counting policy to the node store (True when that changed the counts)."""
+        poll at all, it only keeps its node watch warm, and ``on_follower`` is called on
+        each period boundary instead (to report a Lease it cannot read). ``count_by`` hands
+        the parameters' counting policy to the node store (True when that changed the counts)."""
         self._config = config
         self._api = api
         self._counts = counts
@@ -111,6 +113,7 @@ class Autoscaler:
         """Ours: the load axis (``load`` key); None in tests that have no scrapers."""
         self._load_active = False  # the parameters in force have a load key
         self._may_write = may_write
+        self._on_follower = on_follower
         self._observers = list(observers)
         self._clock = clock
         self._log = logs.get_logger("autoscaler")
@@ -411,6 +414,8 @@ class Autoscaler:
             self.poll_once()
             if self._gave_up():
                 return 1
+        elif self._on_follower is not None:
+            self._on_follower()
         return None
 
     def _gave_up(self) -> bool:

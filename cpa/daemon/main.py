@@ -50,6 +50,7 @@ def run(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
         return _run(argv, prog)
     finally:
         logs.release()  # events still held (an early exit) are written before we go
+        logs.flush()  # ... and the buffered lines are out before the process is
 
 
 def _run(argv: Sequence[str], prog: str) -> int:
@@ -76,7 +77,8 @@ def _run(argv: Sequence[str], prog: str) -> int:
         health = HealthState(WAITING)
         load = LateLoad(_api_maker(conn), opts.namespace)  # ours: nothing until a load key
         metrics = LateMetrics(opts.targets, watch.status, opts.dry_run, load.view,
-                              opts.update_configmap_from_defaults)
+                              opts.update_configmap_from_defaults,
+                              leader_elect=opts.leader_elect and not opts.dry_run)
         server = serve_health(health, opts.health_port, metrics.exposition)
     except StartupError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
@@ -104,6 +106,7 @@ def _run(argv: Sequence[str], prog: str) -> int:
         from cpa.runtime.election import Election
 
         election = Election(api, opts, opts.namespace, opts.lease_name)
+        metrics.watch_lease(election.status)
         health.record(None)  # a follower has no poll of its own to report
     autoscaler = _autoscaler(Autoscaler, opts, ready, election.writer if election else api,
                              store, watch, health, metrics, election, load)
@@ -170,6 +173,8 @@ def _autoscaler(autoscaler: type[Autoscaler], opts: flags.Options, config: LoopC
                       observers=[_ReleaseLogs(), health.observe, metrics.observe],
                       watch_status=watch.status,
                       may_write=election.is_leader if election is not None else None,
+                      on_follower=(lambda: election.follower_report(
+                          health.record, metrics.failed_lease)) if election else None,
                       count_by=lambda policy: store.set_policy(policy, LABEL_LIST_WAIT),
                       load=load)
     load.wake = loop.wake  # a scrape that makes a panic likely polls now

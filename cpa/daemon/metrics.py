@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from cpa.decide.modes.mode import Params
     from cpa.kube.targets import Target
     from cpa.nodes.watch import WatchStatus
+    from cpa.runtime.leaderelection import LeaseStatus
 
 _STALE_HELP = ("How long the node watch has been down (0 while it is up): the counts may have "
                "missed changes for this long.")
@@ -101,14 +102,16 @@ class Metrics:
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time, dry_run: bool = False,
                  load_view: Callable[[], list[TargetLoad]] | None = None,
-                 follow_defaults: bool = False) -> None:
-        """``follow_defaults`` (``--update-configmap-from-defaults``): its series exist."""
+                 follow_defaults: bool = False, leader_elect: bool = False) -> None:
+        """``follow_defaults`` (``--update-configmap-from-defaults``): its series exist;
+        ``leader_elect``: ``cpa_leader`` starts at 0 (a scrape before the Lease is first
+        acquired must not see 1); :meth:`watch_lease` adds the Lease's series."""
         self.registry = common.new_registry()
         self._wall = wall
         self._cluster_series()
         self._poll_series()
         self._decision_series()
-        self._write_series(dry_run)
+        self._write_series(dry_run, leading=not leader_elect)
         for target in targets:  # present from the start, so absence is never ambiguous
             self.scale_writes.labels(str(target))
             self.overwritten.labels(str(target))
@@ -121,6 +124,7 @@ class Metrics:
                 common.NodeWatchCollector("cpa", watch_status, clock, _STALE_HELP))
         if load_view is not None:
             self.registry.register(_LoadCollector(load_view))
+        self.registry.register(common.LogCollector("cpa"))
         self.defaults_diverged: Gauge | None = None
         self.defaults_updates: Counter | None = None
         if follow_defaults:
@@ -190,9 +194,9 @@ class Metrics:
             "the minimum of 1) keep its minReplicas from the parameters' count.", ["target"],
             registry=reg)
 
-    def _write_series(self, dry_run: bool) -> None:
+    def _write_series(self, dry_run: bool, leading: bool) -> None:
         reg = self.registry
-        self.leader = common.leader_gauge("cpa", reg)
+        self.leader = common.leader_gauge("cpa", reg, leading)
         self.dry_run = Gauge(
             "cpa_dry_run", "1 when the daemon runs with --dry-run and writes nothing.",
             registry=reg)
@@ -283,6 +287,15 @@ class Metrics:
         fields = params.fields()
         self.params_min.set(_whole(fields.get("min")))
         self.params_max.set(_whole(fields.get("max")))
+
+    def watch_lease(self, status: Callable[[], LeaseStatus]) -> None:
+        """The election's view of the Lease, read at each scrape (``--leader-elect``)."""
+        self.registry.register(common.LeaseCollector("cpa", status))
+
+    def failed_lease(self) -> None:
+        """A poll period that passed with this follower unable to read or write the Lease:
+        it counts as a failed poll, so that the alerts on failed polls fire."""
+        self.polls.labels("error").inc()
 
     def failed_before_sync(self) -> None:
         """A poll period that passed with the first Node list failing (the API server

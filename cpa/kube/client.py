@@ -31,6 +31,7 @@ from urllib.parse import urlencode
 from cpa import __version__
 from cpa.kube.api import RETRY_AFTER_CAP, ApiError, StreamResponse
 from cpa.kube.config import ConfigError, Connection
+from cpa.kube.tokenfile import TokenFileError
 from cpa.kube.transport import (
     ConnectError,
     DeadlineExceeded,
@@ -98,7 +99,8 @@ class KubeApi:
         headers = {"Accept": accept, "User-Agent": USER_AGENT}
         try:
             auth = self.conn.authorization()
-        except ConfigError as exc:  # an exec plugin that fails to refresh its token
+        except (ConfigError, TokenFileError) as exc:  # an exec plugin that fails to refresh
+            # its token; a token file that has never held one
             raise ApiError(0, "Unauthorized", f"no credentials for the API server: {exc}"
                            ) from exc
         if auth:
@@ -107,10 +109,12 @@ class KubeApi:
             headers["Content-Type"] = content_type
         return headers
 
-    def _refused(self, status: int) -> None:
-        """A 401: let the credentials know (an exec plugin's token is fetched again)."""
+    def _refused(self, status: int, headers: Mapping[str, str]) -> None:
+        """A 401: tell the credentials which header was refused (a token file is read
+        again, an exec plugin run again, before the next request; not when they hold
+        another token already)."""
         if status == 401 and self.conn.unauthorized is not None:
-            self.conn.unauthorized()
+            self.conn.unauthorized(headers.get("Authorization"))
 
     def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
                 body: Any = None, timeout: float | None = None,
@@ -136,10 +140,10 @@ class KubeApi:
         reconnects = 1 if method == "GET" else 0
         retries = 0
         while True:
+            headers = self._headers(content_type if data is not None else None)
             try:
                 resp = self._pool.request(
-                    method, target, body=data,
-                    headers=self._headers(content_type if data is not None else None),
+                    method, target, body=data, headers=headers,
                     connect_timeout=CONNECT_TIMEOUT, read_timeout=limit, deadline=end)
                 try:
                     answer = resp.read()
@@ -157,7 +161,7 @@ class KubeApi:
             wait = retry_after(resp.status, resp.headers)
             if (wait is None or retries >= MAX_RETRIES
                     or not self._wait_retry(min(wait, RETRY_AFTER_CAP), end)):
-                self._refused(resp.status)
+                self._refused(resp.status, headers)
                 raise api_error(resp.status, answer, resp.headers.get("Content-Type"))
             retries += 1
 
@@ -231,9 +235,10 @@ class KubeApi:
         an error answer's ``Retry-After`` is in the :class:`ApiError`, for the caller's
         backoff.
         """
+        headers = self._headers(accept=accept)
         try:
             resp = self._pool.request(
-                "GET", _target(path, query), body=None, headers=self._headers(accept=accept),
+                "GET", _target(path, query), body=None, headers=headers,
                 connect_timeout=min(CONNECT_TIMEOUT, self.timeout), read_timeout=read_timeout,
                 deadline=deadline)
             if not 200 <= resp.status < 300:
@@ -241,7 +246,7 @@ class KubeApi:
                     data = resp.read()
                 finally:
                     resp.release_conn()
-                self._refused(resp.status)
+                self._refused(resp.status, headers)
                 error = api_error(resp.status, data, resp.headers.get("Content-Type"))
                 error.retry_after = retry_after(resp.status, resp.headers)
                 raise error

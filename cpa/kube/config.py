@@ -17,15 +17,14 @@ import base64
 import binascii
 import os
 import ssl
-import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cpa.kube.tokenfile import FileToken, TokenFileError
+
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-TOKEN_REREAD_SECONDS = 60.0
 
 
 class ConfigError(Exception):
@@ -43,35 +42,9 @@ class Connection:
     server_name: str | None = None
     """The name the server's certificate must carry, when not the server's host (a
     kubeconfig's ``tls-server-name``); also sent as SNI."""
-    unauthorized: Callable[[], None] | None = None
-    """Told when the API server answers 401 (an exec plugin's token is fetched again)."""
-
-
-class FileToken:
-    """A bearer token read from a file and re-read periodically.
-
-    Projected service-account tokens rotate (about hourly); client-go re-reads the file, so
-    must we, or the daemon starts failing with 401 after the first rotation.
-    """
-
-    def __init__(self, path: Path, clock: Callable[[], float] = time.monotonic) -> None:
-        self._path = path
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._value: str | None = None
-        self._read_at = 0.0
-
-    def __call__(self) -> str | None:
-        now = self._clock()
-        with self._lock:
-            if self._value is None or now - self._read_at >= TOKEN_REREAD_SECONDS:
-                try:
-                    self._value = self._path.read_text().strip()
-                    self._read_at = now
-                except OSError as exc:
-                    if self._value is None:
-                        raise ConfigError(f"cannot read token file {self._path}: {exc}") from exc
-            return f"Bearer {self._value}"
+    unauthorized: Callable[[str | None], None] | None = None
+    """Told the ``Authorization`` header of a request the API server answered 401: a token
+    file is read again, an exec plugin run again, before the next request."""
 
 
 def _context(ca_file: str | None, ca_data: bytes | None, insecure: bool,
@@ -120,10 +93,13 @@ def in_cluster() -> Connection:
     if ":" in host:
         host = f"[{host}]"
     token = FileToken(token_path)
-    token()
+    try:
+        token()
+    except TokenFileError as exc:
+        raise ConfigError(f"the service account's {exc}") from None
     return Connection(f"https://{host}:{port}",
                       _context(str(ca_path), None, False, f"the service account's {ca_path}"),
-                      token, "in-cluster")
+                      token, "in-cluster", unauthorized=token.unauthorized)
 
 
 def _resolve(base: Path, path: str) -> str:
@@ -333,7 +309,8 @@ def from_kubeconfig(path: str, context_name: str = "") -> Connection:
         header = f"Bearer {user.string('token')}"
         conn.authorization = lambda: header
     elif user.string("tokenFile"):
-        conn.authorization = FileToken(Path(_resolve(base, user.string("tokenFile"))))
+        source = FileToken(Path(_resolve(base, user.string("tokenFile"))))
+        conn.authorization, conn.unauthorized = source, source.unauthorized
     elif user.string("username") or user.string("password"):
         basic = base64.b64encode(
             f"{user.string('username')}:{user.string('password')}".encode()).decode()

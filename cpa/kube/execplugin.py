@@ -125,9 +125,15 @@ class ExecPlugin:
         token = self.credential().token
         return f"Bearer {token}" if token else None
 
-    def unauthorized(self) -> None:
-        """The API server refused the credential: run the plugin again next time."""
+    def unauthorized(self, refused: str | None = None) -> None:
+        """The API server refused the credential sent as the header ``refused``: run the
+        plugin again next time, unless the credential held now is another one (fetched
+        since), as client-go's ``maybeRefreshCreds``."""
         with self._lock:
+            cached = self._cached
+            if cached is not None and refused is not None and cached.token \
+                    and refused != f"Bearer {cached.token}":
+                return
             self._cached = None
 
     # --- running it --------------------------------------------------------------------

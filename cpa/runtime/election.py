@@ -8,7 +8,13 @@ from collections.abc import Callable
 
 from cpa import logs
 from cpa.kube.api import RawApi
-from cpa.runtime.leaderelection import GuardedApi, LeaderElector, LeaseConfig, default_identity
+from cpa.runtime.leaderelection import (
+    GuardedApi,
+    LeaderElector,
+    LeaseConfig,
+    LeaseStatus,
+    default_identity,
+)
 from cpa.runtime.options import LeaderElectionOptions
 
 __all__ = ["Election"]
@@ -34,6 +40,20 @@ class Election:
 
     def is_leader(self) -> bool:
         return self.elector.is_leader()
+
+    def status(self) -> LeaseStatus:
+        return self.elector.status()
+
+    def follower_report(self, record: Callable[[str | None], None],
+                        count_error: Callable[[], None] | None) -> None:
+        """What a follower reports each poll period instead of a poll of its own: nothing
+        wrong (``record(None)``), or that it cannot even read or write the Lease, which
+        ``/last-poll`` says (``record``) and counts as a failed poll (``count_error``), as
+        a poll period without the first Node list does."""
+        problem = self.elector.problem
+        record(problem)
+        if problem is not None and count_error is not None:
+            count_error()
 
     def start(self, on_change: Callable[[bool], None],
               set_leader: Callable[[bool], None] | None = None) -> None:

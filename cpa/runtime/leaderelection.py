@@ -22,6 +22,19 @@ follower cannot take over before ``lease_duration`` after that same renewal reac
 server (it must see the record unchanged that long), so the old leader's last write ends at
 least ``lease_duration - renew_deadline`` (5 s by default) before a new leader can begin:
 no write after losing the Lease, whatever the network does to a single request.
+
+Two departures from client-go, both to keep that bound when someone else edits the Lease.
+A record that names no holder is free at once only when it was never held (no
+``renewTime``) or was released (``leaseDurationSeconds`` of 1, as client-go and we release);
+a holder emptied by hand (``holderIdentity: ""``, the duration left as it was) is waited
+out like any other holder, so the old leader's last write ends before anyone takes over.
+And a leader that reads a record naming someone else (or no one) stops leading at once
+instead of at its renew deadline: the Lease is not its own any more.
+
+Being unable to take part is never silent: :meth:`LeaderElector.status` says why the last
+attempt failed (a 403 names the RBAC rule), how long the Lease record has gone unchanged
+(no replica renewing it), and what duration its holder claims (a "ghost" holder claiming
+more than :data:`SANE_LEASE_SECONDS` is logged once as ``leader.lease_ghost``).
 """
 
 from __future__ import annotations
@@ -43,9 +56,14 @@ from cpa import logs
 from cpa.kube.api import Api, ApiError, RawApi
 from cpa.kube.objects import decode_lease
 
-__all__ = ["GuardedApi", "LeaderElector", "LeaseConfig", "default_identity"]
+__all__ = ["SANE_LEASE_SECONDS", "GuardedApi", "LeaderElector", "LeaseConfig", "LeaseStatus",
+           "default_identity", "lease_problem"]
 
 RELEASE_SECONDS = 1.0  # the Lease release at exit: SIGTERM is honoured within 2 s
+SANE_LEASE_SECONDS = 3600.0
+"""A holder claiming the Lease for longer than an hour is no leader election anyone runs
+(client-go's users claim seconds): most likely a "ghost" left by a tool or a hand edit,
+which followers would wait out for that long."""
 MIN_WRITE_SECONDS = 0.5
 """A write is not sent with less time than this left before the renew deadline: it could
 not be complete in time anyway."""
@@ -65,6 +83,38 @@ class LeaseConfig:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseStatus:
+    """What this replica knows of the election, for ``/last-poll`` and ``/metrics``."""
+
+    problem: str | None
+    """Why the last Lease attempt failed (None when it got an answer it could act on)."""
+    unchanged_seconds: float
+    """How long the Lease record has gone unchanged as this replica saw it (since the
+    election began when never seen): a few lease durations means no replica renews it."""
+    holder_duration: float
+    """The ``leaseDurationSeconds`` of the record last seen (0 before any)."""
+    lease_duration: float
+    """Ours: ``--leader-elect-lease-duration``."""
+    errors: int
+    """Lease attempts that failed, since start."""
+
+
+def lease_problem(exc: Exception, namespace: str, name: str) -> str:
+    """The operator's sentence for a failed Lease request: what failed and what to do."""
+    lease = f"{namespace}/{name}"
+    if isinstance(exc, ApiError) and exc.forbidden:
+        return (f"cannot take part in leader election: the Lease {lease} is forbidden "
+                f"({str(exc)[:600]}); add an RBAC Role rule in namespace {namespace}: "
+                '{apiGroups: ["coordination.k8s.io"], resources: ["leases"], '
+                'verbs: ["get", "create", "update"]} (manifests/examples/leader-election.yaml)')
+    if isinstance(exc, ApiError) and exc.status == 401:
+        return (f"cannot take part in leader election: the Lease {lease}: {str(exc)[:300]} "
+                "(the credentials were refused)")
+    text = str(exc) if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}"
+    return f"cannot take part in leader election: the Lease {lease}: {text[:300]}"
 
 
 def spec_of(lease: dict[str, Any]) -> dict[str, Any]:
@@ -102,6 +152,12 @@ class LeaderElector:
         self._observed: str | None = None  # the last Lease spec we saw, as JSON text
         self._observed_at = 0.0
         self._observed_holder = ""
+        self._observed_duration = 0.0
+        self._began = clock()  # for unchanged_seconds before the first record seen
+        self._problem: str | None = None
+        self._errors = 0
+        self._foreign = False  # the last record read was not this replica's own
+        self._ghost: str | None = None  # the ghost record warned of (holder and duration)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.transitions = 0
@@ -137,6 +193,18 @@ class LeaderElector:
     @property
     def holder(self) -> str:
         return self._observed_holder
+
+    @property
+    def problem(self) -> str | None:
+        """Why the last Lease attempt failed; None when it was answered."""
+        return self._problem
+
+    def status(self) -> LeaseStatus:
+        with self._lock:
+            now = self._clock()
+            seen = self._observed_at if self._observed is not None else self._began
+            return LeaseStatus(self._problem, max(0.0, now - seen), self._observed_duration,
+                               self._cfg.lease_duration, self._errors)
 
     @property
     def renew_deadline(self) -> float:
@@ -179,8 +247,8 @@ class LeaderElector:
                     self._round_deadline = None
                 return cfg.retry_period  # the next round, as client-go's wait.Until
             after = self._clock()
-            if after >= round_deadline:
-                self._step_down()
+            if after >= round_deadline or self._foreign:  # too late, or not ours any more
+                self._step_down(foreign=after < round_deadline)
                 return cfg.retry_period * (1.0 + self._rng.uniform(0.0, 1.2))
             # The next try of this round, on its retry_period tick, or the deadline.
             with self._lock:
@@ -196,14 +264,14 @@ class LeaderElector:
             return 0.0  # the renew loop begins at once, as client-go's
         return cfg.retry_period * (1.0 + self._rng.uniform(0.0, 1.2))  # JitterFactor 1.2
 
-    def _step_down(self) -> None:
+    def _step_down(self, foreign: bool = False) -> None:
         with self._lock:
             was = self._leading
             self._leading, self._round_deadline = False, None
         if was:
-            self._changed(False)
+            self._changed(False, foreign)
 
-    def _changed(self, leading: bool) -> None:
+    def _changed(self, leading: bool, foreign: bool = False) -> None:
         if leading:
             self.transitions += 1
             self._log.info("leader.started", lease=f"{self._cfg.namespace}/{self._cfg.name}",
@@ -212,8 +280,11 @@ class LeaderElector:
             self._log.warning("leader.stopped", lease=f"{self._cfg.namespace}/{self._cfg.name}",
                               identity=self._cfg.identity,
                               renewed_seconds_ago=round(self.last_renewal_age(), 1),
-                              hint="could not renew the Lease within the renew deadline; "
-                                   "not writing until it is acquired again")
+                              holder=self._observed_holder if foreign else None,
+                              hint=("the Lease names another holder (or none): it is not "
+                                    "ours any more" if foreign else
+                                    "could not renew the Lease within the renew deadline")
+                              + "; not writing until it is acquired again")
         if self.on_change is not None:
             self.on_change(leading)
 
@@ -230,16 +301,20 @@ class LeaderElector:
         afterwards (then it counts as renewed when the attempt ``started``). Never
         raises."""
         started = self._clock() if started is None else started
+        self._foreign = False
         try:
             ok = self._try(deadline)
-        except ApiError as exc:
-            self._log.warning("leader.lease_failed", error=str(exc)[:300],
+        except Exception as exc:
+            problem = lease_problem(exc, self._cfg.namespace, self._cfg.name)
+            with self._lock:
+                self._problem = problem
+                self._errors += 1
+            error = str(exc) if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}"
+            self._log.warning("leader.lease_failed", error=error[:300],
                               hint="the Lease needs get, create and update in "
                                    f"{self._cfg.namespace} (see manifests/examples)")
             return False
-        except Exception as exc:
-            self._log.warning("leader.lease_failed", error=f"{type(exc).__name__}: {exc}"[:300])
-            return False
+        self._problem = None
         if ok:
             with self._lock:
                 self._renewed_at, self._renewed_end = started, self._clock()
@@ -263,14 +338,22 @@ class LeaderElector:
                     return False
                 raise
             self._observe(created.get("spec") or spec_of(body), now)
+            self._observed_duration = self._cfg.lease_duration
             return True
         read = decode_lease(lease, f"GET {self._path}")  # by type, as client-go's
         self._observe(lease.get("spec") or {}, now)
         holder = read.holder
         mine = holder == self._cfg.identity
         duration = float(read.duration or self._cfg.lease_duration)
-        if holder and not mine and self._observed_at + duration > now:
-            return False  # held by someone else and not expired by our clock
+        self._observed_duration = duration
+        self._foreign = not mine
+        self._check_ghost(holder, duration, mine)
+        # client-go takes a record without a holder at once; we do so only for one never
+        # held or released (duration 1): a holder emptied by hand is waited out, as the
+        # old leader may still be writing (see the module doc).
+        free = not holder and (not read.renew_time or duration <= RELEASE_SECONDS)
+        if not mine and not free and self._observed_at + duration > now:
+            return False  # held (or emptied) by someone else, not expired by our clock
         transitions = read.transitions
         acquire = read.acquire_time if mine and read.acquire_time else None
         lease["spec"] = self._spec(now_wall, acquire, transitions if mine else transitions + 1)
@@ -281,7 +364,27 @@ class LeaderElector:
                 return False
             raise
         self._observe(updated.get("spec") or spec_of(lease), now)
+        self._foreign = False
+        self._observed_duration = max(1, round(self._cfg.lease_duration))
         return True
+
+    def _check_ghost(self, holder: str, duration: float, mine: bool) -> None:
+        """Warn once per ghost record: another holder claiming more than any sane duration."""
+        ghost = f"{holder}/{duration:g}" if not mine and duration > SANE_LEASE_SECONDS else None
+        if ghost == self._ghost:
+            return
+        lease = f"{self._cfg.namespace}/{self._cfg.name}"
+        if ghost is not None:
+            self._log.warning(
+                "leader.lease_ghost", lease=lease, holder=holder,
+                lease_duration_seconds=duration,
+                hint=f"the Lease is claimed for {duration:g}s, longer than any leader "
+                     "election uses: no replica of ours will lead until it expires. If that "
+                     f"holder is gone, delete the Lease (kubectl delete lease -n "
+                     f"{self._cfg.namespace} {self._cfg.name})")
+        else:
+            self._log.info("leader.lease_ghost_gone", lease=lease, holder=holder)
+        self._ghost = ghost
 
     def _observe(self, spec: dict[str, Any], now: float) -> None:
         text = json.dumps(spec, sort_keys=True)

@@ -60,6 +60,11 @@ def read_command_line(argv: Sequence[str], prog: str, parse: Callable[[Sequence[
         return 0
     logs.configure(opts.v, opts.log_format)
     problems = validate(opts)
+    lines = logs.buffer_lines()
+    if isinstance(lines, str):
+        problems.append(lines)
+    else:
+        logs.buffer_stderr(lines)  # a full log pipe never stops the loop
     if problems:
         for problem in problems:
             print(f"{prog}: {problem}", file=sys.stderr)

@@ -28,10 +28,13 @@ def start(controlplane: ControlPlane, tmp_path: Path
     procs: list[AutoscalerProcess] = []
 
     def _start(*args: str, poll_period: int = 1, kubeconfig: Path | None = None,
-               nofile: tuple[int, int] | None = None) -> AutoscalerProcess:
+               nofile: tuple[int, int] | None = None, verbosity: int = 2,
+               stderr_pipe: bool = False, env: dict[str, str] | None = None
+               ) -> AutoscalerProcess:
         proc = AutoscalerProcess(kubeconfig or controlplane.autoscaler_kubeconfig, list(args),
                                  tmp_path / f"autoscaler-{len(procs)}.log", poll_period,
-                                 nofile=nofile)
+                                 verbosity=verbosity, nofile=nofile, stderr_pipe=stderr_pipe,
+                                 extra_env=env)
         procs.append(proc)
         return proc
 

@@ -128,14 +128,17 @@ class LoggedProcess:
 
     def __init__(self, argv: Sequence[str], log_path: Path,
                  env: Mapping[str, str] | None = None,
-                 nofile: tuple[int, int] | None = None) -> None:
+                 nofile: tuple[int, int] | None = None, stderr_pipe: bool = False) -> None:
         """``nofile``: the process's (soft, hard) limit of open files, as a container
-        runtime would set it (e.g. containerd 2.x's 1,024)."""
+        runtime would set it (e.g. containerd 2.x's 1,024). ``stderr_pipe``: stderr (the
+        logs) to a pipe, ``proc.stderr``, that the test reads or not (a container
+        runtime's log pipe); stdout still to the log file."""
         self.argv = list(argv)
         self.log_path = log_path
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(self.argv, stdout=self._log,
+                                     stderr=subprocess.PIPE if stderr_pipe else subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL,
                                      env=dict(env) if env is not None else None,
                                      preexec_fn=_limit_files(nofile) if nofile else None)
@@ -173,6 +176,8 @@ class LoggedProcess:
                 self.proc.wait(10)
         with contextlib.suppress(OSError):
             self._log.close()
+            if self.proc.stderr is not None:
+                self.proc.stderr.close()
         return self.proc.returncode
 
 
@@ -184,7 +189,9 @@ class AutoscalerProcess(LoggedProcess):
     def __init__(self, kubeconfig: Path, args: Sequence[str], log_path: Path,
                  poll_period: int = 1, verbosity: int = 2,
                  nofile: tuple[int, int] | None = None,
-                 command: Sequence[str] | None = None, prefix: str = "cpa") -> None:
+                 command: Sequence[str] | None = None, prefix: str = "cpa",
+                 stderr_pipe: bool = False, extra_env: Mapping[str, str] | None = None
+                 ) -> None:
         self.health_port = free_port()
         self.prefix = prefix
         argv = [*(command or daemon_command()), f"--kubeconfig={kubeconfig}",
@@ -193,7 +200,8 @@ class AutoscalerProcess(LoggedProcess):
                 "--log-format=json", *args]
         env = {k: v for k, v in os.environ.items()
                if k not in ("KUBECONFIG", "MY_POD_NAMESPACE", "MY_NAMESPACE")}
-        super().__init__(argv, log_path, env, nofile)
+        env.update(extra_env or {})
+        super().__init__(argv, log_path, env, nofile, stderr_pipe)
         self._http = urllib3.PoolManager(retries=False, timeout=2.0)
 
     def health(self, path: str) -> tuple[int, str]:

@@ -11,6 +11,8 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -157,3 +159,75 @@ def test_logfmt_lines_parse_back() -> None:
     assert parsed["c"] == parsed["d"] == "" and parsed["e"] == "p,,3"
     assert json.loads(parsed["f"]) == {"k": [1]} and parsed["g"] == "true"
     assert parsed["i"] == "ünï"
+
+
+def test_a_stderr_nobody_reads_never_blocks_the_caller_and_every_drop_is_said() -> None:
+    """Issue 27 #7: stderr a pipe nobody reads. Logging goes on at once (bounded buffer,
+    lines dropped and counted), and once the pipe is read the logs.dropped lines say how
+    many were lost (one per time the buffer drained after drops; the integration test
+    shows it is one for a pipe that stayed full)."""
+    _, out = run("""
+import fcntl, json, os, sys, time
+r, w = os.pipe()
+fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ: one page
+os.dup2(w, 2)
+from cpa import logs
+logs.configure(0, "json")
+logs.buffer_stderr(10)
+log = logs.get_logger("main")
+began = time.monotonic()
+for i in range(500):
+    log.info("line", i=i, pad="x" * 100)
+took = time.monotonic() - began
+dropped = logs.dropped()
+data = b""
+os.set_blocking(r, False)
+quiet_since = time.monotonic()
+while time.monotonic() - quiet_since < 1.0:
+    try:
+        data += os.read(r, 65536)
+        quiet_since = time.monotonic()
+    except BlockingIOError:
+        time.sleep(0.01)
+lines = [json.loads(x) for x in data.decode().splitlines()]
+said = [x for x in lines if x["event"] == "logs.dropped"]
+print(json.dumps({"took": took, "dropped": dropped, "said": said,
+                  "written": sum(x["event"] == "line" for x in lines)}))
+""")
+    result = json.loads(out.splitlines()[-1])
+    assert result["took"] < 5, "the caller waited for stderr"
+    assert result["dropped"] > 400
+    said = result["said"]
+    assert said and sum(line["dropped"] for line in said) == result["dropped"]
+    assert said[-1]["dropped_total"] == result["dropped"]
+    assert said[-1]["level"] == "warning" and "CPA_LOG_BUFFER_LINES" in said[-1]["hint"]
+    assert result["written"] + result["dropped"] == 500
+
+
+def test_buffered_lines_are_written_out_at_exit_in_order() -> None:
+    lines, _ = run("""
+import os
+from cpa import logs
+logs.configure(0, "json")
+logs.buffer_stderr(1000)
+for i in range(200):
+    logs.get_logger("main").info("line", i=i)
+""")
+    assert [json.loads(line)["i"] for line in lines] == list(range(200))
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, 5000), ("", 5000), ("4", 4), ("0", 0), (" 12 ", 12)])
+def test_the_buffer_size_from_the_environment(value: str | None, expected: int) -> None:
+    from cpa import logs
+
+    assert logs.buffer_lines({} if value is None else {"CPA_LOG_BUFFER_LINES": value}) == \
+        expected
+
+
+@pytest.mark.parametrize("value", ["-1", "many", "1.5"])
+def test_a_bad_buffer_size_is_a_problem_naming_the_variable(value: str) -> None:
+    from cpa import logs
+
+    problem = logs.buffer_lines({"CPA_LOG_BUFFER_LINES": value})
+    assert isinstance(problem, str) and "CPA_LOG_BUFFER_LINES" in problem

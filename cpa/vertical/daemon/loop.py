@@ -71,11 +71,14 @@ class VerticalAutoscaler:
                  stale: Callable[[], str | None] | None = None,
                  may_write: Callable[[], bool] | None = None,
                  warm: Callable[[], None] | None = None,
+                 on_follower: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``may_write`` (leader election) is asked before every poll: a follower does not
-        poll, it calls ``warm`` instead (the Node counts get ready for a takeover)."""
+        poll, it calls ``warm`` instead (the Node counts get ready for a takeover) and
+        ``on_follower`` (to report a Lease it cannot read)."""
         self._config = config
         self._warm = warm
+        self._on_follower = on_follower
         self._counts = counts
         self._file = config_file
         self.state = state
@@ -216,7 +219,10 @@ class VerticalAutoscaler:
         """The leader polls; a follower keeps its Node counts ready for a takeover."""
         if self._may_write is None or self._may_write():
             self.poll_once()
-        elif self._warm is not None:
+            return
+        if self._on_follower is not None:
+            self._on_follower()
+        if self._warm is not None:
             try:
                 self._warm()
             except Exception as exc:  # the leader's polls report such errors

@@ -42,6 +42,7 @@ def run_vertical(argv: list[str], prog: str = PROG) -> int:
         return _run(argv, prog)
     finally:
         logs.release()
+        logs.flush()  # the buffered lines are out before the process is
 
 
 def _run(argv: list[str], prog: str) -> int:
@@ -67,6 +68,8 @@ def _run(argv: list[str], prog: str) -> int:
         from cpa.runtime.election import Election
 
         election = Election(api, opts, opts.namespace, opts.lease_name)
+        if metrics is not None:
+            metrics.watch_lease(election.status)
     autoscaler = _autoscaler(opts, election.writer if election else api, nodes, health,
                              metrics, election)
     if election is not None:
@@ -108,7 +111,7 @@ def _serve(opts: VerticalOptions, health: HealthState, nodes: NodeCounts
         return None, None
     from cpa.vertical.daemon.metrics import VerticalMetrics
 
-    metrics = VerticalMetrics(nodes.status, lambda: nodes.mode)
+    metrics = VerticalMetrics(nodes.status, lambda: nodes.mode, leader_elect=opts.leader_elect)
     return metrics, serve_health(health, opts.health_port, metrics.exposition)
 
 
@@ -144,4 +147,7 @@ def _autoscaler(opts: VerticalOptions, writer: RawApi, nodes: NodeCounts,
         VerticalState(opts.default_scale_config, opts.policy),
         TemplateWriter(writer, opts.namespace, target, dry_run=opts.dry_run),
         resizer=resizer, observers=observers, stale=stale,
-        may_write=election.is_leader if election is not None else None, warm=nodes.warm)
+        may_write=election.is_leader if election is not None else None, warm=nodes.warm,
+        on_follower=(lambda: election.follower_report(
+            health.record, metrics.failed_lease if metrics is not None else None))
+        if election is not None else None)

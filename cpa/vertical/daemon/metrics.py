@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from prometheus_client import Counter, Gauge, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -20,6 +21,9 @@ from cpa.runtime import metrics as common
 from cpa.vertical.daemon.loop import VerticalPollResult
 from cpa.vertical.formula import Requirements
 from cpa.vertical.resize_errors import RETRY_REASONS
+
+if TYPE_CHECKING:
+    from cpa.runtime.leaderelection import LeaseStatus
 
 __all__ = ["VerticalMetrics"]
 
@@ -63,7 +67,8 @@ class VerticalMetrics:
     def __init__(self, watch_status: Callable[[], WatchStatus] | None = None,
                  node_source: Callable[[], str] = lambda: "",
                  clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time, leader_elect: bool = False) -> None:
+        """``leader_elect``: ``cpvpa_leader`` starts at 0, until the Lease is acquired."""
         self.registry = common.new_registry()
         reg = self.registry
         self._wall = wall
@@ -106,11 +111,12 @@ class VerticalMetrics:
         for reason in RETRY_REASONS:
             self.retries.labels(reason)
         self.last_success = common.last_success_gauge("cpvpa", reg)
-        self.leader = common.leader_gauge("cpvpa", reg)
+        self.leader = common.leader_gauge("cpvpa", reg, not leader_elect)
         for result in ("success", "error", "dry_run"):
             self.writes.labels(result)
         if watch_status is not None:
             reg.register(_NodesCollector(watch_status, node_source, clock))
+        reg.register(common.LogCollector("cpvpa"))
         self._shown: dict[Gauge, set[_Labels]] = {}
 
     def _set(self, gauge: Gauge, values: dict[_Labels, float]) -> None:
@@ -158,6 +164,15 @@ class VerticalMetrics:
 
     def set_leader(self, leading: bool) -> None:
         self.leader.set(1 if leading else 0)
+
+    def watch_lease(self, status: Callable[[], LeaseStatus]) -> None:
+        """The election's view of the Lease, read at each scrape (``--leader-elect``)."""
+        self.registry.register(common.LeaseCollector("cpvpa", status))
+
+    def failed_lease(self) -> None:
+        """A poll period that passed with this follower unable to read or write the Lease:
+        a failed poll, as for the autoscaler."""
+        self.polls.labels("error").inc()
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

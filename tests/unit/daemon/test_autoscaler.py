@@ -244,6 +244,26 @@ def test_stop_ends_the_loop_with_0() -> None:
     assert codes == [0] and a.polls == 1
 
 
+def test_a_follower_reports_instead_of_polling() -> None:
+    """Under --leader-elect a follower does not poll; on each period boundary it reports
+    (its Lease's problem, if any: cpa.runtime.election.Election.follower_report)."""
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    stop = threading.Event()
+    reports: list[int] = []
+
+    def report() -> None:
+        reports.append(1)
+        if len(reports) == 2:
+            stop.set()
+
+    a = make(api, counts(1, 1), "--poll-period-seconds=1", may_write=lambda: False,
+             on_follower=report)
+    assert a.run(stop) == 0
+    assert reports == [1, 1] and a.polls == 0 and api.replicas(COREDNS) == 1
+
+
 # --------------------------------------------------------- fail closed; int32 range
 
 

@@ -135,3 +135,21 @@ def test_an_edit_within_a_mode_moves_the_bounds() -> None:
     r.params, r.params_version = None, "9"
     m.observe(r)
     assert value(m.exposition().decode(), "cpa_params_max_replicas") == 20
+
+
+def test_under_leader_election_leader_starts_at_0_and_the_lease_is_exposed() -> None:
+    from cpa.runtime.leaderelection import LeaseStatus
+
+    plain = Metrics([COREDNS]).exposition().decode()
+    assert value(plain, "cpa_leader") == 1 and "cpa_leader_lease" not in plain
+    assert value(plain, "cpa_log_lines_dropped_total") == 0
+    m = Metrics([COREDNS], leader_elect=True)
+    assert value(m.exposition().decode(), "cpa_leader") == 0
+    m.watch_lease(lambda: LeaseStatus("no", 47.5, 2147483647.0, 15.0, 3))
+    m.failed_lease()
+    text = m.exposition().decode()
+    assert value(text, "cpa_leader_lease_unchanged_seconds") == 47.5
+    assert value(text, "cpa_leader_lease_duration_seconds") == 15
+    assert value(text, "cpa_leader_lease_holder_duration_seconds") == 2147483647
+    assert value(text, "cpa_leader_lease_errors_total") == 3
+    assert value(text, 'cpa_polls_total{result="error"}') == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import ssl
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 import yaml
 
 from cpa.kube import config as kubeconfig
-from cpa.kube.config import ConfigError, FileToken, from_kubeconfig, in_cluster
+from cpa.kube.config import ConfigError, from_kubeconfig, in_cluster
 
 
 @pytest.fixture(scope="module")
@@ -113,21 +114,39 @@ def test_in_cluster_reads_service_account_files(monkeypatch: pytest.MonkeyPatch,
     assert conn.authorization() == "Bearer t1"
 
 
-def test_rotated_token_is_picked_up(tmp_path: Path) -> None:
-    """Projected service-account tokens rotate; the file is re-read every minute."""
-    clock = [1000.0]
-    token_file = tmp_path / "token"
-    token_file.write_text("old")
-    source = FileToken(token_file, clock=lambda: clock[0])
-    assert source() == "Bearer old"
-    token_file.write_text("new")
-    clock[0] += 30
-    assert source() == "Bearer old"  # cached within the minute
-    clock[0] += 31
-    assert source() == "Bearer new"
-    token_file.unlink()
-    clock[0] += 61
-    assert source() == "Bearer new"  # a vanished file keeps the last good token
+def test_an_empty_service_account_token_is_an_error_at_start(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tls: dict[str, Path]) -> None:
+    (tmp_path / "token").write_text("\n")
+    (tmp_path / "ca.crt").write_bytes(tls["crt"].read_bytes())
+    monkeypatch.setattr(kubeconfig, "SA_DIR", tmp_path)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    with pytest.raises(ConfigError, match=r"service account's token file .* is empty"):
+        in_cluster()
+
+
+def test_file_tokens_are_told_of_a_401(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                       tls: dict[str, Path]) -> None:
+    """In a Pod and in a kubeconfig's tokenFile alike, a 401 makes the next request read
+    the file again (a rewrite stat cannot see: same size, mtime put back)."""
+    (tmp_path / "ca.crt").write_bytes(tls["crt"].read_bytes())
+    token = tmp_path / "token"
+    token.write_text("aaa")
+    monkeypatch.setattr(kubeconfig, "SA_DIR", tmp_path)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    path = write_config(tmp_path, {"server": "https://h:1", "certificate-authority": "ca.crt"},
+                        {"tokenFile": "token"})
+    for conn in (in_cluster(), from_kubeconfig(str(path))):
+        token.write_text("aaa")
+        assert conn.authorization() == "Bearer aaa"
+        before = token.stat()
+        token.write_text("bbb")
+        os.utime(token, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert conn.authorization() == "Bearer aaa"
+        assert conn.unauthorized is not None
+        conn.unauthorized("Bearer aaa")
+        assert conn.authorization() == "Bearer bbb"
 
 
 def test_an_auth_provider_without_the_official_client_says_what_to_install(
@@ -289,7 +308,9 @@ def test_an_exec_token_is_used_cached_and_fetched_again_when_refused(
     assert conn.authorization() == "Bearer tok1"
     assert conn.authorization() == "Bearer tok1", "cached: no expiry given"
     assert conn.unauthorized is not None
-    conn.unauthorized()  # the API server answered 401 to it
+    conn.unauthorized("Bearer tok1")  # the API server answered 401 to it
+    assert conn.authorization() == "Bearer tok2"
+    conn.unauthorized("Bearer tok1")  # a request sent before tok2: no run for that 401
     assert conn.authorization() == "Bearer tok2"
 
 

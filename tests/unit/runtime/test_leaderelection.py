@@ -256,3 +256,125 @@ def test_a_malformed_lease_is_not_taken_over(spec: dict[str, Any]) -> None:
         clock.now += 30.0  # longer than any lease duration
     assert not a.is_leader() and lease(api)["spec"] == spec
     assert not [c for c in api.calls if c[0] == "PUT"]
+
+
+def test_forbidden_lease_is_a_problem_naming_the_rule_and_counted() -> None:
+    class Forbidden(FakeApi):
+        def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
+                     deadline: float | None = None) -> dict[str, Any]:
+            raise ApiError(403, "Forbidden", 'leases.coordination.k8s.io "dns" is forbidden')
+
+    clock = Clock()
+    a = elector(Forbidden(), clock, "a", [])
+    assert a.status().problem is None and a.status().errors == 0
+    a.tick()
+    clock.now += 3
+    a.tick()
+    status = a.status()
+    assert status.problem is not None
+    assert 'resources: ["leases"]' in status.problem
+    assert '"get", "create", "update"' in status.problem
+    assert "kube-system/dns" in status.problem and "forbidden" in status.problem
+    assert status.errors == 2
+    assert status.unchanged_seconds == 3  # never read: since the election began
+
+
+def test_a_lease_answered_again_clears_the_problem() -> None:
+    api, clock = FakeApi(), Clock()
+    a = elector(api, clock, "a", [])
+    api.down = True
+    a.tick()
+    assert a.status().problem is not None and "kube-system/dns" in str(a.status().problem)
+    api.down = False
+    clock.now += 3
+    a.tick()
+    assert a.status().problem is None and a.is_leader()
+    assert a.status().unchanged_seconds == 0 and a.status().holder_duration == 15
+
+
+def test_a_healthy_follower_sees_the_lease_change_and_a_dead_leader_stops_it() -> None:
+    api, clock = FakeApi(), Clock()
+    a, b = elector(api, clock, "a", []), elector(api, clock, "b", [])
+    a.tick()
+    b.tick()
+    for _ in range(3):
+        clock.now += 2
+        a.tick()
+        b.tick()
+        assert b.status().unchanged_seconds == 0  # a renewed since b's last look
+    for _ in range(3):  # a is gone, not yet expired: the record ages for b
+        clock.now += 2
+        b.tick()
+    assert b.status().unchanged_seconds == 6 and b.status().problem is None
+
+
+def _edit_spec(api: FakeApi, **spec: Any) -> None:
+    obj = lease(api)
+    obj["spec"].update(spec)
+    api.put(PATH, obj)
+
+
+def test_an_emptied_holder_is_waited_out_and_the_leader_steps_down_at_once() -> None:
+    """Issue 27 #8: holderIdentity edited to "" by hand. client-go takes such a record at
+    once, while the old leader leads (and may write) until its renew deadline: two
+    leaders. Here the old leader stops at its next renewal, and nobody takes the record
+    before it has been unchanged for its duration."""
+    api, clock, changes = FakeApi(), Clock(), Changes()
+    a, b = elector(api, clock, "a", changes), elector(api, clock, "b", changes)
+    a.tick()
+    b.tick()
+    _edit_spec(api, holderIdentity="")
+    clock.now += 0.5
+    b.tick()
+    assert not b.is_leader(), "took an emptied (not released) Lease at once"
+    clock.now += 1.5
+    a.tick()
+    assert not a.is_leader(), "a leader that read someone else's record kept leading"
+    assert a.write_deadline() is None
+    assert changes == [("a", True), ("a", False)]
+    leaders = []
+    for _ in range(10):
+        clock.now += 2
+        a.tick()
+        b.tick()
+        leaders.append([e.is_leader() for e in (a, b)].count(True))
+    assert max(leaders) == 1, "never two leaders"
+    assert leaders[4] == 0 and leaders[-1] == 1  # taken once unchanged for 15 s
+
+
+def test_a_foreign_holder_written_into_the_lease_ends_the_leadership_at_once() -> None:
+    api, clock, changes = FakeApi(), Clock(), Changes()
+    a = elector(api, clock, "a", changes)
+    a.tick()
+    _edit_spec(api, holderIdentity="someone-else")
+    clock.now += 2
+    a.tick()
+    assert not a.is_leader() and changes == [("a", True), ("a", False)]
+
+
+def test_the_step_down_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    api, clock = FakeApi(), Clock()
+    a = elector(api, clock, "a", [])
+    a.tick()
+    _edit_spec(api, holderIdentity="")
+    clock.now += 2
+    a.tick()
+    assert "the Lease names another holder" in capsys.readouterr().err
+
+
+def test_a_ghost_holder_is_warned_once_and_its_duration_shown(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    api, clock = FakeApi(), Clock()
+    api.put(PATH, {"kind": "Lease", "spec": {
+        "holderIdentity": "ghost", "leaseDurationSeconds": 2147483647,
+        "renewTime": "2026-11-30T00:00:00.000000Z"}})
+    a = elector(api, clock, "a", [])
+    for _ in range(3):
+        a.tick()
+        clock.now += 3
+    assert not a.is_leader()
+    status = a.status()
+    assert status.holder_duration == 2147483647 and status.problem is None
+    assert status.unchanged_seconds == 9
+    err = capsys.readouterr().err
+    assert err.count("leader.lease_ghost") == 1 and "kubectl delete lease" in err

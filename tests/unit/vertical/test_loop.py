@@ -419,6 +419,18 @@ def test_a_follower_does_not_poll_but_warms_its_node_counts() -> None:
     loop = VerticalAutoscaler(
         VerticalLoopConfig(poll_period_seconds=0.01), lambda: (3, 24), ConfigFile(""),
         VerticalState(CONFIG), TemplateWriter(cluster, "ns", PatchTarget("DaemonSet", "agent")),
-        may_write=may_write, warm=lambda: warmed.append(1))
+        may_write=may_write, warm=lambda: warmed.append(1),
+        on_follower=lambda: reported.append(1))
+    reported: list[int] = []
     assert loop.run(stop) == 0
     assert len(warmed) == 2 and len(cluster.template_patches) == 1
+    assert len(reported) == 2, "a follower reports (its Lease) each period it does not poll"
+
+
+def test_the_leader_gauge_starts_at_0_under_leader_election_and_drops_are_exposed() -> None:
+    assert "cpvpa_leader 1.0" in VerticalMetrics().exposition().decode()
+    metrics = VerticalMetrics(leader_elect=True)
+    metrics.failed_lease()
+    text = metrics.exposition().decode()
+    assert "cpvpa_leader 0.0" in text and 'cpvpa_polls_total{result="error"} 1.0' in text
+    assert "cpvpa_log_lines_dropped_total 0.0" in text

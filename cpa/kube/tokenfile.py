@@ -1,0 +1,163 @@
+"""A bearer token read from a file: the in-cluster ServiceAccount token, a kubeconfig's
+``tokenFile``.
+
+Such a file changes under a running daemon. The kubelet rotates a projected token (at 80%
+of its life) by swapping its ``..data`` symlink to a new directory, and a revoked token
+(its Pod, Secret or ServiceAccount deleted) is refused at once, with a 401. Read every 60 s
+and never after a 401 (as before), a rotation plus revocation failed 28-30 polls over
+56-60 s. client-go's file token source re-reads every minute, drops its token when the API
+server answers 401 so that the next request reads the file again
+(``tokenSourceTransport``, ``ResetTokenOlderThan``), and refuses an empty file ("read empty
+token from file"), keeping the last good token. The same rules here, plus one: each request
+stats the file (a few microseconds) and reads it again when stat says it is another file
+(the kubelet's swap gives a new inode) or was written (size, mtime), so a rotated token is
+used from the next request on, not up to a minute later.
+
+The rules are :func:`reason_to_read`, pure; :class:`FileToken` does the I/O.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cpa import logs
+
+TOKEN_REREAD_SECONDS = 60.0  # client-go's period for a file token source
+
+
+class TokenFileError(Exception):
+    """The file holds no usable token and there is no earlier one to keep using."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """What stat says of the file the path leads to; another stamp means it changed."""
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> Stamp:
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def reason_to_read(*, cached: bool, refused: bool, stamp: Stamp | None,
+                   read_stamp: Stamp | None, age: float) -> str | None:
+    """Why the file must be read before this request, or None when the cached token serves.
+
+    ``cached``: a good token is held; ``refused``: the API server answered 401 to it since
+    it was read; ``stamp``: the file's now (None: stat failed), ``read_stamp``: at the last
+    read; ``age``: seconds since that read."""
+    if not cached:
+        return "first"
+    if refused:
+        return "refused"
+    if stamp != read_stamp:
+        return "changed"
+    if age >= TOKEN_REREAD_SECONDS:
+        return "period"
+    return None
+
+
+def token_of(data: bytes) -> str:
+    """The token a file's bytes hold: stripped of surrounding whitespace, as client-go does;
+    empty when the file holds none."""
+    return data.decode("utf-8", "replace").strip()
+
+
+class FileToken:
+    """The ``Authorization`` header for a token file, read again when the rules say so.
+
+    Call it for each request's header; tell :meth:`unauthorized` the header of a request
+    the API server answered 401. Thread-safe: the poll, the node watch and the Lease share
+    one."""
+
+    def __init__(self, path: Path, clock: Callable[[], float] = time.monotonic,
+                 stat: Callable[[Path], os.stat_result] = os.stat) -> None:
+        self._path = path
+        self._clock = clock
+        self._stat = stat
+        self._lock = threading.Lock()
+        self._value: str | None = None  # the last good token
+        self._read_at = 0.0
+        self._read_stamp: Stamp | None = None
+        self._refused = False
+        self._unusable: str | None = None  # why the file is not usable now (said once)
+        self._log: Any = None
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def __call__(self) -> str:
+        """``Bearer <token>``; raises :class:`TokenFileError` when the file has never held
+        a usable token."""
+        said: list[dict[str, str]] = []
+        with self._lock:
+            try:
+                stamp: Stamp | None = Stamp.of(self._stat(self._path))
+            except OSError:
+                stamp = None
+            now = self._clock()
+            reason = reason_to_read(cached=self._value is not None, refused=self._refused,
+                                    stamp=stamp, read_stamp=self._read_stamp,
+                                    age=now - self._read_at)
+            if reason is not None:
+                self._read(stamp, now, said)
+            value = self._value
+            problem = self._unusable
+        self._say(said)
+        if value is None:
+            raise TokenFileError(f"{problem}: write the bearer token into it (the Pod's "
+                                 "projected service-account token, or a kubeconfig's "
+                                 "tokenFile)")
+        return f"Bearer {value}"
+
+    def unauthorized(self, refused: str | None) -> None:
+        """The API server answered 401 to a request sent with the header ``refused``: read
+        the file again before the next request, unless the token held now is another one
+        (read since that request went out), so one 401 costs at most one read."""
+        with self._lock:
+            if self._value is not None and refused == f"Bearer {self._value}":
+                self._refused = True
+
+    def _read(self, stamp: Stamp | None, now: float, said: list[dict[str, str]]) -> None:
+        """Read the file (under the lock); keep the last good token when it holds none.
+        What to log goes in ``said`` (a field ``became``: usable or unusable), written
+        after the lock is let go."""
+        self._read_at, self._read_stamp, self._refused = now, stamp, False
+        problem: str | None
+        try:
+            token = token_of(self._path.read_bytes())
+        except OSError as exc:
+            token, problem = "", f"cannot read token file {self._path}: {exc.strerror or exc}"
+        else:
+            problem = None if token else f"token file {self._path} is empty"
+        if problem is None:
+            if self._unusable is not None:
+                said.append({"became": "usable", "after": self._unusable})
+            self._value, self._unusable = token, None
+            return
+        if self._unusable is None and self._value is not None:
+            said.append({"became": "unusable", "error": problem})
+        self._unusable = problem
+
+    def _say(self, said: list[dict[str, str]]) -> None:
+        for change in said:
+            if self._log is None:
+                self._log = logs.get_logger("credentials")
+            if change["became"] == "unusable":
+                self._log.warning("token.file_unusable", path=str(self._path),
+                                  error=change["error"], hint="the last good token is sent "
+                                  "until the file holds one again")
+            else:
+                self._log.info("token.file_usable", path=str(self._path),
+                               after=change["after"])

@@ -1,0 +1,300 @@
+"""A token file's cache rules: read again after a 401 (once), when stat says the file
+changed, every 60 s; never an empty token while a good one is known."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cpa import logs
+from cpa.kube.api import ApiError
+from cpa.kube.client import KubeApi
+from cpa.kube.config import Connection
+from cpa.kube.tokenfile import (
+    TOKEN_REREAD_SECONDS,
+    FileToken,
+    Stamp,
+    TokenFileError,
+    reason_to_read,
+    token_of,
+)
+from tests.unit.kube.test_transport import Server, answer, read_request
+
+A = Stamp(1, 10, 5, 100)
+B = Stamp(1, 11, 5, 100)  # another inode: the kubelet swapped ..data
+
+
+@pytest.mark.parametrize(("cached", "refused", "stamp", "read_stamp", "age", "reason"), [
+    (False, False, A, A, 0.0, "first"),
+    (False, True, None, None, 0.0, "first"),
+    (True, True, A, A, 0.0, "refused"),
+    (True, False, B, A, 0.0, "changed"),
+    (True, False, Stamp(1, 10, 6, 100), A, 0.0, "changed"),  # written in place: size
+    (True, False, Stamp(1, 10, 5, 101), A, 0.0, "changed"),  # written in place: mtime
+    (True, False, None, A, 0.0, "changed"),  # gone (stat fails): read, keep the last good
+    (True, False, A, None, 0.0, "changed"),  # back
+    (True, False, None, None, 1.0, None),  # still gone: not read at every request
+    (True, False, A, A, TOKEN_REREAD_SECONDS - 0.001, None),
+    (True, False, A, A, TOKEN_REREAD_SECONDS, "period"),
+])
+def test_when_the_file_is_read(cached: bool, refused: bool, stamp: Stamp | None,
+                               read_stamp: Stamp | None, age: float, reason: str | None
+                               ) -> None:
+    assert reason_to_read(cached=cached, refused=refused, stamp=stamp,
+                          read_stamp=read_stamp, age=age) == reason
+
+
+@pytest.mark.parametrize(("data", "token"), [
+    (b"abc\n", "abc"), (b"  abc \r\n", "abc"), (b"", ""), (b"\n\n \t", ""),
+])
+def test_surrounding_whitespace_is_not_part_of_the_token(data: bytes, token: str) -> None:
+    assert token_of(data) == token
+
+
+class Counted:
+    """``os.stat``, counting the calls; and the reads, through ``reads``."""
+
+    def __init__(self) -> None:
+        self.stats = 0
+
+    def __call__(self, path: Path) -> os.stat_result:
+        self.stats += 1
+        return os.stat(path)
+
+
+def rewrite_unseen(path: Path, token: str) -> None:
+    """Write ``token`` in place so that stat cannot tell (same size, mtime put back): what
+    a coarse-mtime filesystem shows of a same-size rewrite. Only a 401 can reveal it."""
+    before = path.stat()
+    assert len(token.encode()) == before.st_size
+    path.write_text(token)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert Stamp.of(path.stat()) == Stamp.of(before)
+
+
+def kubelet_swap(root: Path, token: str, serial: int) -> None:
+    """The kubelet's AtomicWriter: a new timestamped dir, ``..data`` renamed onto it."""
+    new = root / f"..2026_12_02_06_00_{serial:02d}.000000000"
+    new.mkdir()
+    (new / "token").write_text(token)
+    tmp = root / "..data_tmp"
+    tmp.symlink_to(new.name)
+    old = os.readlink(root / "..data") if (root / "..data").is_symlink() else None
+    os.replace(tmp, root / "..data")
+    if not (root / "token").is_symlink():
+        (root / "token").symlink_to("..data/token")
+    if old is not None:
+        for child in (root / old).iterdir():
+            child.unlink()
+        (root / old).rmdir()
+
+
+def test_a_401_reads_the_file_again_before_the_next_request_once(tmp_path: Path) -> None:
+    clock = [1000.0]
+    path = tmp_path / "token"
+    path.write_text("old1")
+    source = FileToken(path, clock=lambda: clock[0])
+    assert source() == "Bearer old1"
+    rewrite_unseen(path, "new2")
+    assert source() == "Bearer old1"  # stat sees nothing: the cached token serves
+    source.unauthorized("Bearer old1")
+    assert source() == "Bearer new2"  # read again after the 401
+    rewrite_unseen(path, "new3")
+    # A request sent with old1 before the read comes back 401 too: new2 was read since, so
+    # that 401 costs no read (at most one read per refused token).
+    source.unauthorized("Bearer old1")
+    assert source() == "Bearer new2"
+    source.unauthorized("Bearer new2")
+    assert source() == "Bearer new3"
+    assert source() == "Bearer new3"
+
+
+def test_a_401_to_a_file_that_did_not_change_reads_it_once_per_401(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text("revoked")
+    reads: list[int] = []
+    source = FileToken(path)
+    real = Path.read_bytes
+
+    def counting(self: Path) -> bytes:
+        reads.append(1)
+        return real(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Path, "read_bytes", counting)
+        source()
+        for _ in range(3):
+            source.unauthorized("Bearer revoked")
+            source()
+            source()  # no 401 in between: the cached token, no read
+    assert len(reads) == 1 + 3
+
+
+def test_the_kubelets_swap_is_used_from_the_next_request(tmp_path: Path) -> None:
+    clock = [1000.0]
+    kubelet_swap(tmp_path, "first", 1)
+    stat = Counted()
+    source = FileToken(tmp_path / "token", clock=lambda: clock[0], stat=stat)
+    assert source() == "Bearer first"
+    kubelet_swap(tmp_path, "second", 2)  # same size: only the inode tells
+    assert source() == "Bearer second"
+    assert stat.stats == 2  # one stat a request, through the symlinks
+
+
+def test_a_write_in_place_is_used_from_the_next_request(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text("one")
+    source = FileToken(path)
+    assert source() == "Bearer one"
+    path.write_text("three")
+    assert source() == "Bearer three"
+
+
+def test_an_unchanged_file_is_read_again_every_minute(tmp_path: Path) -> None:
+    clock = [1000.0]
+    path = tmp_path / "token"
+    path.write_text("old1")
+    source = FileToken(path, clock=lambda: clock[0])
+    source()
+    rewrite_unseen(path, "new2")
+    clock[0] += TOKEN_REREAD_SECONDS - 1
+    assert source() == "Bearer old1"
+    clock[0] += 1
+    assert source() == "Bearer new2"
+
+
+def events(capsys: pytest.CaptureFixture[str], name: str) -> list[dict[str, Any]]:
+    return [doc for doc in (json.loads(line) for line in capsys.readouterr().err.splitlines()
+                            if line.startswith("{")) if doc["event"] == name]
+
+
+def test_an_emptied_file_keeps_the_last_good_token_and_says_so_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    logs.configure(0, "json")
+    path = tmp_path / "token"
+    path.write_text("good")
+    source = FileToken(path)
+    assert source() == "Bearer good"
+    path.write_text("")
+    for _ in range(3):
+        assert source() == "Bearer good"
+    path.write_text("\n")  # written again, still no token: no second warning
+    source.unauthorized("Bearer good")  # and a 401 meanwhile: read again, still empty
+    assert source() == "Bearer good"
+    err = capsys.readouterr().err
+    warned = [json.loads(line) for line in err.splitlines() if "token.file_unusable" in line]
+    assert len(warned) == 1, err
+    assert warned[0]["level"] == "warning" and warned[0]["component"] == "credentials"
+    assert warned[0]["error"] == f"token file {path} is empty"
+    path.write_text("better")
+    assert source() == "Bearer better"
+    [back] = events(capsys, "token.file_usable")
+    assert back["after"] == f"token file {path} is empty"
+
+
+def test_a_vanished_file_keeps_the_last_good_token(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    logs.configure(0, "json")
+    path = tmp_path / "token"
+    path.write_text("good")
+    source = FileToken(path)
+    source()
+    path.unlink()
+    assert source() == "Bearer good"
+    assert source() == "Bearer good"
+    [warned] = events(capsys, "token.file_unusable")
+    assert "cannot read token file" in warned["error"]
+
+
+def test_a_file_that_never_held_a_token_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text(" \n")
+    source = FileToken(path)
+    with pytest.raises(TokenFileError, match=f"token file {path} is empty: write"):
+        source()
+    path.write_text("late")
+    assert source() == "Bearer late"  # read again at once: there is nothing to keep
+
+
+OPS = st.lists(st.one_of(
+    st.tuples(st.just("swap"), st.sampled_from(["", "\n", "aaaa", "bbbb", "cc"])),
+    st.tuples(st.just("rm"), st.just("")),
+    st.tuples(st.just("401"), st.just("")),
+    st.tuples(st.just("tick"), st.sampled_from(["1", "30", "60"])),
+), max_size=25)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=OPS)
+def test_the_header_is_never_empty_and_is_the_newest_good_token(
+        tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, str]]) -> None:
+    """Any sequence of kubelet swaps (to empty files too), removals, 401s and time: every
+    header carries the newest non-empty token written, never an empty one."""
+    root = tmp_path_factory.mktemp("tok")
+    clock = [1000.0]
+    kubelet_swap(root, "init", 0)
+    source = FileToken(root / "token", clock=lambda: clock[0])
+    newest = "init"
+    assert source() == "Bearer init"
+    for serial, (op, arg) in enumerate(ops, start=1):
+        if op == "swap":
+            kubelet_swap(root, arg, serial)  # a new file each time: stat always sees it
+            newest = arg.strip() or newest
+        elif op == "rm":
+            (root / "token").unlink(missing_ok=True)
+        elif op == "401":
+            source.unauthorized(source())
+        else:
+            clock[0] += float(arg)
+        if op == "rm":
+            assert source() == f"Bearer {newest}"
+            (root / "token").symlink_to("..data/token")
+        header = source()
+        assert header == f"Bearer {newest}"
+
+
+# --- the client tells the token which header was refused -----------------------------------
+
+
+def test_the_client_reads_the_file_again_after_a_401_to_a_request_or_a_watch(
+        tmp_path: Path) -> None:
+    """KubeApi against a scripted server that refuses ``old1``: the request answered 401
+    fails, and the next one (a request, or a watch) carries what the file holds now."""
+    seen: list[str] = []
+
+    def handler(conn: socket.socket, _index: int) -> None:
+        while head := read_request(conn).decode():
+            auth = next(line for line in head.split("\r\n")
+                        if line.startswith("Authorization: "))
+            seen.append(auth.removeprefix("Authorization: Bearer "))
+            if seen[-1] == "old1":
+                answer(conn, b'{"kind":"Status","reason":"Unauthorized"}', "401 Unauthorized")
+            else:
+                answer(conn, b"{}")
+
+    server = Server(handler)
+    try:
+        path = tmp_path / "token"
+        path.write_text("old1")
+        source = FileToken(path)
+        client = KubeApi(Connection(server.url, None, source, "test",
+                                    unauthorized=source.unauthorized))
+        for call in (lambda: client.get_json("/api/v1/x"),
+                     lambda: client.stream("/api/v1/x", {}, 2).release_conn()):
+            path.write_text("old1")
+            rewrite_unseen(path, "old1")
+            with pytest.raises(ApiError) as refused:
+                call()
+            assert refused.value.status == 401
+            rewrite_unseen(path, "new2")
+            call()
+            assert seen[-2:] == ["old1", "new2"]
+    finally:
+        server.close()
