@@ -54,7 +54,7 @@ from typing import Any
 
 from cpa import logs
 from cpa.kube.api import Api, ApiError, RawApi
-from cpa.kube.objects import decode_lease
+from cpa.kube.objects import MalformedObject, decode_lease
 
 __all__ = ["SANE_LEASE_SECONDS", "GuardedApi", "LeaderElector", "LeaseConfig", "LeaseStatus",
            "default_identity", "lease_problem"]
@@ -310,9 +310,12 @@ class LeaderElector:
                 self._problem = problem
                 self._errors += 1
             error = str(exc) if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}"
-            self._log.warning("leader.lease_failed", error=error[:300],
-                              hint="the Lease needs get, create and update in "
-                                   f"{self._cfg.namespace} (see manifests/examples)")
+            hint = ("the Lease object does not decode: fix it, or delete it (kubectl delete "
+                    f"lease -n {self._cfg.namespace} {self._cfg.name}) for a new one"
+                    if isinstance(exc, MalformedObject) else
+                    f"the Lease needs get, create and update in {self._cfg.namespace} (see "
+                    "manifests/examples)")
+            self._log.warning("leader.lease_failed", error=error[:300], hint=hint)
             return False
         self._problem = None
         if ok:

@@ -65,5 +65,6 @@ def test_a_malformed_lease_is_never_taken_over(
           f"; holder {holder!r}; Lease writes {len(lease_writes)}; first error: "
           f"{failed[0]['error'][:200]!r}")
     assert "spec.leaseDurationSeconds is a string ('4'), not an int32" in failed[0]["error"]
+    assert failed[0]["hint"].startswith("the Lease object does not decode")
     assert started == [] and holder == "ghost" and not lease_writes
     assert replicas(admin, namespace, "deployment", "coredns") == 1
