@@ -340,10 +340,7 @@ class Autoscaler:
             if decision.error is not None:  # only a load axis's: the proportional one raised
                 failures.append(f"{target}: {decision.error}")
                 continue
-            res = writer_for(target).ensure(self._api, self._config.namespace, target,
-                                            decision.replicas,
-                                            self._shaper(target, behavior, result, decision),
-                                            dry_run=self._config.dry_run)
+            res = self._ensure(target, decision, behavior, result)
             result.scales.append(res)
             self._watch_write(res, decision, result)
             shaped = self._behavior_fields(res, result)
@@ -360,6 +357,21 @@ class Autoscaler:
                                **_zones_field(decision), **_load_fields(decision), **shaped)
         if failures:
             raise PollError("; ".join(failures))
+
+    def _ensure(self, target: Target, decision: Decision, behavior: Behavior | None,
+                result: PollResult) -> ScaleResult:
+        """One target's write, its writer's way. Whatever goes wrong is this target's
+        error alone, named: a failed request or a malformed answer is the writer's
+        :class:`ApiError` result; anything else (a bug) is caught here too, so that the
+        targets after it are still written in this poll."""
+        try:
+            return writer_for(target).ensure(self._api, self._config.namespace, target,
+                                             decision.replicas,
+                                             self._shaper(target, behavior, result, decision),
+                                             dry_run=self._config.dry_run)
+        except Exception as exc:
+            return ScaleResult(target, None, decision.replicas, False,
+                               f"{target}: unexpected {type(exc).__name__}: {exc}")
 
     def _watch_write(self, res: ScaleResult, decision: Decision, result: PollResult) -> None:
         """A clamped floor, another writer, or (a dry run) what would have been written."""
