@@ -66,15 +66,19 @@ class EventRecorder:
 
     # --- the observer ------------------------------------------------------------------
     def observe(self, result: PollResult) -> None:
-        decision, counts = result.decision, result.counts
         for scale in result.scales:
+            decision = result.decisions.get(scale.target, result.decision)
+            placed = result.target_counts.get(scale.target)  # ours: targetPlacement
+            counts = placed if placed is not None else result.counts
             if not scale.changed or decision is None or counts is None:
                 continue
             kind = scale.target.api
             what = writer_for(scale.target).change_note(scale.target, scale.previous,
                                                         scale.replicas)
+            where = ("the Nodes its Pod template fits on are" if placed is not None
+                     else "the cluster has")
             note = (f"{what} ({decision.mode} mode: {decision.nodes} nodes and "
-                    f"{decision.cores} cores counted; the cluster has {counts.total_nodes} "
+                    f"{decision.cores} cores counted; {where} {counts.total_nodes} "
                     f"nodes and {counts.total_cores} cores, {counts.schedulable_nodes} and "
                     f"{counts.schedulable_cores} of them schedulable)")
             outcome = result.behavior.get(scale.target)

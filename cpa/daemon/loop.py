@@ -27,6 +27,7 @@ from cpa.daemon.configdir import ConfigDir, ConfigDirError
 from cpa.daemon.configmapsource import ConfigMapSource, DefaultsReport
 from cpa.daemon.loopconfig import LoopConfig
 from cpa.daemon.paramscache import InvalidParams, ParamsCache
+from cpa.daemon.placements import PlacementCounts, TargetPlacements
 from cpa.daemon.react import EarlyPolls
 from cpa.daemon.watchdogs import FloorClamps, OtherWriters, Overwrite
 from cpa.decide.behavior import Behavior, BehaviorStage, Outcome
@@ -71,8 +72,11 @@ class PollResult(PollRecord):
     load: dict[Target, LoadAxis] = field(default_factory=dict)
     """Ours: the load axis per target (parameters with a ``load`` key; empty without)."""
     decisions: dict[Target, Decision] = field(default_factory=dict)
-    """Ours, with ``load``: each target's decision (the load axis is per target);
-    ``decision`` is then the first target's."""
+    """Ours, with ``load`` or ``targetPlacement``: each target's decision (the load axis
+    and the placement are per target); ``decision`` is then the first target's."""
+    target_counts: dict[Target, ClusterCounts] = field(default_factory=dict)
+    """Ours, with ``targetPlacement``: the counts of the Nodes each target fits on
+    (empty without the key: every target decides on ``counts``)."""
 
 
 Observer = Callable[[PollResult], None]
@@ -100,11 +104,16 @@ class Autoscaler:
                  on_follower: Callable[[], None] | None = None,
                  count_by: Callable[[CountingPolicy], bool] | None = None,
                  load: LoadAxes | None = None,
+                 placements: PlacementCounts | None = None,
+                 placement_wait: float = 0.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``may_write`` (leader election) is asked before every poll: a follower does not
         poll at all, it only keeps its node watch warm, and ``on_follower`` is called on
         each period boundary instead (to report a Lease it cannot read). ``count_by`` hands
-        the parameters' counting policy to the node store (True when that changed the counts)."""
+        the parameters' counting policy to the node store (True when that changed the
+        counts); ``placements`` (the node store) keeps the totals per placement for
+        ``targetPlacement``, whose list with every label is waited for ``placement_wait``
+        seconds at most."""
         self._config = config
         self._api = api
         self._counts = counts
@@ -124,6 +133,12 @@ class Autoscaler:
         self._params = ParamsCache(self._configmap or ConfigDir(config.config_dir))
         self._stale = (StaleCounts(watch_status, clock, config.poll_period_seconds)
                        if watch_status is not None else None)
+        source = (f"--config-dir {config.config_dir}" if config.config_dir
+                  else f"ConfigMap {config.namespace}/{config.configmap}")
+        self._placements = (TargetPlacements(api, config.namespace, source, placements,
+                                             placement_wait)
+                            if placements is not None else None)
+        self._placed_decisions: dict[Target, tuple[Params, ClusterCounts, Decision]] = {}
         self._writers = OtherWriters()
         self._clamps = FloorClamps()
         self._would: dict[Target, tuple[int | None, int]] = {}  # dry run: logged once each
@@ -196,8 +211,9 @@ class Autoscaler:
             counts = self._cluster_status(result)
             params = self._sync_params(result)
             counts = self._count_as(params, counts, result)
+            placed = self._placed_counts(params, result)
             decision = self._expected_replicas(params, counts, result)
-            with_load = self._load_axes(params, counts, result)
+            with_load = self._load_axes(params, counts, result, placed)
             self._update_targets(decision, with_load, counts, params.shared.behavior, result)
         except InvalidParams as exc:
             result.error = result.params_invalid = str(exc)
@@ -241,6 +257,32 @@ class Autoscaler:
             counts = result.counts = self._counts()
         return counts
 
+    def _placed_counts(self, params: Params, result: PollResult) -> dict[Target, ClusterCounts]:
+        """Ours, ``targetPlacement``: the counts of the Nodes each target's Pod template fits
+        on (one GET of each workload); empty without the key."""
+        if self._placements is None:
+            if params.shared.target_placement:
+                raise PollError("targetPlacement: this process keeps no per-placement Node "
+                                "totals")
+            return {}
+        placed = self._placements.counts(params, self._config.targets)
+        for target, counts in placed.items():
+            if counts is None:
+                raise PollError("targetPlacement: the Node list with every label and taint "
+                                "is not complete yet; the next poll tries again")
+            result.target_counts[target] = counts
+        return result.target_counts
+
+    def _decide_placed(self, target: Target, params: Params,
+                       counts: ClusterCounts) -> Decision:
+        """A target's own decision on its own counts, reused while both are the same."""
+        last = self._placed_decisions.get(target)
+        if last is not None and last[0] is params and last[1] == counts:
+            return last[2]
+        decision = decide(params, counts)
+        self._placed_decisions[target] = (params, counts, decision)
+        return decision
+
     def _expected_replicas(self, params: Params, counts: ClusterCounts,
                            result: PollResult) -> Decision:
         """:func:`decide`, or the last poll's decision when its inputs are the same: the
@@ -258,8 +300,8 @@ class Autoscaler:
             raise PollError(decision.error)
         return decision
 
-    def _load_axes(self, params: Params, counts: ClusterCounts,
-                   result: PollResult) -> Mapping[Target, Decision]:
+    def _load_axes(self, params: Params, counts: ClusterCounts, result: PollResult,
+                   placed: Mapping[Target, ClusterCounts]) -> Mapping[Target, Decision]:
         """Ours, the ``load`` key: each target's decision with its load axis, max(proportional,
         load) (:func:`decide` with the axis); empty without the key (every target takes the
         proportional decision). The scrapers stop when a version without the key comes."""
@@ -268,10 +310,19 @@ class Autoscaler:
             self._load.retire()
         self._load_active = load is not None and self._load is not None
         if load is None or self._load is None:
-            return {}
+            if not placed:
+                self._placed_decisions.clear()
+                return {}
+            for target in self._config.targets:
+                decision = result.decisions[target] = self._decide_placed(
+                    target, params, placed[target])
+                if len(result.decisions) == 1:
+                    result.decision = decision
+            return result.decisions
         for target in self._config.targets:
             axis = result.load[target] = self._load.axis(target, load, result.started)
-            decision = result.decisions[target] = decide(params, counts, axis)
+            decision = result.decisions[target] = decide(params, placed.get(target, counts),
+                                                         axis)
             if len(result.decisions) == 1:
                 result.decision = decision
         return result.decisions
@@ -289,25 +340,38 @@ class Autoscaler:
             if decision.error is not None:  # only a load axis's: the proportional one raised
                 failures.append(f"{target}: {decision.error}")
                 continue
-            res = writer_for(target).ensure(self._api, self._config.namespace, target,
-                                            decision.replicas,
-                                            self._shaper(target, behavior, result, decision),
-                                            dry_run=self._config.dry_run)
+            res = self._ensure(target, decision, behavior, result)
             result.scales.append(res)
             self._watch_write(res, decision, result)
             shaped = self._behavior_fields(res, result)
             if res.error:
                 failures.append(res.error)
             elif res.changed:
+                seen = result.target_counts.get(target, counts)
                 self._log.info("scale.changed", target=str(target), old=res.previous,
                                new=res.replicas, mode=decision.mode, nodes=decision.nodes,
-                               cores=decision.cores, total_nodes=counts.total_nodes,
-                               total_cores=counts.total_cores,
-                               schedulable_nodes=counts.schedulable_nodes,
-                               schedulable_cores=counts.schedulable_cores,
+                               cores=decision.cores, total_nodes=seen.total_nodes,
+                               total_cores=seen.total_cores,
+                               schedulable_nodes=seen.schedulable_nodes,
+                               schedulable_cores=seen.schedulable_cores,
                                **_zones_field(decision), **_load_fields(decision), **shaped)
         if failures:
             raise PollError("; ".join(failures))
+
+    def _ensure(self, target: Target, decision: Decision, behavior: Behavior | None,
+                result: PollResult) -> ScaleResult:
+        """One target's write, its writer's way. Whatever goes wrong is this target's
+        error alone, named: a failed request or a malformed answer is the writer's
+        :class:`ApiError` result; anything else (a bug) is caught here too, so that the
+        targets after it are still written in this poll."""
+        try:
+            return writer_for(target).ensure(self._api, self._config.namespace, target,
+                                             decision.replicas,
+                                             self._shaper(target, behavior, result, decision),
+                                             dry_run=self._config.dry_run)
+        except Exception as exc:
+            return ScaleResult(target, None, decision.replicas, False,
+                               f"{target}: unexpected {type(exc).__name__}: {exc}")
 
     def _watch_write(self, res: ScaleResult, decision: Decision, result: PollResult) -> None:
         """A clamped floor, another writer, or (a dry run) what would have been written."""

@@ -176,7 +176,7 @@ def _autoscaler(autoscaler: type[Autoscaler], opts: flags.Options, config: LoopC
                       on_follower=(lambda: election.follower_report(
                           health.record, metrics.failed_lease)) if election else None,
                       count_by=lambda policy: store.set_policy(policy, LABEL_LIST_WAIT),
-                      load=load)
+                      load=load, placements=store, placement_wait=LABEL_LIST_WAIT)
     load.wake = loop.wake  # a scrape that makes a panic likely polls now
     store.on_change = loop.node_listener
     if opts.events:

@@ -27,6 +27,7 @@ from cpa.runtime import metrics as common
 if TYPE_CHECKING:
     from cpa.daemon.loadstage import TargetLoad
     from cpa.daemon.loop import PollResult
+    from cpa.decide.modes.mode import Params
     from cpa.kube.targets import Target
     from cpa.nodes.watch import WatchStatus
     from cpa.runtime.leaderelection import LeaseStatus
@@ -134,7 +135,10 @@ class Metrics:
         self._nodes = (self.cluster_nodes.labels("all"), self.cluster_nodes.labels("schedulable"))
         self._cores = (self.cluster_cores.labels("all"), self.cluster_cores.labels("schedulable"))
         self._mode: str | None = None  # the mode params_info says is in force
+        self._params_key: tuple[str | None, int] | None = None
+        """The ConfigMap version (and the parameters' id) the gauges were set from."""
         self._zones = False  # whether cluster_zones has series (a zones key was in force)
+        self._placed = False  # whether target_nodes has series (targetPlacement in force)
         self._writes: dict[Target, Counter] = {}
         self._replicas: dict[Target, Gauge] = {}  # made at a target's first replica count
 
@@ -156,6 +160,10 @@ class Metrics:
         self.cluster_zones = Gauge(
             "cpa_cluster_zones", "Zones the counted Nodes are in (scope as nodes); only "
             "with a zones key in the parameters.", ["scope"], registry=reg)
+        self.target_nodes = Gauge(
+            "cpa_target_nodes", "Nodes counted for each target by its Pod template's "
+            "placement (set: all, or schedulable only); only with targetPlacement in the "
+            "parameters.", ["target", "set"], registry=reg)
 
     def _poll_series(self) -> None:
         reg = self.registry
@@ -248,13 +256,18 @@ class Metrics:
             elif self._zones:
                 self.cluster_zones.clear()  # no zones key: no series, rather than a 0
                 self._zones = False
-        if result.params is not None and result.params.name != self._mode:
-            current = self._mode = result.params.name
-            for mode in MODES:
-                self.params_info.labels(mode).set(1 if mode == current else 0)
-            fields = result.params.fields()
-            self.params_min.set(_whole(fields.get("min")))
-            self.params_max.set(_whole(fields.get("max")))
+        if result.target_counts:
+            for target, placed in result.target_counts.items():
+                self.target_nodes.labels(str(target), "all").set(placed.total_nodes)
+                self.target_nodes.labels(str(target), "schedulable").set(
+                    placed.schedulable_nodes)
+            self._placed = True
+        elif self._placed and result.params is not None:
+            self.target_nodes.clear()  # no targetPlacement: no series, rather than a 0
+            self._placed = False
+        if result.params is not None and (
+                (result.params_version, id(result.params)) != self._params_key):
+            self._params_in_force(result.params, result.params_version)
         if result.decision is not None:
             self.desired_replicas.set(result.decision.replicas)
         for scale in result.scales:
@@ -274,6 +287,20 @@ class Metrics:
         for overwrite in result.overwritten:
             self.overwritten.labels(str(overwrite.target)).inc()
         self._observe_defaults(result)
+
+    def _params_in_force(self, params: Params, version: str | None) -> None:
+        """The parameters of a new ConfigMap version: the bounds are read from every new
+        version, since an edit of ``max`` within ``linear`` changes no mode name but must
+        move the gauge the at-max alert reads. (The version and the object's id are kept,
+        not the object: a large table must not outlive its version here.)"""
+        self._params_key = (version, id(params))
+        if params.name != self._mode:
+            current = self._mode = params.name
+            for mode in MODES:
+                self.params_info.labels(mode).set(1 if mode == current else 0)
+        fields = params.fields()
+        self.params_min.set(_whole(fields.get("min")))
+        self.params_max.set(_whole(fields.get("max")))
 
     def watch_lease(self, status: Callable[[], LeaseStatus]) -> None:
         """The election's view of the Lease, read at each scrape (``--leader-elect``)."""

@@ -12,7 +12,9 @@ own keys; the keys every mode has are read here, once:
   which Nodes and cores count (:mod:`cpa.decide.counting`);
 * ``zones`` (ours, opt-in): enough replicas for every zone (:mod:`cpa.decide.zones`);
 * ``load`` (ours, opt-in): a load axis with stable and panic windows
-  (:mod:`cpa.decide.load`, :mod:`cpa.decide.windows`).
+  (:mod:`cpa.decide.load`, :mod:`cpa.decide.windows`);
+* ``targetPlacement`` (ours, opt-in): each target counts only the Nodes its Pod template
+  could be scheduled on (:mod:`cpa.nodes.placement`; the daemon reads the templates).
 
 The quirks are kept on purpose: a ``null`` member leaves the field alone; a duplicate key
 overwrites the earlier one, yet the earlier one's type error still fails the decode; a JSON
@@ -41,8 +43,8 @@ from cpa.decide.zones import Zones, ZonesDoc, decode_zones, zones_problems
 from cpa.go.json import GoJsonError, JsonObject, JsonValue, as_object, go_bool, parse
 from cpa.nodes.counts import CountingPolicy
 
-__all__ = ["SHARED_KEYS", "ParamsError", "SharedDecoder", "SharedParams", "decode_error",
-           "document"]
+__all__ = ["PLACEMENT_KEY", "SHARED_KEYS", "ParamsError", "SharedDecoder", "SharedParams",
+           "decode_error", "document"]
 
 
 class ParamsError(ValueError):
@@ -62,6 +64,8 @@ class SharedParams(NamedTuple):
     """Ours, opt-in: replicas for every zone (:mod:`cpa.decide.zones`); None = upstream's."""
     load: Load | None = None
     """Ours, opt-in: the load axis (:mod:`cpa.decide.load`); None = upstream's."""
+    target_placement: bool = False
+    """Ours, opt-in: count per target only the Nodes its Pod template fits on."""
 
     def fields(self) -> dict[str, object]:
         """The keys as the ConfigMap spells them, for logs and ``explain`` (after the
@@ -74,6 +78,8 @@ class SharedParams(NamedTuple):
             out["load"] = self.load.fields()
         if self.behavior is not None:
             out["behavior"] = self.behavior.fields()
+        if self.target_placement:
+            out[PLACEMENT_KEY] = True
         return out
 
     def policy(self) -> CountingPolicy:
@@ -85,15 +91,16 @@ class SharedParams(NamedTuple):
         return policy._replace(zone_key=self.zones.topology_key)
 
 
+PLACEMENT_KEY: Final = "targetPlacement"
 SHARED_KEYS: Final = ("includeUnschedulableNodes", "behavior", *COUNTING_KEYS, ZONES_KEY,
-                      LOAD_KEY)
+                      LOAD_KEY, PLACEMENT_KEY)
 
 
 class SharedDecoder:
     """The shared keys of one value as Go decodes them, member by member in document order
     (a repeated key decodes over the earlier value)."""
 
-    __slots__ = ("_behavior", "_counting", "_include", "_load", "_zones")
+    __slots__ = ("_behavior", "_counting", "_include", "_load", "_placement", "_zones")
 
     def __init__(self) -> None:
         self._include = False
@@ -101,6 +108,7 @@ class SharedDecoder:
         self._counting = CountingDoc()
         self._zones: ZonesDoc | None = None
         self._load: LoadDoc | None = None
+        self._placement = False
 
     def decode(self, key: str, value: JsonValue, where: str) -> None:
         """One member of a shared key (type errors raise :class:`GoJsonError`)."""
@@ -113,6 +121,9 @@ class SharedDecoder:
         elif key == "includeUnschedulableNodes":
             if value is not None:  # null leaves the field as it was
                 self._include = go_bool(value, where)
+        elif key == PLACEMENT_KEY:
+            if value is not None:
+                self._placement = go_bool(value, where)
         else:
             decode_counting_field(self._counting, key, value, where)
 
@@ -123,7 +134,7 @@ class SharedDecoder:
         counting, counting_errors = counting_problems(self._counting)
         zones, zones_errors = zones_problems(self._zones)
         load, load_errors = load_problems(self._load)
-        return (SharedParams(self._include, behavior, counting, zones, load),
+        return (SharedParams(self._include, behavior, counting, zones, load, self._placement),
                 problems + counting_errors + zones_errors + load_errors)
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from cpa import logs
 from cpa.kube.api import Api, ApiError
+from cpa.kube.objects import decode_configmap
 
 __all__ = ["DEFAULTS_ANNOTATION", "ConfigMapData", "DefaultsState", "data_hash",
            "defaults_state", "fetch", "get_or_create", "replace_data"]
@@ -37,18 +38,20 @@ def _path(namespace: str, name: str = "") -> str:
     return f"/api/v1/namespaces/{namespace}/configmaps" + (f"/{name}" if name else "")
 
 
-def _from_doc(doc: dict[str, object]) -> ConfigMapData:
+def _from_doc(doc: dict[str, object], where: str) -> ConfigMapData:
+    """Decoded by type (:mod:`cpa.kube.objects`): a value that is not a string is refused,
+    as client-go refuses it, rather than turned into one."""
+    read = decode_configmap(doc, where)
     meta = doc.get("metadata")
-    rv = str(meta.get("resourceVersion", "")) if isinstance(meta, dict) else ""
-    data = doc.get("data")
-    return ConfigMapData(rv, {str(k): str(v) for k, v in data.items()}
-                         if isinstance(data, dict) else None,
+    return ConfigMapData(read.resource_version, read.data,
                          metadata=meta if isinstance(meta, dict) else None)
 
 
 def fetch(api: Api, namespace: str, name: str) -> ConfigMapData:
-    """GET the ConfigMap; raises ApiError (404 when it does not exist)."""
-    return _from_doc(api.get_json(_path(namespace, name)))
+    """GET the ConfigMap; raises ApiError (404 when it does not exist; a malformed answer
+    is :class:`~cpa.kube.objects.MalformedObject`)."""
+    path = _path(namespace, name)
+    return _from_doc(api.get_json(path), f"GET {path}")
 
 
 def get_or_create(api: Api, namespace: str, name: str,
@@ -81,7 +84,8 @@ def get_or_create(api: Api, namespace: str, name: str,
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata,
             "data": dict(defaults)}
     try:
-        created = _from_doc(api.send_json("POST", _path(namespace), body))
+        created = _from_doc(api.send_json("POST", _path(namespace), body),
+                            f"POST {_path(namespace)}")
     except ApiError as exc:
         if exc.conflict:  # created by someone else since our GET
             return fetch(api, namespace, name)
@@ -106,7 +110,8 @@ def replace_data(api: Api, namespace: str, name: str, read: ConfigMapData,
     metadata.pop("managedFields", None)  # the server keeps them; a PUT need not echo them
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": dict(data)}
     try:
-        return _from_doc(api.send_json("PUT", _path(namespace, name), body))
+        return _from_doc(api.send_json("PUT", _path(namespace, name), body),
+                         f"PUT {_path(namespace, name)}")
     except ApiError as exc:
         hint = (" Grant update on configmaps in this namespace (apiGroups [\"\"], resources "
                 "[\"configmaps\"], verbs [\"update\"]: manifests/examples/"

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from cpa.kube.api import Api, ApiError
+from cpa.kube.objects import check_discovery
 from cpa.kube.targets import Kind, Target
 
 __all__ = ["ResolveError", "resolve", "resolve_all"]
@@ -42,6 +43,7 @@ def resolve(api: Api, target: Target) -> Target:
     hint = f"kubectl api-resources --api-group={group}"
     try:
         group_doc = api.get_json(f"/apis/{group}")
+        check_discovery(group_doc, "APIGroup", f"GET /apis/{group}")
     except ApiError as exc:
         if exc.not_found:
             raise ResolveError(
@@ -52,6 +54,7 @@ def resolve(api: Api, target: Target) -> Target:
     known: set[str] = set()
     for version in _versions(group_doc):
         listing = api.get_json(f"/apis/{group}/{version}")
+        check_discovery(listing, "APIResourceList", f"GET /apis/{group}/{version}")
         by_name = {r.get("name"): r for r in listing.get("resources") or ()
                    if isinstance(r, dict)}
         known.update(str(n) for n in by_name if n and "/" not in str(n))

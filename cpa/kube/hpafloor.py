@@ -10,24 +10,15 @@ horizontalpodautoscalers get, patch``.
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import Final
 
 from cpa.kube.api import Api, ApiError, RawApi
-from cpa.kube.targets import Current, ScaleResult, Shape, Target, object_path, object_uid
+from cpa.kube.objects import decode_hpa
+from cpa.kube.targets import Current, ScaleResult, Shape, Target, object_path
 
 __all__ = ["HPA_FLOOR", "MERGE_PATCH", "HpaFloorWriter", "ensure_floor", "hpa_floor"]
 
 MERGE_PATCH: Final = "application/merge-patch+json"
-
-
-def _hpa_bounds(hpa: dict[str, Any]) -> tuple[int, int | None]:
-    """(minReplicas, maxReplicas) of an HPA object; the API defaults minReplicas to 1."""
-    spec = hpa.get("spec") or {}
-    if not isinstance(spec, dict):
-        return 1, None
-    low, high = spec.get("minReplicas"), spec.get("maxReplicas")
-    return (int(low) if isinstance(low, int) else 1,
-            int(high) if isinstance(high, int) else None)
 
 
 def hpa_floor(replicas: int, max_replicas: int | None) -> int:
@@ -56,9 +47,8 @@ def ensure_floor(api: RawApi, namespace: str, target: Target, replicas: int,
     uid: str | None = None
     try:
         for attempt in range(2):
-            hpa = api.get_json(path)
-            uid = object_uid(hpa)
-            previous, maximum = _hpa_bounds(hpa)
+            read = decode_hpa(api.get_json(path), f"GET {path}")
+            uid, previous, maximum = read.uid, read.min_replicas, read.max_replicas
             if shape is not None:
                 wanted = shape(previous)
             floor = hpa_floor(wanted, maximum)
@@ -66,8 +56,7 @@ def ensure_floor(api: RawApi, namespace: str, target: Target, replicas: int,
             if previous == floor or dry_run:
                 return ScaleResult(target, previous, floor, False, clamped_from=clamped,
                                    max_replicas=maximum, dry_run=dry_run, uid=uid)
-            meta = hpa.get("metadata") or {}
-            patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+            patch = {"metadata": {"resourceVersion": read.resource_version or None},
                      "spec": {"minReplicas": floor}}
             try:
                 api.send_raw("PATCH", path, json.dumps(patch).encode(), MERGE_PATCH)
@@ -94,8 +83,9 @@ class HpaFloorWriter:
 
     def read(self, api: Api, namespace: str, target: Target) -> Current:
         """GET the HPA: its minReplicas and maxReplicas now (raises ApiError)."""
-        low, high = _hpa_bounds(api.get_json(object_path(namespace, target)))
-        return Current(low, high)
+        path = object_path(namespace, target)
+        read = decode_hpa(api.get_json(path), f"GET {path}")
+        return Current(read.min_replicas, read.max_replicas)
 
     def ensure(self, api: RawApi, namespace: str, target: Target, replicas: int,
                shape: Shape | None = None, dry_run: bool = False) -> ScaleResult:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from cpa.kube.api import Api, ApiError
+from cpa.kube.objects import decode_scale
 
 __all__ = ["ReadyPod", "Selection", "list_ready_pods", "read_selection"]
 
@@ -38,12 +39,10 @@ class Selection(NamedTuple):
 
 
 def read_selection(api: Api, scale_path: str) -> Selection:
-    """GET the scale: its selector and replicas (raises :class:`ApiError`)."""
-    status = api.get_json(scale_path).get("status") or {}
-    selector = status.get("selector")
-    replicas = status.get("replicas")
-    return Selection(selector if isinstance(selector, str) else "",
-                     replicas if isinstance(replicas, int) else 0)
+    """GET the scale: its selector and replicas (raises :class:`ApiError`, a malformed
+    Scale :class:`~cpa.kube.objects.MalformedObject`)."""
+    read = decode_scale(api.get_json(scale_path), f"GET {scale_path}")
+    return Selection(read.selector, read.status_replicas)
 
 
 def _ready(pod: dict[str, Any]) -> ReadyPod | None:

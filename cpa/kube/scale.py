@@ -8,18 +8,13 @@ fails the poll and waits a whole period).
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from cpa.kube.api import Api, ApiError, RawApi
-from cpa.kube.targets import Current, ScaleResult, Shape, Target, object_uid, scale_path
+from cpa.kube.objects import decode_scale
+from cpa.kube.targets import Current, ScaleResult, Shape, Target, scale_path
 
 __all__ = ["SCALE", "ScaleWriter", "ensure_scale"]
-
-
-def _replicas(scale: dict[str, Any]) -> int:
-    spec = scale.get("spec") or {}
-    value = spec.get("replicas", 0) if isinstance(spec, dict) else 0
-    return int(value or 0)
 
 
 def ensure_scale(api: RawApi, namespace: str, target: Target, replicas: int,
@@ -34,12 +29,16 @@ def ensure_scale(api: RawApi, namespace: str, target: Target, replicas: int,
     try:
         for attempt in range(2):
             scale = api.get_json(path)
-            previous, uid = _replicas(scale), object_uid(scale)
+            read = decode_scale(scale, f"GET {path}")  # a malformed one: this target's error
+            previous, uid = read.replicas, read.uid
             if shape is not None:
                 replicas = shape(previous)
             if previous == replicas or dry_run:
                 return ScaleResult(target, previous, replicas, False, uid=uid, dry_run=dry_run)
-            scale.setdefault("spec", {})["replicas"] = replicas
+            spec = scale.get("spec")
+            if not isinstance(spec, dict):  # null: decoded as the empty spec
+                spec = scale["spec"] = {}
+            spec["replicas"] = replicas
             scale.pop("status", None)
             try:
                 api.send_json("PUT", path, scale)
@@ -64,7 +63,8 @@ class ScaleWriter:
 
     def read(self, api: Api, namespace: str, target: Target) -> Current:
         """GET the scale: the target's replicas now (raises ApiError)."""
-        return Current(_replicas(api.get_json(scale_path(namespace, target))))
+        path = scale_path(namespace, target)
+        return Current(decode_scale(api.get_json(path), f"GET {path}").replicas)
 
     def ensure(self, api: RawApi, namespace: str, target: Target, replicas: int,
                shape: Shape | None = None, dry_run: bool = False) -> ScaleResult:

@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 __all__ = ["ALIASES", "HPA", "KINDS", "TARGET_KINDS", "Current", "Kind", "ScaleResult", "Shape",
-           "Target", "object_path", "object_uid", "parse_targets", "scale_path"]
+           "Target", "object_path", "parse_targets", "scale_path"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +117,6 @@ def parse_targets(text: str) -> tuple[tuple[Target, ...], list[str]]:
             continue
         targets.append(Target(kind, name))
     return tuple(targets), problems
-
-
-def object_uid(obj: dict[str, Any]) -> str | None:
-    """The target's UID (a Scale's: the API server fills its metadata from its object's)."""
-    meta = obj.get("metadata")
-    uid = meta.get("uid") if isinstance(meta, dict) else None
-    return str(uid) if uid else None
 
 
 def object_path(namespace: str, target: Target) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from cpa.kube.wire import INITIAL_EVENTS_END, Status
-from cpa.nodes.records import Event, ListPage, NodeInfo
+from cpa.nodes.records import ALL_LABELS, Event, ListPage, NodeInfo
 
 __all__ = [
     "decode_bookmark",
@@ -49,6 +49,13 @@ class _Taint(msgspec.Struct):
     key: str = ""
 
 
+class _FullTaint(_Taint):
+    """A taint in full, for ``targetPlacement`` (opt-in)."""
+
+    value: str = ""
+    effect: str = ""
+
+
 class _NodeSpec(msgspec.Struct):
     unschedulable: bool | None = None
     taints: list[_Taint] | None = None
@@ -80,6 +87,16 @@ class _LabelledNode(_Node):
     metadata: _LabelledMeta = msgspec.field(default_factory=_LabelledMeta)
 
 
+class _PlacedSpec(_NodeSpec):
+    taints: list[_FullTaint] | None = None  # type: ignore[assignment]
+
+
+class _PlacedNode(_LabelledNode):
+    """Every label and every taint in full (``targetPlacement``, opt-in)."""
+
+    spec: _PlacedSpec | None = None
+
+
 class _ListMeta(msgspec.Struct):
     resourceVersion: str = ""
     continue_: str = msgspec.field(default="", name="continue")
@@ -96,6 +113,10 @@ class _NodeListCapacity(_NodeList):
 
 class _LabelledNodeList(_NodeList):
     items: list[_LabelledNode] | None = None  # type: ignore[assignment]
+
+
+class _PlacedNodeList(_NodeList):
+    items: list[_PlacedNode] | None = None  # type: ignore[assignment]
 
 
 class _BookmarkMeta(msgspec.Struct):
@@ -125,6 +146,8 @@ _node_capacity = msgspec.json.Decoder(_NodeCapacity).decode
 _list_capacity = msgspec.json.Decoder(_NodeListCapacity).decode
 _labelled_node = msgspec.json.Decoder(_LabelledNode).decode
 _labelled_list = msgspec.json.Decoder(_LabelledNodeList).decode
+_placed_node = msgspec.json.Decoder(_PlacedNode).decode
+_placed_list = msgspec.json.Decoder(_PlacedNodeList).decode
 _bookmark = msgspec.json.Decoder(_Bookmark).decode
 _status = msgspec.json.Decoder(_Status).decode
 
@@ -141,6 +164,12 @@ def _info(node: _Node, label: str = "") -> NodeInfo:
     if isinstance(status, _NodeStatusCapacity) and status.capacity is not None:
         return info._replace(capacity_cpu=status.capacity.cpu)
     meta = node.metadata
+    if label == ALL_LABELS and isinstance(meta, _LabelledMeta):
+        spec = node.spec
+        taints = (tuple((t.key, t.value, t.effect) for t in spec.taints)
+                  if isinstance(spec, _PlacedSpec) and spec.taints else ())
+        return info._replace(labels=tuple(sorted((meta.labels or {}).items())),
+                             taint_details=taints)
     if label and isinstance(meta, _LabelledMeta) and meta.labels:
         return info._replace(label=meta.labels.get(label, ""))
     return info
@@ -178,6 +207,8 @@ def decode_event(line: bytes | bytearray, capacity: bool = False, label: str = "
 
 
 def decode_node(raw: bytes | msgspec.Raw, label: str = "") -> NodeInfo:
+    if label == ALL_LABELS:
+        return _info(_placed_node(raw), label)
     if label:
         return _info(_labelled_node(raw), label)
     return _info(_node(raw))
@@ -197,7 +228,7 @@ def decode_event_capacity(line: bytes | bytearray) -> Event:
 def decode_list_page(body: bytes | bytearray, capacity: bool = False,
                      label: str = "") -> ListPage:
     if label:
-        labelled = _labelled_list(body)
+        labelled = _placed_list(body) if label == ALL_LABELS else _labelled_list(body)
         return ListPage([_info(node, label) for node in labelled.items or ()],
                         labelled.metadata.resourceVersion, labelled.metadata.continue_)
     page = (_list_capacity if capacity else _list)(body)

@@ -69,7 +69,7 @@ from cpa.kube.wire import length_delimited as _len
 from cpa.kube.wire import skip_field as _skip
 from cpa.kube.wire import utf8 as _str
 from cpa.kube.wire import varint as _varint
-from cpa.nodes.records import Event, ListPage, NodeInfo
+from cpa.nodes.records import ALL_LABELS, Event, ListPage, NodeInfo
 
 __all__ = ["decode_event", "decode_event_capacity", "decode_list_page",
            "decode_list_page_capacity", "decode_node"]
@@ -166,6 +166,67 @@ def _meta_label(buf: Buffer, pos: int, end: int, label: str
     if pos > end:
         raise ProtoError("field runs past the end of its message")
     return name, rv, value
+
+
+def _meta_all_labels(buf: Buffer, pos: int, end: int
+                     ) -> tuple[str | None, str | None, tuple[tuple[str, str], ...]]:
+    """ObjectMeta: (name, resourceVersion, every label), for ``targetPlacement`` (opt-in):
+    read to its end, as a label may come after annotations in another encoder's order."""
+    name = rv = None
+    labels: list[tuple[str, str]] = []
+    while pos < end:
+        key, pos = _key(buf, pos)
+        if key == 0x0A:  # 1 name
+            s, pos = _len(buf, pos, end)
+            name = _str(buf, s, pos)
+        elif key == 0x32:  # 6 resourceVersion
+            s, pos = _len(buf, pos, end)
+            rv = _str(buf, s, pos)
+        elif key == 0x5A:  # 11 labels
+            s, pos = _len(buf, pos, end)
+            labels.append(_entry(buf, s, pos))
+        else:
+            pos = _skip(buf, key & 7, pos, end)
+    if pos > end:
+        raise ProtoError("field runs past the end of its message")
+    return name, rv, tuple(sorted(labels))
+
+
+def _taint(buf: Buffer, pos: int, end: int) -> tuple[str, str, str]:
+    """A Taint in full: (1 key, 2 value, 3 effect); 4 timeAdded is not ours."""
+    k = v = effect = ""
+    while pos < end:
+        key, pos = _key(buf, pos)
+        if key in (0x0A, 0x12, 0x1A):
+            s, pos = _len(buf, pos, end)
+            text = _str(buf, s, pos)
+            if key == 0x0A:
+                k = text
+            elif key == 0x12:
+                v = text
+            else:
+                effect = text
+        else:
+            pos = _skip(buf, key & 7, pos, end)
+    return k, v, effect
+
+
+def _spec_full(buf: Buffer, pos: int, end: int
+               ) -> tuple[bool, tuple[str, ...], tuple[tuple[str, str, str], ...]]:
+    """NodeSpec for ``targetPlacement``: (unschedulable, taint keys, taints in full)."""
+    unschedulable = False
+    taints: list[tuple[str, str, str]] = []
+    while pos < end:
+        key, pos = _key(buf, pos)
+        if key == 0x20:  # 4 unschedulable (varint)
+            value, pos = _varint(buf, pos)
+            unschedulable = value != 0
+        elif key == 0x2A:  # 5 taints
+            s, pos = _len(buf, pos, end)
+            taints.append(_taint(buf, s, pos))
+        else:
+            pos = _skip(buf, key & 7, pos, end)
+    return unschedulable, tuple(t[0] for t in taints), tuple(taints)
 
 
 def _entry(buf: Buffer, pos: int, end: int) -> tuple[str, str]:
@@ -318,6 +379,8 @@ def _node(buf: Buffer, pos: int, end: int, capacity: bool = False, label: str = 
     cpu = cap = None
     ready = False
     value = ""
+    if label == ALL_LABELS:
+        return _node_placement(buf, pos, end)
     while pos < end:
         key, pos = _key(buf, pos)
         if key == 0x0A:  # 1 metadata
@@ -340,6 +403,35 @@ def _node(buf: Buffer, pos: int, end: int, capacity: bool = False, label: str = 
         else:
             pos = _skip(buf, key & 7, pos, end)
     return NodeInfo(name or "", rv or "", unschedulable, ready, cpu, taints, cap, value)
+
+
+def _node_placement(buf: Buffer, pos: int, end: int) -> NodeInfo:
+    """A Node with every label and every taint in full (``targetPlacement``, opt-in): a
+    function of its own so that the default path's :func:`_node` gains no test per field."""
+    name = rv = None
+    unschedulable = False
+    keys: tuple[str, ...] = ()
+    taints: tuple[tuple[str, str, str], ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    cpu = None
+    ready = False
+    while pos < end:
+        key, pos = _key(buf, pos)
+        if key == 0x0A:  # 1 metadata
+            s, pos = _len(buf, pos, end)
+            n, r, labels = _meta_all_labels(buf, s, pos)
+            name = n if n is not None else name
+            rv = r if r is not None else rv
+        elif key == 0x12:  # 2 spec
+            s, pos = _len(buf, pos, end)
+            unschedulable, keys, taints = _spec_full(buf, s, pos)
+        elif key == 0x1A:  # 3 status
+            s, pos = _len(buf, pos, end)
+            cpu, ready = _status(buf, s, pos)
+        else:
+            pos = _skip(buf, key & 7, pos, end)
+    return NodeInfo(name or "", rv or "", unschedulable, ready, cpu, keys, None, "",
+                    labels, taints)
 
 
 # --- what the reflector calls ----------------------------------------------------------

@@ -12,7 +12,13 @@ from typing import NamedTuple
 
 from cpa.kube.wire import Status
 
-__all__ = ["Event", "ListPage", "NodeInfo"]
+__all__ = ["ALL_LABELS", "Event", "ListPage", "NodeInfo"]
+
+ALL_LABELS = "*"
+"""The label a decoder is asked for when some target counts by its placement
+(``targetPlacement``, opt-in): every label into :attr:`NodeInfo.labels` and every taint in
+full into :attr:`NodeInfo.taint_details`. ``*`` is no valid label key, so it can never be a
+zones' topologyKey."""
 
 
 class NodeInfo(NamedTuple):
@@ -30,6 +36,11 @@ class NodeInfo(NamedTuple):
     label: str = ""
     """The value of the one label the decoder was asked for (the zones' topologyKey, opt-in);
     "" when none was asked for or the Node does not have it."""
+    labels: tuple[tuple[str, str], ...] | None = None
+    """Every label as (key, value) pairs, only when :data:`ALL_LABELS` was asked for
+    (``targetPlacement``); None otherwise."""
+    taint_details: tuple[tuple[str, str, str], ...] = ()
+    """Every taint as (key, value, effect), only when :data:`ALL_LABELS` was asked for."""
 
 
 class ListPage(NamedTuple):

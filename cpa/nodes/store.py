@@ -30,7 +30,8 @@ from typing import NamedTuple, Protocol
 from cpa import logs
 from cpa.go.quantity import CpuQuantityError, cores_rounded_up, cpu_millicores
 from cpa.nodes.counts import DEFAULT_POLICY, ClusterCounts, CountingPolicy
-from cpa.nodes.records import NodeInfo
+from cpa.nodes.placement import Placement, excluded_by
+from cpa.nodes.records import ALL_LABELS, NodeInfo
 
 __all__ = ["NodeRecord", "NodeSink", "NodeStore"]
 
@@ -63,6 +64,10 @@ class NodeRecord(NamedTuple):
     millicores: int | Fraction
     taints: frozenset[str] = frozenset()  # taint keys (shared: most nodes have none)
     zone: str = ""  # the value of the label asked for (the policy's zone_key), or ""
+    labels: tuple[tuple[str, str], ...] | None = None
+    """Every label, only while some target counts by its placement (``targetPlacement``)."""
+    taint_details: tuple[tuple[str, str, str], ...] = ()
+    """Every taint as (key, value, effect), only while some target counts by placement."""
 
     @property
     def schedulable(self) -> bool:
@@ -97,6 +102,8 @@ class NodeStore:
         self._capped = 0  # nodes whose cores the policy caps
         self._zones_all: dict[str, int] = {}  # zone -> counted Nodes there (with a zone_key)
         self._zones_sched: dict[str, int] = {}
+        self._placed: dict[Placement, _Placed] = {}  # targetPlacement: totals per placement
+        self._pairs: dict[tuple[str, str], tuple[str, str]] = {}  # shared label pairs
         self._label_key = ""  # the label the reflector is to decode ("" none)
         self._listed_label = ""  # the label the last complete list was decoded with
         self._zones_ready_reported = True
@@ -127,6 +134,80 @@ class NodeStore:
                 total_zones=len(self._zones_all) if zones else None,
                 schedulable_zones=len(self._zones_sched) if zones else None,
             )
+
+    def counts_for(self, placement: Placement) -> ClusterCounts | None:
+        """The totals of the Nodes ``placement`` can be scheduled on (``targetPlacement``),
+        under the same counting policy; None until :meth:`set_placements` asked for it and
+        a list has read every Node's labels and taints."""
+        with self._lock:
+            placed = self._placed.get(placement)
+            if placed is None or self._listed_label != ALL_LABELS:
+                return None
+            zones = self._policy.zone_key is not None
+            return ClusterCounts(
+                total_nodes=placed.total_nodes,
+                total_cores=cores_rounded_up(placed.total_milli),
+                schedulable_nodes=placed.sched_nodes,
+                schedulable_cores=cores_rounded_up(placed.sched_milli),
+                excluded_nodes=placed.excluded,
+                capped_nodes=placed.capped,
+                total_zones=len(placed.zones_all) if zones else None,
+                schedulable_zones=len(placed.zones_sched) if zones else None,
+            )
+
+    @property
+    def placements(self) -> list[Placement]:
+        """The placements kept totals for (``targetPlacement``)."""
+        with self._lock:
+            return list(self._placed)
+
+    def placement_exclusions(self, placement: Placement) -> dict[str, int] | None:
+        """How many Nodes each placement rule kept off (``nodeSelector``, ``nodeAffinity``,
+        ``taint KEY``), for ``cpa explain``: one pass over the records; None when the
+        records carry no labels (no placement was asked for before the list)."""
+        out: dict[str, int] = {}
+        with self._lock:
+            if self._listed_label != ALL_LABELS:
+                return None
+            for name, record in self._records.items():
+                rule = excluded_by(placement, name, dict(record.labels or ()),
+                                   record.taint_details)
+                if rule is not None:
+                    out[rule] = out.get(rule, 0) + 1
+        return out
+
+    def set_placements(self, placements: Iterable[Placement], wait: float = 0.0) -> bool:
+        """Keep running totals for exactly these placements from now on (``targetPlacement``):
+        one pass over the records for each new one, nothing for one already kept. The first
+        placement makes the reflector list the Nodes again with every label and taint (and
+        the last one gone, without: the memory is given back); ``wait`` is how many seconds
+        to wait for that list. Returns True when a placement's counts may have changed."""
+        wanted = set(placements)
+        with self._lock:
+            changed = wanted != set(self._placed)
+            for gone in [p for p in self._placed if p not in wanted]:
+                del self._placed[gone]
+            for placement in wanted - set(self._placed):
+                placed = self._placed[placement] = _Placed(placement)
+                for name, record in self._records.items():
+                    self._count_placed(placed, name, record, 1)
+            key = ALL_LABELS if self._placed else (self._policy.zone_key or "")
+            relist = key != self._label_key
+            self._label_key = key
+        hook = self.on_label_change
+        if relist and hook is not None:
+            self._log.info("nodes.relist_for_label", label=key or "none",
+                           reason="targetPlacement needs every Node's labels and taints"
+                           if key == ALL_LABELS else "no target counts by placement now")
+            hook()
+        if wanted:
+            with self._lock:
+                if wait > 0:
+                    self._labels_listed.wait_for(
+                        lambda: self._listed_label == ALL_LABELS, timeout=wait)
+                ready = self._listed_label == ALL_LABELS
+                changed = changed or relist or not ready
+        return changed
 
     def _zones_ready(self) -> bool:
         return self._policy.zone_key is not None and self._listed_label == self._label_key
@@ -163,10 +244,12 @@ class NodeStore:
         """
         if policy == DEFAULT_POLICY:
             policy = DEFAULT_POLICY  # the fast path in _count() tests identity
-        key = policy.zone_key or ""
         with self._lock:
+            key = ALL_LABELS if self._placed else (policy.zone_key or "")
             changed = policy != self._policy
             if changed:
+                if policy.zone_key != self._policy.zone_key and self._label_key == ALL_LABELS:
+                    self._rezone(policy.zone_key)
                 self._policy = policy
                 self._total_nodes = self._sched_nodes = self._excluded = self._capped = 0
                 self._total_milli = self._sched_milli = 0
@@ -174,10 +257,14 @@ class NodeStore:
                 self._zones_sched.clear()
                 for record in self._records.values():
                     self._count(record, 1)
+                for placed in self._placed.values():
+                    placed.reset()
+                    for name, record in self._records.items():
+                        self._count_placed(placed, name, record, 1)
             relist = key != self._label_key
             self._label_key = key
         hook = self.on_label_change
-        if relist and key and hook is not None:
+        if relist and key and key != ALL_LABELS and hook is not None:
             self._log.info("nodes.relist_for_label", label=key,
                            reason="the zones' topologyKey is a label the Node records "
                                   "were not read with")
@@ -217,7 +304,14 @@ class NodeStore:
             taints = self._taint_sets.get(node.taints)
             if taints is None:
                 taints = self._taint_sets.setdefault(node.taints, frozenset(node.taints))
-            record = NodeRecord(node.unschedulable, node.ready, milli, taints, node.label)
+            if node.labels is None:
+                record = NodeRecord(node.unschedulable, node.ready, milli, taints, node.label)
+            else:  # targetPlacement: every label, and the zone from them
+                labels = tuple(self._pairs.setdefault(p, p) for p in node.labels)
+                zone_key = self._policy.zone_key
+                zone = dict(labels).get(zone_key, "") if zone_key else ""
+                record = NodeRecord(node.unschedulable, node.ready, milli, taints, zone,
+                                    labels, node.taint_details)
             return self._shared.setdefault(record, record)
 
     def upsert(self, node: NodeInfo) -> None:
@@ -256,7 +350,48 @@ class NodeStore:
         if new is not None:
             self._records[name] = new
             self._count(new, 1)
+        for placed in self._placed.values():  # targetPlacement (opt-in): empty without
+            if old is not None:
+                self._count_placed(placed, name, old, -1)
+            if new is not None:
+                self._count_placed(placed, name, new, 1)
         return True
+
+    def _rezone(self, zone_key: str | None) -> None:
+        """Records that carry every label, their zone read again for another topologyKey
+        (one pass; the totals are counted again by the caller)."""
+        for name, record in self._records.items():
+            zone = dict(record.labels or ()).get(zone_key, "") if zone_key else ""
+            if zone != record.zone:
+                fresh = record._replace(zone=zone)
+                self._records[name] = self._shared.setdefault(fresh, fresh)
+        self._shared = {r: r for r in self._records.values()}
+
+    def _count_placed(self, placed: _Placed, name: str, record: NodeRecord,
+                      sign: int) -> None:
+        """One record in (or out of) a placement's totals: the counting policy first, as in
+        :meth:`_count`, then whether the placement's Pods could be scheduled there."""
+        policy = self._policy
+        if policy.exclude_taints and record.taints & policy.exclude_taints:
+            placed.excluded += sign
+            return
+        if excluded_by(placed.placement, name, dict(record.labels or ()),
+                       record.taint_details) is not None:
+            return
+        milli = record.millicores
+        cap = policy.max_millicores_per_node
+        if cap is not None and milli > cap:
+            milli = cap
+            placed.capped += sign
+        if policy.zone_key is not None:
+            _add(placed.zones_all, record.zone, sign)
+            if record.schedulable:
+                _add(placed.zones_sched, record.zone, sign)
+        placed.total_nodes += sign
+        placed.total_milli += sign * milli
+        if record.schedulable:
+            placed.sched_nodes += sign
+            placed.sched_milli += sign * milli
 
     def _count(self, record: NodeRecord, sign: int) -> None:
         """Add (``sign`` 1) or take away (-1) one record, as the current policy counts it."""
@@ -279,6 +414,24 @@ class NodeStore:
         if record.schedulable:
             self._sched_nodes += sign
             self._sched_milli += sign * milli
+
+
+class _Placed:
+    """The running totals of the Nodes one placement can be scheduled on."""
+
+    __slots__ = ("capped", "excluded", "placement", "sched_milli", "sched_nodes",
+                 "total_milli", "total_nodes", "zones_all", "zones_sched")
+
+    def __init__(self, placement: Placement) -> None:
+        self.placement = placement
+        self.reset()
+
+    def reset(self) -> None:
+        self.total_nodes = self.sched_nodes = self.excluded = self.capped = 0
+        self.total_milli: int | Fraction = 0
+        self.sched_milli: int | Fraction = 0
+        self.zones_all: dict[str, int] = {}
+        self.zones_sched: dict[str, int] = {}
 
 
 def _add(per_zone: dict[str, int], zone: str, sign: int) -> None:

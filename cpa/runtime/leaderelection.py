@@ -54,6 +54,7 @@ from typing import Any
 
 from cpa import logs
 from cpa.kube.api import Api, ApiError, RawApi
+from cpa.kube.objects import MalformedObject, decode_lease
 
 __all__ = ["SANE_LEASE_SECONDS", "GuardedApi", "LeaderElector", "LeaseConfig", "LeaseStatus",
            "default_identity", "lease_problem"]
@@ -309,9 +310,12 @@ class LeaderElector:
                 self._problem = problem
                 self._errors += 1
             error = str(exc) if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}"
-            self._log.warning("leader.lease_failed", error=error[:300],
-                              hint="the Lease needs get, create and update in "
-                                   f"{self._cfg.namespace} (see manifests/examples)")
+            hint = ("the Lease object does not decode: fix it, or delete it (kubectl delete "
+                    f"lease -n {self._cfg.namespace} {self._cfg.name}) for a new one"
+                    if isinstance(exc, MalformedObject) else
+                    f"the Lease needs get, create and update in {self._cfg.namespace} (see "
+                    "manifests/examples)")
+            self._log.warning("leader.lease_failed", error=error[:300], hint=hint)
             return False
         self._problem = None
         if ok:
@@ -339,22 +343,22 @@ class LeaderElector:
             self._observe(created.get("spec") or spec_of(body), now)
             self._observed_duration = self._cfg.lease_duration
             return True
-        spec = lease.get("spec") or {}
-        self._observe(spec, now)
-        holder = str(spec.get("holderIdentity") or "")
+        read = decode_lease(lease, f"GET {self._path}")  # by type, as client-go's
+        self._observe(lease.get("spec") or {}, now)
+        holder = read.holder
         mine = holder == self._cfg.identity
-        duration = float(spec.get("leaseDurationSeconds") or self._cfg.lease_duration)
+        duration = float(read.duration or self._cfg.lease_duration)
         self._observed_duration = duration
         self._foreign = not mine
         self._check_ghost(holder, duration, mine)
         # client-go takes a record without a holder at once; we do so only for one never
         # held or released (duration 1): a holder emptied by hand is waited out, as the
         # old leader may still be writing (see the module doc).
-        free = not holder and (not spec.get("renewTime") or duration <= RELEASE_SECONDS)
+        free = not holder and (not read.renew_time or duration <= RELEASE_SECONDS)
         if not mine and not free and self._observed_at + duration > now:
             return False  # held (or emptied) by someone else, not expired by our clock
-        transitions = int(spec.get("leaseTransitions") or 0)
-        acquire = str(spec.get("acquireTime")) if mine and spec.get("acquireTime") else None
+        transitions = read.transitions
+        acquire = read.acquire_time if mine and read.acquire_time else None
         lease["spec"] = self._spec(now_wall, acquire, transitions if mine else transitions + 1)
         try:
             updated = self._api.send_json("PUT", self._path, lease, deadline=deadline)
@@ -402,12 +406,12 @@ class LeaderElector:
         deadline = self._clock() + timeout
         try:
             lease = self._api.get_json(self._path, deadline=deadline)
-            spec = lease.get("spec") or {}
-            if spec.get("holderIdentity") != self._cfg.identity:
+            read = decode_lease(lease, f"GET {self._path}")
+            if read.holder != self._cfg.identity:
                 return False
             now = _micro_time(self._wall())
             lease["spec"] = {"leaseDurationSeconds": 1, "acquireTime": now, "renewTime": now,
-                             "leaseTransitions": int(spec.get("leaseTransitions") or 0)}
+                             "leaseTransitions": read.transitions}
             self._api.send_json("PUT", self._path, lease, deadline=deadline)
         except Exception as exc:
             self._log.warning("leader.release_failed", error=f"{type(exc).__name__}: {exc}"[:300])

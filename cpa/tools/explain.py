@@ -32,6 +32,7 @@ from cpa.decide.windows import LoadAxis, PanicState, Reading, scale
 from cpa.kube.targets import Current, Target
 from cpa.kube.writers import writer_for
 from cpa.nodes.counts import ClusterCounts
+from cpa.nodes.placement import Placement
 from cpa.tools.inputs import (
     InputError,
     ToolParser,
@@ -138,10 +139,53 @@ def _from_cluster(args: argparse.Namespace, source: tuple[dict[str, str] | None,
         params = parse_params(*source)
         store = NodeStore()
         store.set_policy(params.shared.policy())  # count as the daemon would
+        placement = _placement(args, api, params)
+        if placement is not None:
+            store.set_placements([placement])  # every label and taint read by the list
         NodeReflector(api, store, args.nodelabels).list_once()
         return store, params, source[1]
     except ApiError as exc:
         raise InputError(str(exc)) from None
+
+
+class PlacementView(NamedTuple):
+    """Ours, ``targetPlacement``: the target's placement and what each rule kept off."""
+
+    placement: Placement
+    counts: ClusterCounts
+    excluded: dict[str, int]
+
+
+def _placement(args: argparse.Namespace, api: KubeApi, params: Params) -> Placement | None:
+    """With ``targetPlacement``: the placement of ``--target``'s real Pod template."""
+    if not params.shared.target_placement:
+        return None
+    if not args.target:
+        raise InputError("the parameters have targetPlacement: add --target KIND/NAME, whose "
+                         "Pod template decides which Nodes count")
+    from cpa.kube.discovery import ResolveError, resolve
+    from cpa.kube.targets import parse_targets
+    from cpa.kube.template import NoTemplate, pod_template_spec
+    from cpa.nodes.placement import placement_of
+
+    targets, problems = parse_targets(args.target)
+    if problems or len(targets) != 1:
+        raise InputError("; ".join(problems) or "--target: give exactly one kind/name")
+    try:
+        target = resolve(api, targets[0])
+        return placement_of(pod_template_spec(api, args.namespace, target))
+    except (ResolveError, NoTemplate) as exc:
+        raise InputError(f"targetPlacement: {exc}") from None
+
+
+def placed(store: NodeStore, params: Params) -> PlacementView | None:
+    """The target's own counts and the Nodes each rule excluded (after the list)."""
+    if not params.shared.target_placement or not store.placements:
+        return None
+    placement = store.placements[0]
+    counts, excluded = store.counts_for(placement), store.placement_exclusions(placement)
+    assert counts is not None and excluded is not None  # the list read every label
+    return PlacementView(placement, counts, excluded)
 
 
 def _given_counts(args: argparse.Namespace) -> ClusterCounts:
@@ -152,22 +196,25 @@ def _given_counts(args: argparse.Namespace) -> ClusterCounts:
                           names=COUNT_FLAGS)
 
 
-def gather(args: argparse.Namespace) -> tuple[ClusterCounts, Params, str]:
-    """Resolve the counts and the parameters from the arguments."""
+def gather(args: argparse.Namespace
+           ) -> tuple[ClusterCounts, Params, str, PlacementView | None]:
+    """Resolve the counts and the parameters from the arguments (with ``targetPlacement``
+    and ``--from-cluster``: the target's own counts, and its placement)."""
     if not args.from_cluster:
         counts = _given_counts(args)
         params, origin = parameters_from_flags(args)
         if params.shared.zones is not None and counts.total_zones is None:
             raise InputError("the parameters have a zones key: give --zones N (the zones the "
                              "Nodes are in), or use --from-cluster")
-        return counts, params, origin
+        return counts, params, origin, None
     if any(v is not None for v in (args.nodes, args.cores, args.schedulable_nodes,
                                    args.schedulable_cores, args.zones,
                                    args.schedulable_zones)):
         raise InputError("--from-cluster reads the counts; drop --nodes/--cores/--zones and "
                          "the --schedulable ones")
     store, params, origin = _from_cluster(args, explicit_params(args))
-    return store.counts(), params, origin
+    view = placed(store, params)
+    return (store.counts() if view is None else view.counts), params, origin, view
 
 
 class TargetView(NamedTuple):
@@ -416,14 +463,42 @@ def load_axis(args: argparse.Namespace, params: Params, view: TargetView | None,
 
 
 def _explain(args: argparse.Namespace) -> tuple[str, int]:
-    counts, params, origin = gather(args)
+    counts, params, origin, where = gather(args)
     view = read_target(args)
     current = current_replicas(args, view)
     axis = load_axis(args, params, view, current)
     decision = decide(params, counts, axis)
     if args.output == "json":
-        out = json.dumps(render_json(counts, params, decision, origin, current, view),
-                         indent=2)
+        doc = render_json(counts, params, decision, origin, current, view)
+        if where is not None:
+            doc["placement"] = placement_json(where)
+        elif params.shared.target_placement:
+            doc["placement"] = {"note": _GIVEN_AS_PLACED}
+        out = json.dumps(doc, indent=2)
     else:
         out = render_text(counts, decision, origin, params, current, view)
+        if where is not None:
+            out = placement_text(where) + "\n" + out
+        elif params.shared.target_placement:
+            out = (f"Placement (targetPlacement): {_GIVEN_AS_PLACED}\n") + out
     return out, 0 if decision.error is None else 1
+
+
+_GIVEN_AS_PLACED = ("the counts given are taken as the Nodes the target's Pod template fits "
+                    "on; --from-cluster --target KIND/NAME reads the template and counts them")
+
+
+def placement_json(view: PlacementView) -> dict[str, Any]:
+    p = view.placement
+    return {"node_selector": dict(p.node_selector),
+            "affinity_terms": None if p.required is None else len(p.required),
+            "tolerations": len(p.tolerations), "nodes": view.counts.total_nodes,
+            "excluded": view.excluded}
+
+
+def placement_text(view: PlacementView) -> str:
+    """Which Nodes the target's template fits on, and what kept the others off."""
+    rules = ", ".join(f"{n} by {rule}" for rule, n in sorted(view.excluded.items()))
+    return (f"Placement (targetPlacement): the target's Pod template fits "
+            f"{view.counts.total_nodes} of the counted Nodes"
+            + (f"; excluded: {rules}." if rules else "; none excluded."))

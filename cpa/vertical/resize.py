@@ -210,6 +210,8 @@ def label_selector(selector: Mapping[str, Any]) -> str:
     """A ``LabelSelector`` object as the ``labelSelector`` query parameter."""
     parts = [f"{k}={v}" for k, v in sorted(dict(selector.get("matchLabels") or {}).items())]
     for expr in selector.get("matchExpressions") or ():
+        if not isinstance(expr, Mapping):  # null: Go's zero requirement, none
+            continue
         key, op = expr.get("key", ""), expr.get("operator", "")
         values = ",".join(expr.get("values") or ())
         if op == "In":
@@ -225,8 +227,8 @@ def label_selector(selector: Mapping[str, Any]) -> str:
 
 def controller_uid(obj: Mapping[str, Any]) -> str | None:
     """The uid of the object's controller (its owner reference marked ``controller``)."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller"):
+    for ref in _mapping(obj.get("metadata")).get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller"):
             return str(ref.get("uid"))
     return None
 

@@ -13,7 +13,9 @@ each HTTP/1.1 request, and forwards it over TLS to the real API server, unless a
   (a connection reset as a load balancer restarts);
 * :class:`Drip`: forward it, then send the answer one byte per ``interval``;
 * :class:`Inject`: forward it, and send ``data`` before the answer's first body byte (a
-  forged watch frame or event on the front of a real stream).
+  forged watch frame or event on the front of a real stream);
+* :class:`Rewrite`: forward it, and send the answer's whole body as ``edit`` changed it (a
+  malformed object in a real answer).
 
 Every request is recorded (:attr:`HttpFaultProxy.seen`) with when it arrived, when its answer
 began and its status, so a test can count what a process sent, e.g. the scale PUTs of a
@@ -101,7 +103,12 @@ class Inject:
     data: bytes
 
 
-Action = Respond | Delay | Hang | Reset | Drip | Inject
+@dataclass
+class Rewrite:
+    edit: Callable[[bytes], bytes]
+
+
+Action = Respond | Delay | Hang | Reset | Drip | Inject | Rewrite
 
 
 @dataclass
@@ -297,7 +304,7 @@ class HttpFaultProxy:
     def _relay(self, tls: ssl.SSLSocket, request: Request, resp: http.client.HTTPResponse,
                action: Action | None) -> None:
         headers = {k: v for k, v in resp.getheaders() if k.lower() not in _HOP_BY_HOP}
-        if resp.chunked and not isinstance(action, Drip):
+        if resp.chunked and not isinstance(action, Drip | Rewrite):
             self._send_head(tls, request, resp.status,
                             {**headers, "Transfer-Encoding": "chunked"})
             if isinstance(action, Inject):
@@ -312,6 +319,8 @@ class HttpFaultProxy:
         body = resp.read()
         if isinstance(action, Inject):
             body = action.data + body
+        if isinstance(action, Rewrite):
+            body = action.edit(body)
         self._send_head(tls, request, resp.status, {**headers, "Content-Length": str(len(body))})
         if isinstance(action, Drip):
             for i in range(len(body)):

@@ -38,6 +38,7 @@ from typing import Any
 
 from cpa import logs
 from cpa.kube.api import ApiError, RawApi
+from cpa.kube.objects import MalformedObject, check_pod, check_workload, list_items
 from cpa.vertical.backoff import DEFAULT_POLICY, Backoff, BackoffPolicy
 from cpa.vertical.daemon.writer import STRATEGIC_MERGE
 from cpa.vertical.formula import Requirements
@@ -129,7 +130,9 @@ class InPlaceResizer:
     def poll(self, computed: Requirements) -> InPlaceOutcome:
         out = InPlaceOutcome()
         try:
-            obj = self._api.get_json(target_path(self.namespace, self.target))
+            path = target_path(self.namespace, self.target)
+            obj = self._api.get_json(path)
+            check_workload(obj, self.target.kind, f"GET {path}")  # malformed: status 0
         except ApiError as exc:
             if not classify(exc.status).fallback:
                 out.error = f"cannot read the target: {exc}"
@@ -146,7 +149,7 @@ class InPlaceResizer:
         out.template_reason = why if self.template == "when-safe" else (
             f"--in-place-template={self.template}")
         try:
-            pods = self._pods(obj)
+            pods, malformed = self._pods(obj)
         except _ListError as failed:
             err = failed.error
             if not classify(err.status).fallback:
@@ -167,10 +170,14 @@ class InPlaceResizer:
         self._backoff.keep_only(present)
         for uid in [u for u in self._last_error if u not in present]:
             del self._last_error[uid]
+        if malformed:  # the poll's error, never a refusal: nothing falls back for it
+            out.error = "; ".join([*malformed, *([out.error] if out.error else [])])
         return out
 
     # --- finding the Pods ---------------------------------------------------------------
-    def _pods(self, obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    def _pods(self, obj: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[str]]:
+        """The target's Pods, each checked by type, and what is wrong with those that are
+        malformed (left out: the others are still resized)."""
         spec = obj.get("spec") or {}
         selector = label_selector(spec.get("selector") or {})
         owners = {str((obj.get("metadata") or {}).get("uid"))}
@@ -179,16 +186,39 @@ class InPlaceResizer:
                 sets = self._api.get_json(
                     f"/apis/apps/v1/namespaces/{self.namespace}/replicasets",
                     {"labelSelector": selector})
+                owners = {str((rs.get("metadata") or {}).get("uid"))
+                          for rs in self._items(sets, "ReplicaSet", "replicasets")
+                          if controller_uid(rs) in owners}
             except ApiError as exc:
                 raise _ListError("replicasets", exc) from exc
-            owners = {str(rs["metadata"]["uid"]) for rs in sets.get("items") or ()
-                      if controller_uid(rs) in owners}
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
         try:
-            listed = self._api.get_json(f"/api/v1/namespaces/{self.namespace}/pods",
-                                        {"labelSelector": selector})
+            listed = self._api.get_json(path, {"labelSelector": selector})
+            items = list_items(listed, "Pod", f"GET {path}")
         except ApiError as exc:
             raise _ListError("pods", exc) from exc
-        return [pod for pod in listed.get("items") or () if controller_uid(pod) in owners]
+        pods: list[Mapping[str, Any]] = []
+        malformed: list[str] = []
+        for i, pod in enumerate(items):
+            meta = pod.get("metadata")
+            name = meta.get("name") if isinstance(meta, dict) else None
+            try:
+                check_pod(pod, f"Pod {name}" if isinstance(name, str) else f"Pod items[{i}]")
+            except MalformedObject as exc:
+                malformed.append(exc.message)
+                continue
+            if controller_uid(pod) in owners:
+                pods.append(pod)
+        return pods, malformed
+
+    @staticmethod
+    def _items(listed: Mapping[str, Any], kind: str, resource: str) -> list[dict[str, Any]]:
+        """A list's items, each checked as a workload (a malformed one fails the list)."""
+        where = f"the {resource} list"
+        items = list_items(listed, kind, where)
+        for item in items:
+            check_workload(item, kind, where)
+        return items
 
     # --- one Pod ------------------------------------------------------------------------
     def _one(self, pod: Mapping[str, Any], computed: Requirements, out: InPlaceOutcome,

@@ -21,6 +21,7 @@ from typing import Any
 
 from cpa import logs
 from cpa.kube.api import ApiError, RawApi
+from cpa.kube.objects import MalformedObject, check_workload
 from cpa.vertical.formula import Requirements
 from cpa.vertical.patch import (
     PLURALS,
@@ -70,8 +71,10 @@ class TemplateWriter:
         if self.order is None and not self._looked:
             self._looked = True
             try:
-                self.learn(self._api.get_json(self.path))
-            except ApiError as exc:  # CPVA's RBAC has no get: the config's order then
+                obj = self._api.get_json(self.path)
+                check_workload(obj, self.target.kind, f"GET {self.path}")
+                self.learn(obj)
+            except ApiError as exc:  # CPVA's RBAC has no get (or malformed): the config's
                 if logs.v(2):
                     self._log.info("patch.order_unknown", error=exc.message,
                                    using="the config's order")
@@ -92,6 +95,11 @@ class TemplateWriter:
             answer = self._api.send_raw("PATCH", self.path, body.encode(), STRATEGIC_MERGE)
         except ApiError as exc:
             raise WriteError(self._explain(exc, computed)) from exc
+        try:
+            check_workload(answer, self.target.kind, f"PATCH {self.path}")
+        except MalformedObject as exc:  # written; only its container order is unknown
+            self._log.warning("patch.answer_malformed", error=exc.message)
+            return body
         self.rollout = rollout_note(answer, self.target.kind) if answer else None
         containers = template_containers(answer)
         if containers:

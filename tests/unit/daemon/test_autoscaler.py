@@ -646,3 +646,50 @@ def test_the_decision_is_computed_again_only_when_its_inputs_change(
     api.set_configmap(CM, {"linear": '{"nodesPerReplica":2}'})  # new parameters
     assert a.poll_once().decision is not None and api.replicas(COREDNS) == 2
     assert len(calls) == 3
+
+
+@pytest.mark.parametrize("bad", [{"x": 1}, "7", 7.0, True, 2**31])
+def test_a_malformed_scale_is_its_target_error_alone(bad: object) -> None:
+    """Issue 27 #4: one target's Scale with spec.replicas of the wrong type (or out of the
+    int32 range) fails that target, named; every other target is written in the same
+    poll, and the malformed one is not overwritten ("7" is not read as 7)."""
+    api = FakeApi()
+    names = [f"t{i:02d}" for i in range(20)]
+    for name in names:
+        api.add_scale(scale_path("deployments", name), 1)
+    bad_path = scale_path("deployments", names[1])
+    api.objects[bad_path]["spec"]["replicas"] = bad
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    a = make(api, counts(3, 3), target=",".join(f"deployment/{n}" for n in names))
+    result = a.poll_once()
+    assert result.error is not None
+    assert result.error.startswith(f"deployment/{names[1]}: cannot scale to 3: GET ")
+    assert "spec.replicas" in result.error and "unexpected" not in result.error
+    assert api.objects[bad_path]["spec"]["replicas"] == bad
+    assert not [c for c in api.calls if c == ("PUT", bad_path)]
+    for name in names[:1] + names[2:]:
+        assert api.replicas(scale_path("deployments", name)) == 3
+
+
+def test_an_unexpected_error_in_one_target_is_that_target_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever else goes wrong in one target's write (a bug) is named and the targets
+    after it are still written."""
+    import cpa.kube.scale as scale_mod
+
+    real = scale_mod.ensure_scale
+
+    def ensure(api: Any, namespace: str, target: Any, *args: Any, **kw: Any) -> Any:
+        if target.name == "a":
+            raise KeyError("boom")
+        return real(api, namespace, target, *args, **kw)
+
+    monkeypatch.setattr(scale_mod, "ensure_scale", ensure)
+    api = FakeApi()
+    for name in ("a", "b"):
+        api.add_scale(scale_path("deployments", name), 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    a = make(api, counts(3, 3), target="deployment/a,deployment/b")
+    result = a.poll_once()
+    assert result.error == "deployment/a: unexpected KeyError: 'boom'"
+    assert api.replicas(scale_path("deployments", "b")) == 3

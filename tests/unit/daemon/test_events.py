@@ -125,3 +125,19 @@ def test_a_change_shaped_by_behavior_says_so() -> None:
     note = api.created[0][1]["note"]
     assert note.endswith("the parameters gave 3, the behavior wrote 7: scale-down limited "
                          "to 3 Pods per 60s")
+
+
+def test_with_target_placement_each_event_says_its_targets_own_counts() -> None:
+    api = FakeApi()
+    rec = recorder(api)
+    core, other = Target("deployment", "core"), Target("deployment", "other")
+    r = scaled(ScaleResult(core, 2, 3, True), ScaleResult(other, 1, 5, True))
+    r.decisions = {core: Decision("linear", 3, 3, 12, ()), other: Decision("linear", 5, 5, 20, ())}
+    r.target_counts = {core: ClusterCounts(3, 12, 3, 12), other: ClusterCounts(5, 20, 4, 16)}
+    rec.observe(r)
+    notes = [body["note"] for _, body in api.created]
+    assert notes[0].startswith("Scaled deployment/core from 2 to 3 replicas (linear mode: 3 "
+                               "nodes and 12 cores counted; the Nodes its Pod template fits on "
+                               "are 3 nodes and 12 cores")
+    assert "5 nodes and 20 cores counted; the Nodes its Pod template fits on are 5 nodes and " \
+           "20 cores, 4 and 16 of them schedulable" in notes[1]

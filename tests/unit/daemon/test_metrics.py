@@ -115,6 +115,28 @@ def test_zones_are_a_gauge_only_while_counted() -> None:
     assert "cpa_cluster_zones{" not in m.exposition().decode()
 
 
+def test_an_edit_within_a_mode_moves_the_bounds() -> None:
+    """Issue 27 #6: a new ConfigMap version whose mode is still linear but whose max
+    changed moves cpa_params_max_replicas (it was set only when the mode's name
+    changed)."""
+    m = Metrics([COREDNS])
+    r = result()
+    r.params, r.params_version = linear_params(256.0, 16.0, 2, 50, True, True), "7"
+    m.observe(r)
+    assert value(m.exposition().decode(), "cpa_params_max_replicas") == 50
+    r = result()
+    r.params, r.params_version = linear_params(256.0, 16.0, 3, 20, True, True), "8"
+    m.observe(r)
+    text = m.exposition().decode()
+    assert value(text, "cpa_params_max_replicas") == 20
+    assert value(text, "cpa_params_min_replicas") == 3
+    assert value(text, 'cpa_params_info{mode="linear"}') == 1
+    r = result(ok=False)  # an invalid version: no parameters, the gauges stay
+    r.params, r.params_version = None, "9"
+    m.observe(r)
+    assert value(m.exposition().decode(), "cpa_params_max_replicas") == 20
+
+
 def test_under_leader_election_leader_starts_at_0_and_the_lease_is_exposed() -> None:
     from cpa.runtime.leaderelection import LeaseStatus
 
@@ -131,3 +153,21 @@ def test_under_leader_election_leader_starts_at_0_and_the_lease_is_exposed() -> 
     assert value(text, "cpa_leader_lease_holder_duration_seconds") == 2147483647
     assert value(text, "cpa_leader_lease_errors_total") == 3
     assert value(text, 'cpa_polls_total{result="error"}') == 1
+
+
+def test_target_nodes_only_while_target_placement_is_in_force() -> None:
+    m = Metrics([COREDNS, OTHER])
+    m.observe(result())
+    assert "cpa_target_nodes{" not in m.exposition().decode()
+    placed = result()
+    placed.target_counts = {COREDNS: ClusterCounts(3, 12, 2, 8), OTHER: ClusterCounts(7, 28, 7, 28)}
+    m.observe(placed)
+    text = m.exposition().decode()
+    assert value(text, 'cpa_target_nodes{set="all",target="deployment/coredns"}') == 3
+    assert value(text, 'cpa_target_nodes{set="schedulable",target="deployment/coredns"}') == 2
+    assert value(text, 'cpa_target_nodes{set="all",target="statefulset/typha"}') == 7
+    failed = PollResult(started=0.0, error="the API server is down")
+    m.observe(failed)  # no parameters read: the last counts stay
+    assert "cpa_target_nodes{" in m.exposition().decode()
+    m.observe(result())  # the key was removed from the ConfigMap
+    assert "cpa_target_nodes{" not in m.exposition().decode()

@@ -319,3 +319,43 @@ def test_capacity_read_in_any_field_order_with_unknown_fields() -> None:
     event = nodeproto.decode_event_capacity(frame)
     assert event.node == NodeInfo("n1", "7", False, True, "3920m", (), "4")
     assert decode_node(raw) == event.node._replace(capacity_cpu=None)
+
+
+# --- every label and taint (targetPlacement, opt-in) ----------------------------------------
+
+
+def test_all_labels_and_full_taints_match_json_and_the_plain_decoder() -> None:
+    from cpa.nodes.records import ALL_LABELS
+
+    pb = nodeproto.decode_list_page(bytearray(fixture("list-page.pb")), label=ALL_LABELS)
+    js = nodejson.decode_list_page(fixture("list-page.json"), label=ALL_LABELS)
+    assert pb == js
+    raw = json.loads(fixture("list-page.json"))
+    for got, item in zip(pb.items, raw["items"], strict=True):
+        assert got.labels == tuple(sorted((item["metadata"].get("labels") or {}).items()))
+        assert got.taint_details == tuple(
+            (t["key"], t.get("value", ""), t["effect"])
+            for t in (item["spec"].get("taints") or ()))
+    plain = nodeproto.decode_list_page(bytearray(fixture("list-page.pb")))
+    assert [n._replace(labels=None, taint_details=()) for n in pb.items] == plain.items
+    assert all(n.labels is None for n in plain.items), "no placement asked for, none read"
+    for name in ("watch.pb", "streaming-list.pb"):
+        events = [nodeproto.decode_event(f, label=ALL_LABELS)
+                  for f in frames(FakeResponse(fixture(name), 4096))]
+        js_name = name.replace(".pb", ".json")
+        js_events = [nodejson.decode_event(line, label=ALL_LABELS)
+                     for line in lines(FakeResponse(fixture(js_name), 65536))]
+        assert [e.node for e in events if e.node] == [e.node for e in js_events if e.node]
+        assert any(e.node and e.node.labels for e in events)
+
+
+def test_full_taints_in_any_order() -> None:
+    from cpa.nodes.records import ALL_LABELS
+
+    taint = ld(3, "NoSchedule") + ld(4, b"\x08\x01") + ld(2, "gpu") + ld(1, "pool")
+    meta = ld(11, ld(2, "v") + ld(1, "k")) + ld(1, "n") + ld(6, "9")
+    got = decode_labelled(node(meta, ld(5, taint) + ld(5, ld(1, "bare")) + vi(4, 1)),
+                          ALL_LABELS)
+    assert got == NodeInfo("n", "9", True, False, None, ("pool", "bare"),
+                           labels=(("k", "v"),),
+                           taint_details=(("pool", "gpu", "NoSchedule"), ("bare", "", "")))

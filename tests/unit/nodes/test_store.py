@@ -188,7 +188,8 @@ def test_running_totals_equal_a_recount_under_any_changes() -> None:
     node = st.builds(NodeInfo, st.sampled_from("abcdefgh"), st.just("1"), st.booleans(),
                      st.booleans(), st.sampled_from([None, "1", "3920m", "96", "250m", "20000"]),
                      st.sampled_from([(), ("vk",), ("x",), ("vk", "x")]),
-                     label=st.sampled_from(["", "z1", "z2", "z3"]))
+                     label=st.sampled_from(["", "z1", "z2", "z3"]), labels=st.none(),
+                     taint_details=st.just(()))
     policy = st.builds(CountingPolicy, st.sampled_from([frozenset(), frozenset({"vk"})]),
                        st.sampled_from([None, 1000, 64_000]), st.sampled_from([None, "zone"]))
     op = st.one_of(st.tuples(st.just("upsert"), node),

@@ -239,6 +239,25 @@ def test_release_is_bounded() -> None:
     assert [d for d in api.deadlines if d[0] == "PUT"][-1][2] == 1001.0
 
 
+@pytest.mark.parametrize("spec", [
+    {"holderIdentity": "b", "leaseDurationSeconds": "15"},  # client-go refuses a string
+    {"holderIdentity": {"name": "b"}, "leaseDurationSeconds": 15},
+    {"holderIdentity": "b", "leaseTransitions": 1.5},
+])
+def test_a_malformed_lease_is_not_taken_over(spec: dict[str, Any]) -> None:
+    """A Lease that does not decode (as client-go's decoder would refuse it) is a failed
+    round: not read as something it is not, never taken, never raised."""
+    api = FakeApi()
+    api.put(PATH, {"kind": "Lease", "spec": spec})
+    clock = Clock()
+    a = elector(api, clock, "a", [])
+    for _ in range(3):
+        a.tick()
+        clock.now += 30.0  # longer than any lease duration
+    assert not a.is_leader() and lease(api)["spec"] == spec
+    assert not [c for c in api.calls if c[0] == "PUT"]
+
+
 def test_forbidden_lease_is_a_problem_naming_the_rule_and_counted() -> None:
     class Forbidden(FakeApi):
         def get_json(self, path: str, query: Mapping[str, str] | None = None, *,

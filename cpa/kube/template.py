@@ -1,0 +1,85 @@
+"""A target's Pod template, read from the workload itself (``targetPlacement``, ours, opt-in).
+
+Why a GET of the workload every poll: the ``/scale`` subresource the writers read carries no
+template, and a rollout changes the template's selector or tolerations at any time. One GET
+of the object per target (for ``hpa/NAME``: the HPA, then its ``scaleTargetRef``'s
+workload); RBAC ``get`` on that resource (a 403 names the rule to add).
+
+A target whose object has no ``spec.template.spec`` (a custom resource with ``/scale``
+only, an HPA pointing at one) cannot be counted by placement: :class:`NoTemplate`, which
+the poll reports as an invalid ConfigMap naming the target, never a whole-cluster count.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cpa.kube.api import Api, ApiError
+from cpa.kube.targets import KINDS, Kind, Target, object_path
+
+__all__ = ["NoTemplate", "pod_template_spec"]
+
+
+class NoTemplate(ValueError):
+    """The target has no Pod template to count its placement by; the message says which."""
+
+
+def _kind_of(ref: dict[str, Any]) -> Kind | None:
+    """The table's kind for an HPA's ``scaleTargetRef`` (kind and apiVersion)."""
+    kind, version = ref.get("kind"), ref.get("apiVersion")
+    for known in KINDS.values():
+        if not known.floor and known.name == kind and known.api_version == version:
+            return known
+    return None
+
+
+def _forbidden(exc: ApiError, kind: Kind, namespace: str, name: str) -> ApiError:
+    group = kind.api_version.rpartition("/")[0] or '""'
+    return ApiError(exc.status, exc.reason,
+                    f"targetPlacement reads the Pod template of {kind.name} {namespace}/{name}"
+                    f" and may not: add the RBAC rule apiGroups [{group}] resources "
+                    f"[{kind.plural}] verbs [get] to the autoscaler's Role "
+                    f"(manifests/examples/target-placement.yaml; {exc.message})")
+
+
+def _get(api: Api, path: str, kind: Kind, namespace: str, name: str) -> dict[str, Any]:
+    try:
+        return api.get_json(path)
+    except ApiError as exc:
+        if exc.forbidden:
+            raise _forbidden(exc, kind, namespace, name) from None
+        raise
+
+
+def _template(obj: dict[str, Any], what: str) -> dict[str, Any]:
+    spec = obj.get("spec")
+    template = spec.get("template") if isinstance(spec, dict) else None
+    pod = template.get("spec") if isinstance(template, dict) else None
+    if not isinstance(pod, dict):
+        raise NoTemplate(f"{what} has no Pod template (spec.template.spec), so its Nodes "
+                         "cannot be counted by placement: remove targetPlacement, or point "
+                         "--target at the workload that has the Pods")
+    return pod
+
+
+def pod_template_spec(api: Api, namespace: str, target: Target) -> dict[str, Any]:
+    """The target's ``spec.template.spec`` (an HPA's: its ``scaleTargetRef``'s); raises
+    :class:`ApiError` (a 403 naming the RBAC rule) or :class:`NoTemplate`."""
+    kind = target.api
+    obj = _get(api, object_path(namespace, target), kind, namespace, target.name)
+    if not kind.floor:
+        return _template(obj, f"target {target}")
+    spec = obj.get("spec")
+    ref = spec.get("scaleTargetRef") if isinstance(spec, dict) else None
+    if not isinstance(ref, dict) or not ref.get("name"):
+        raise NoTemplate(f"target {target}: the HPA has no spec.scaleTargetRef")
+    workload = _kind_of(ref)
+    what = (f"target {target}: its scaleTargetRef {ref.get('kind')}/{ref.get('name')} "
+            f"({ref.get('apiVersion')})")
+    if workload is None:
+        raise NoTemplate(f"{what}: targetPlacement reads the Pod template of a Deployment, "
+                         "StatefulSet, ReplicaSet or ReplicationController only; remove "
+                         "targetPlacement, or point the HPA at such a workload")
+    name = str(ref["name"])
+    path = f"{workload.api_prefix}/namespaces/{namespace}/{workload.plural}/{name}"
+    return _template(_get(api, path, workload, namespace, name), what)

@@ -1,0 +1,210 @@
+"""Where a Pod template could be scheduled (``targetPlacement``, ours, opt-in): pure rules.
+
+Why: upstream counts every Node ``--nodelabels`` lists, so an add-on pinned to one pool (a
+``nodeSelector``, a required node affinity, no toleration for a pool's taint) is sized for
+the whole cluster (upstream #38, #68, #82). With the key, a Node counts for a target only
+when the target's Pod template passes the scheduler's two placement filters:
+
+* NodeAffinity, as ``k8s.io/component-helpers/scheduling/corev1/nodeaffinity``
+  (``nodeaffinity.go``: ``GetRequiredNodeAffinity`` / ``RequiredNodeAffinity.Match``) has
+  it: every ``nodeSelector`` label equal; then, when
+  ``requiredDuringSchedulingIgnoredDuringExecution`` is set, its terms ORed
+  (``LazyErrorNodeSelector.Match``), a term's expressions and fields ANDed
+  (``nodeSelectorTerm.match``); an empty term is skipped (``isEmptyNodeSelectorTerm``: it
+  matches nothing), so an empty or all-empty term list matches no Node; a term that does
+  not parse (an unknown operator, ``In`` without values, ``Gt`` with a value that is no
+  int64: ``labels.NewRequirement``'s checks) matches no Node either. Label operators as
+  ``k8s.io/apimachinery/pkg/labels`` ``Requirement.Matches``: ``In``, ``NotIn`` (a Node
+  without the label matches), ``Exists``, ``DoesNotExist``, ``Gt``/``Lt`` (the label must
+  parse as a base-10 int64). ``matchFields``: ``In``/``NotIn`` with exactly one value on
+  ``metadata.name`` (``nodeSelectorRequirementsAsFieldSelector``).
+* TaintToleration: every taint whose effect is ``NoSchedule`` or ``NoExecute`` tolerated
+  (``PreferNoSchedule`` only scores), as ``k8s.io/api/core/v1`` ``Toleration.ToleratesTaint``
+  (``toleration.go``): an empty effect matches every effect, an empty key every key,
+  ``Exists`` every value, ``Equal`` (or no operator) the same value, ``Lt``/``Gt`` a
+  numeric comparison of the two values (the TaintTolerationComparisonOperators gate).
+
+The API server validates a template's selectors and tolerations before it stores them, so
+the parse errors above can only come from a template this code was handed by hand; they
+are judged as the scheduler judges them all the same.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, NamedTuple
+
+__all__ = ["EVERYWHERE", "Placement", "Requirement", "Term", "Toleration", "excluded_by",
+           "fits", "placement_of"]
+
+_INT64 = re.compile(r"[+-]?[0-9]+")
+_SCHEDULING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
+
+
+class Requirement(NamedTuple):
+    """One ``matchExpressions`` or ``matchFields`` entry."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+class Term(NamedTuple):
+    """One ``nodeSelectorTerms`` entry."""
+
+    expressions: tuple[Requirement, ...] = ()
+    fields: tuple[Requirement, ...] = ()
+
+
+class Toleration(NamedTuple):
+    key: str = ""
+    operator: str = ""
+    value: str = ""
+    effect: str = ""
+
+
+class Placement(NamedTuple):
+    """What of a Pod template decides which Nodes it can be placed on; hashable, so that
+    targets with the same placement share one set of running totals."""
+
+    node_selector: tuple[tuple[str, str], ...] = ()  # sorted (key, value)
+    required: tuple[Term, ...] | None = None
+    """The required node affinity's terms; None when the template has none (every Node)."""
+    tolerations: tuple[Toleration, ...] = ()
+
+
+EVERYWHERE: Final = Placement()
+"""A template without selector, affinity or tolerations: every untainted Node."""
+
+
+# --- reading a template --------------------------------------------------------------
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+
+def _requirements(value: object) -> tuple[Requirement, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(Requirement(str(r.get("key") or ""), str(r.get("operator") or ""),
+                             _strings(r.get("values")))
+                 for r in value if isinstance(r, dict))
+
+
+def placement_of(pod_spec: Mapping[str, Any]) -> Placement:
+    """The placement of a Pod template's ``spec`` (a workload's ``spec.template.spec``)."""
+    selector = pod_spec.get("nodeSelector")
+    pairs = (tuple(sorted((str(k), str(v)) for k, v in selector.items()))
+             if isinstance(selector, dict) else ())
+    required: tuple[Term, ...] | None = None
+    affinity = pod_spec.get("affinity")
+    node = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    chosen = (node.get("requiredDuringSchedulingIgnoredDuringExecution")
+              if isinstance(node, dict) else None)
+    if isinstance(chosen, dict):
+        terms = chosen.get("nodeSelectorTerms")
+        required = tuple(Term(_requirements(t.get("matchExpressions")),
+                              _requirements(t.get("matchFields")))
+                         for t in (terms if isinstance(terms, list) else ())
+                         if isinstance(t, dict))
+    tolerations = pod_spec.get("tolerations")
+    tols = tuple(sorted({Toleration(str(t.get("key") or ""), str(t.get("operator") or ""),
+                                    str(t.get("value") or ""), str(t.get("effect") or ""))
+                         for t in (tolerations if isinstance(tolerations, list) else ())
+                         if isinstance(t, dict)}))
+    return Placement(pairs, required, tols)
+
+
+# --- judging a Node -----------------------------------------------------------------
+def _int64(text: str) -> int | None:
+    """Go's strconv.ParseInt(text, 10, 64), None where it fails."""
+    if not _INT64.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(1 << 63) <= value < (1 << 63) else None
+
+
+def _label_ok(req: Requirement, labels: Mapping[str, str]) -> bool | None:
+    """One label requirement against a Node's labels; None when it does not parse."""
+    op, values = req.operator, req.values
+    if op in ("In", "NotIn"):
+        if not values:
+            return None
+        has = req.key in labels and labels[req.key] in values
+        return has if op == "In" else not has
+    if op in ("Exists", "DoesNotExist"):
+        if values:
+            return None
+        return (req.key in labels) == (op == "Exists")
+    if op in ("Gt", "Lt"):
+        bound = _int64(values[0]) if len(values) == 1 else None
+        if bound is None:
+            return None
+        have = labels.get(req.key)
+        number = _int64(have) if have is not None else None
+        if number is None:
+            return False
+        return number > bound if op == "Gt" else number < bound
+    return None
+
+
+def _field_ok(req: Requirement, name: str) -> bool | None:
+    """One ``matchFields`` requirement; only ``metadata.name`` is a Node's field."""
+    if req.operator not in ("In", "NotIn") or len(req.values) != 1:
+        return None
+    value = name if req.key == "metadata.name" else ""
+    return (value == req.values[0]) == (req.operator == "In")
+
+
+def _term_ok(term: Term, name: str, labels: Mapping[str, str]) -> bool:
+    if not term.expressions and not term.fields:
+        return False  # an empty term matches nothing
+    results = [_label_ok(r, labels) for r in term.expressions]
+    if name:
+        results += [_field_ok(r, name) for r in term.fields]
+    else:  # the scheduler skips fields for a Node without a name; they still must parse
+        results += [None if _field_ok(r, "") is None else True for r in term.fields]
+    if None in results:
+        return False
+    return all(results)
+
+
+def _tolerates(tol: Toleration, key: str, value: str, effect: str) -> bool:
+    if tol.effect and tol.effect != effect:
+        return False
+    if tol.key and tol.key != key:
+        return False
+    if tol.operator in ("", "Equal"):
+        return tol.value == value
+    if tol.operator == "Exists":
+        return True
+    if tol.operator in ("Lt", "Gt"):
+        mine, theirs = _int64(tol.value), _int64(value)
+        if mine is None or theirs is None:
+            return False
+        return theirs < mine if tol.operator == "Lt" else theirs > mine
+    return False
+
+
+def excluded_by(placement: Placement, name: str, labels: Mapping[str, str],
+                taints: Iterable[tuple[str, str, str]]) -> str | None:
+    """None when a Pod of ``placement`` could be scheduled on the Node, else the first rule
+    that keeps it off: ``nodeSelector``, ``nodeAffinity`` or ``taint KEY`` (what ``cpa
+    explain`` counts per rule)."""
+    for key, value in placement.node_selector:
+        if labels.get(key) != value:
+            return "nodeSelector"
+    if placement.required is not None and not any(
+            _term_ok(t, name, labels) for t in placement.required):
+        return "nodeAffinity"
+    for key, value, effect in taints:
+        if effect in _SCHEDULING_EFFECTS and not any(
+                _tolerates(t, key, value, effect) for t in placement.tolerations):
+            return f"taint {key}"
+    return None
+
+
+def fits(placement: Placement, name: str, labels: Mapping[str, str],
+         taints: Iterable[tuple[str, str, str]]) -> bool:
+    """Whether a Pod of ``placement`` could be scheduled on the Node (these two filters)."""
+    return excluded_by(placement, name, labels, taints) is None
