@@ -20,28 +20,26 @@ What is recorded:
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from cpa import logs
-from cpa.kube.api import Api, ApiError
+from cpa.kube.api import Api
 from cpa.kube.writers import writer_for
+from cpa.runtime.events import NOTE_LIMIT, RETRY_FORBIDDEN_SECONDS, EventSink
 
 if TYPE_CHECKING:
     from cpa.daemon.loop import PollResult
 
-__all__ = ["REPORTING_CONTROLLER", "EventRecorder"]
+__all__ = ["NOTE_LIMIT", "REPORTING_CONTROLLER", "RETRY_FORBIDDEN_SECONDS", "EventRecorder"]
 
 REPORTING_CONTROLLER = "cluster-proportional-autoscaler"
-NOTE_LIMIT = 1024  # the API refuses longer notes
-RETRY_FORBIDDEN_SECONDS = 3600.0
 
 
 class EventRecorder:
-    """Posts Events to ``namespace``; ``instance`` names this process (the Pod name)."""
+    """Posts Events to ``namespace``; ``instance`` names this process (the Pod name). How
+    an Event is posted (and a 403 handled) is :class:`cpa.runtime.events.EventSink`'s."""
 
     def __init__(self, api: Api, namespace: str, configmap: str, instance: str, *,
                  mounted: bool = False,
@@ -50,18 +48,21 @@ class EventRecorder:
         """``mounted`` (``--config-dir``): the parameters' versions are the directory's, not
         the ConfigMap's resourceVersions, so the Events regard the ConfigMap without one
         (and none at all when ``configmap`` is empty)."""
-        self._api = api
         self._mounted = mounted
+        self._sink = EventSink(api, namespace, REPORTING_CONTROLLER, instance,
+                               clock=clock, wall=wall)
         self._namespace = namespace
         self._configmap = configmap
-        self._instance = instance[:128]
-        self._clock = clock
-        self._wall = wall
-        self._log = logs.get_logger("events")
-        self._forbidden_until: float | None = None
         self._warned_versions: set[str] = set()
-        self.sent = 0
-        self.failed = 0
+        self.emit = self._sink.emit
+
+    @property
+    def sent(self) -> int:
+        return self._sink.sent
+
+    @property
+    def failed(self) -> int:
+        return self._sink.failed
 
     # --- the observer ------------------------------------------------------------------
     def observe(self, result: PollResult) -> None:
@@ -104,49 +105,3 @@ class EventRecorder:
             if not self._mounted:
                 regarding["resourceVersion"] = version
             self.emit("Warning", "InvalidParameters", "LoadParameters", regarding, invalid)
-
-    # --- the one way out ---------------------------------------------------------------
-    def emit(self, type_: str, reason: str, action: str, regarding: dict[str, str],
-             note: str) -> bool:
-        """Post one Event; never raises. Returns whether it was created."""
-        now = self._clock()
-        if self._forbidden_until is not None and now < self._forbidden_until:
-            return False
-        stamp = self._wall()
-        body: dict[str, Any] = {
-            "apiVersion": "events.k8s.io/v1", "kind": "Event",
-            "metadata": {"name": f"{regarding['name']}.{secrets.token_hex(8)}",
-                         "namespace": self._namespace},
-            "eventTime": stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            "reportingController": REPORTING_CONTROLLER,
-            "reportingInstance": self._instance,
-            "action": action, "reason": reason, "type": type_,
-            "regarding": regarding,
-            "note": note if len(note) <= NOTE_LIMIT else note[:NOTE_LIMIT - 3] + "...",
-        }
-        try:
-            self._api.send_json(
-                "POST", f"/apis/events.k8s.io/v1/namespaces/{self._namespace}/events", body)
-        except ApiError as exc:
-            self.failed += 1
-            if exc.forbidden:
-                if self._forbidden_until is None:
-                    self._log.warning(
-                        "events.forbidden", namespace=self._namespace, error=exc.message[:300],
-                        hint="grant create on events.k8s.io events in this namespace (see "
-                             "manifests/examples/events-rbac.yaml), or drop --events; "
-                             "scaling goes on without Events")
-                self._forbidden_until = now + RETRY_FORBIDDEN_SECONDS
-            else:
-                self._log.warning("events.failed", reason=reason, error=str(exc)[:300])
-            return False
-        except Exception as exc:  # a side effect: never let it reach the poll loop
-            self.failed += 1
-            self._log.warning("events.failed", reason=reason,
-                              error=f"{type(exc).__name__}: {exc}"[:300])
-            return False
-        if self._forbidden_until is not None:
-            self._log.info("events.allowed", namespace=self._namespace)
-            self._forbidden_until = None
-        self.sent += 1
-        return True

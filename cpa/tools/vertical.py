@@ -76,8 +76,11 @@ def _fmt(milli: int, resource: str) -> str:
 
 
 def _config(opts: options.VerticalOptions) -> tuple[ScaleConfig | None, str]:
+    # Several targets: the first one's share of a per-target config (as /cpvpa reads it).
+    key = opts.target_keys[0] if opts.patch_targets else None
     try:
-        config = decode_config(opts.default_config) if opts.default_config else {}
+        config = (decode_config(opts.default_config, target=key, targets=opts.target_keys)
+                  if opts.default_config else {})
         origin = "--default-config" if opts.default_config else ""
         if opts.config_file:
             try:
@@ -86,7 +89,8 @@ def _config(opts: options.VerticalOptions) -> tuple[ScaleConfig | None, str]:
             except OSError as exc:
                 raise InputError(f"--config-file: {exc}") from exc
             if text:  # CPVA ignores an empty file
-                config = decode_config(text, onto=config)
+                config = decode_config(text, onto=config, target=key,
+                                       targets=opts.target_keys)
                 origin = f"--config-file {opts.config_file}" + (
                     " over --default-config" if opts.default_config else "")
     except ConfigError as exc:
@@ -205,6 +209,10 @@ def _report(opts: options.VerticalOptions, config: ScaleConfig | None, origin: s
     text += ["PATCH (application/strategic-merge-patch+json), as CPVA sends it"
              + ("" if opts.patch_target else " (no --target: shown for deployment/name)")
              + ":", f"    {body}"]
+    if len(opts.patch_targets) > 1:  # several targets: this is the first one's share
+        doc["target"] = opts.target_keys[0]
+        text.append(f"(several targets: shown for the first, {opts.target_keys[0]}; put "
+                    "another first in --target to see its share)")
     if api is not None and opts.patch_target is not None and opts.namespace:
         text += _compare(api, opts, computed, doc)
     return "\n".join(text), doc

@@ -52,6 +52,7 @@ __all__ = [
     "ScaleConfig",
     "config_string",
     "decode_config",
+    "target_blocks",
 ]
 
 
@@ -89,18 +90,63 @@ _RESOURCE_FIELDS: Final = ("Base", "Max", "Step", "CoresPerStep", "NodesPerStep"
 _STRING_TOKEN: Final = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
-def decode_config(text: str, onto: ScaleConfig | None = None) -> ScaleConfig | None:
+def decode_config(text: str, onto: ScaleConfig | None = None, *, target: str | None = None,
+                  targets: tuple[str, ...] = ()) -> ScaleConfig | None:
     """``json.Unmarshal([]byte(text), &cfg)`` where ``cfg`` starts as ``onto``.
 
     CPVA decodes ``--default-config`` onto an empty map and the config file onto a copy of
     the default config. Returns the new map (``onto`` is not modified), or None for a
     top-level ``null``. Raises :class:`ConfigError` where Go returns an error.
+
+    ``target`` (ours, several targets per instance): the ``kind/name`` this config is
+    for, ``targets`` every target of the instance. A document of per-target blocks (see
+    :func:`target_blocks`) then gives only that target's block(s), decoded in document
+    order onto ``onto``, as a file over the default; a target without a block gets
+    ``onto`` unchanged. A document in CPVA's format applies to every target alike.
     """
     try:
         tree = parse(text)
     except GoJsonError as exc:
         raise ConfigError(f"the config is not valid JSON: {exc}") from exc
-    return _Decoder(text).top(tree, onto)
+    decoder = _Decoder(text)
+    if target is not None and target_blocks(tree, targets) is not None:
+        return decoder.blocks(tree, target, onto)
+    return decoder.top(tree, onto)
+
+
+def _block_key(key: str) -> str:
+    """A block's key as ``--target`` reads a target: lower-cased whole, as CPVA does."""
+    return key.lower()
+
+
+def target_blocks(tree: JsonValue, targets: tuple[str, ...]) -> list[str] | None:
+    """The targets a parsed config names, if it is in the per-target format; else None.
+
+    The format (ours): a JSON object whose every key is a target as ``--target`` spells
+    one (``deployment/metrics-server``) and whose values are CPVA configs. A key with a
+    ``/`` cannot be a container name (a DNS label), so a CPVA config is never read as
+    blocks. Raises :class:`ConfigError` for a document that mixes both kinds of key, or
+    names a target the instance does not have (``targets``; a typo would otherwise leave
+    the target with the default alone, silently).
+    """
+    if not isinstance(tree, JsonObject) or not tree.members:
+        return None
+    keys = [key for key, _ in tree.members]
+    slashed = [key for key in keys if "/" in key]
+    if not slashed:
+        return None
+    if len(slashed) != len(keys):
+        plain = sorted({key for key in keys if "/" not in key})
+        raise ConfigError(
+            "the config mixes per-target blocks (" + ", ".join(map(repr, sorted(set(slashed))))
+            + ") with container names (" + ", ".join(map(repr, plain)) + "): put every "
+            'container inside its target\'s block, e.g. {"deployment/a": {"c": {...}}}')
+    unknown = sorted({_block_key(key) for key in slashed} - set(targets))
+    if unknown:
+        raise ConfigError(
+            f"the config has a block for {', '.join(map(repr, unknown))}, which is not one "
+            f"of --target ({', '.join(targets)}): fix the block's key or add the target")
+    return [_block_key(key) for key in keys]
 
 
 class _Decoder:
@@ -136,18 +182,33 @@ class _Decoder:
                 pending.extend(item)
         self._take(count)
 
-    def top(self, tree: JsonValue, onto: ScaleConfig | None) -> ScaleConfig | None:
+    def top(self, tree: JsonValue, onto: ScaleConfig | None, where: str = ""
+            ) -> ScaleConfig | None:
         if tree is None:
             return None
         if not isinstance(tree, JsonObject):
             raise ConfigError(
-                "the config must be a JSON object of container names, e.g. "
+                (f"the block {where.strip()!r}: " if where else "")
+                + "the config must be a JSON object of container names, e.g. "
                 '{"my-container": {"requests": {"cpu": {"base": "10m", "step": "1m", '
                 f'"coresPerStep": 1}}}}}}; got {describe(tree)}')
         result: dict[str, ContainerScaleConfig] = dict(onto or {})
         for name, value in tree.members:
             self._take()
-            result[name] = self.container(value, f"[{name!r}]")
+            result[name] = self.container(value, f"{where}[{name!r}]")
+        return result
+
+    def blocks(self, tree: JsonValue, target: str, onto: ScaleConfig | None
+               ) -> ScaleConfig | None:
+        """The per-target document's blocks for ``target``, each decoded over the last."""
+        assert isinstance(tree, JsonObject)
+        result = onto
+        for key, value in tree.members:
+            self._take()
+            if _block_key(key) != target:
+                self._skip(value)
+                continue
+            result = self.top(value, result, where=f"{key} ")
         return result
 
     def container(self, value: JsonValue, where: str) -> ContainerScaleConfig:

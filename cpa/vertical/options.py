@@ -16,6 +16,7 @@ here, so a bad one is exit 1 before any API request (CPVA: exit 1 after discover
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from cpa.go.pflag import usage as table_usage
 from cpa.go.strconv import parse_bool, parse_go_int
 from cpa.runtime import options as shared
 from cpa.vertical.config import ConfigError, ScaleConfig, decode_config
-from cpa.vertical.patch import PatchTarget, TargetError, parse_target
+from cpa.vertical.patch import PatchTarget, TargetError, parse_targets, target_key
 from cpa.vertical.state import InvalidConfigPolicy
 
 __all__ = ["TABLE", "UsageError", "VerticalOptions", "parse", "usage", "validate"]
@@ -63,27 +64,46 @@ class VerticalOptions(shared.GlogOptions, shared.LeaderElectionOptions):
     invalid_config: str = InvalidConfigPolicy.REFUSE.value
     health_port: int = 0
     log_format: str = "text"
+    allow_statefulset: bool = False
+    events: bool = False
+    resize_fallback_max_pods_per_cycle: int = 0
+    resize_fallback_grace_period: float = 0.0
     # filled by validate()
-    patch_target: PatchTarget | None = None
-    default_scale_config: ScaleConfig | None = None
+    patch_target: PatchTarget | None = None  # the first (CPVA's only) target
+    patch_targets: tuple[PatchTarget, ...] = ()
+    default_scale_config: ScaleConfig | None = None  # the first target's
+    default_scale_configs: tuple[ScaleConfig | None, ...] = ()  # per target, in order
 
     @property
     def policy(self) -> InvalidConfigPolicy:
         return InvalidConfigPolicy(self.invalid_config)
 
     @property
+    def target_keys(self) -> tuple[str, ...]:
+        return tuple(target_key(t) for t in self.patch_targets)
+
+    @property
     def lease_name(self) -> str:
-        """``--leader-elect-lease-name``, else ``cpvpa-<kind>-<name>``."""
+        """``--leader-elect-lease-name``, else ``cpvpa-<kind>-<name>``; with several
+        targets, the first one's and a hash of the whole list (one Lease per instance:
+        two instances sizing different sets never share one)."""
         if self.leader_elect_lease_name:
             return self.leader_elect_lease_name
         target = self.patch_target
-        return f"cpvpa-{target.kind.lower()}-{target.name}" if target else "cpvpa"
+        if target is None:
+            return "cpvpa"
+        name = f"cpvpa-{target.kind.lower()}-{target.name}"
+        if len(self.patch_targets) > 1:
+            digest = hashlib.sha256(",".join(self.target_keys).encode()).hexdigest()[:10]
+            name = f"{name[:200]}-{digest}"
+        return name
 
 
 _FLAGS: tuple[Flag, ...] = (
     Flag("target", "target", parse_str,
          "The target object to scale: deployment/NAME, daemonset/NAME or replicaset/NAME "
-         "(not case sensitive; the name is lower-cased too, as CPVA does).",
+         "(not case sensitive; the name is lower-cased too, as CPVA does); ours: a comma "
+         "list of them, one Node count for all, each written on its own.",
          metavar="string"),
     Flag("namespace", "namespace", parse_str,
          "The namespace of the --target (default: $MY_NAMESPACE).", metavar="string"),
@@ -122,6 +142,22 @@ _FLAGS: tuple[Flag, ...] = (
     Flag("health-port", "health_port", parse_go_int,
          "Serve /healthz, /last-poll and /metrics on this port (default 0: off, as CPVA).",
          metavar="int"),
+    Flag("allow-statefulset", "allow_statefulset", parse_bool,
+         "Accept statefulset/NAME in --target (CPVA refuses the kind; off by default so that "
+         "a CPVA command line is read as CPVA reads it).", is_bool=True),
+    Flag("resize-fallback-max-pods-per-cycle", "resize_fallback_max_pods_per_cycle",
+         parse_go_int,
+         "With --resize-mode=in-place: at most this many Pods restarted per poll by a "
+         "fallback (/cpvpa evicts them itself; the template is patched only where that "
+         "rolls nothing). 0 (default): the fallback patches the template and the "
+         "controller rolls the Pods.", metavar="int"),
+    Flag("resize-fallback-grace-period", "resize_fallback_grace_period", parse_duration,
+         "With --resize-mode=in-place: how long a Pod's resize must stay refused before "
+         "the fallback acts on it (default 0: at once).", metavar="duration"),
+    Flag("events", "events", parse_bool,
+         "Create Events regarding each target: Normal on every change of its resources "
+         "(template or Pods), Warning on every fallback of in-place resize. Needs create on "
+         "events.k8s.io events.", is_bool=True),
     shared.LOG_FORMAT_FLAG,
     shared.LEADER_ELECT_FLAG,
     Flag("leader-elect-lease-name", "leader_elect_lease_name", parse_str,
@@ -152,14 +188,21 @@ def validate(opts: VerticalOptions) -> list[str]:
     problems: list[str] = []
     opts.target = opts.target.lower()
     try:
-        opts.patch_target = parse_target(opts.target)
+        opts.patch_targets = tuple(parse_targets(opts.target,
+                                                 statefulsets=opts.allow_statefulset))
     except TargetError as exc:
-        problems.append(str(exc) + ("" if "format error" in str(exc) else
-                                    " Pass e.g. --target=daemonset/kube-proxy."))
+        own = ("format error", "empty item", "twice")  # these say what to do already
+        hint = "" if any(words in str(exc) for words in own) else (
+            " Pass e.g. --target=daemonset/kube-proxy.")
+        if "statefulset/" in opts.target and not opts.allow_statefulset:
+            hint += " statefulset/NAME needs --allow-statefulset."
+        problems.append(str(exc) + hint)
     else:
-        if not opts.patch_target.name:
-            problems.append(f"--target {opts.target!r} has no name: pass e.g. "
-                            f"{opts.target}my-app")
+        opts.patch_target = opts.patch_targets[0]
+        for target in opts.patch_targets:
+            if not target.name:
+                problems.append(f"--target {opts.target!r} has no name: pass e.g. "
+                                f"{target.kind.lower()}/my-app")
     if opts.namespace == "":
         problems.append("--namespace parameter not set and failed to fallback: pass "
                         "--namespace or set MY_NAMESPACE")
@@ -168,17 +211,50 @@ def validate(opts: VerticalOptions) -> list[str]:
     if opts.poll_period_seconds < 1:
         problems.append("--poll-period-seconds cannot be less than 1")
     if opts.default_config:
-        try:
-            opts.default_scale_config = decode_config(opts.default_config)
-        except ConfigError as exc:
-            problems.append(f"invalid default config: {exc}")
+        problems.extend(_decode_defaults(opts))
     if not 0 <= opts.health_port < 65536:
         problems.append(f"--health-port must be between 0 (off) and 65535, got "
                         f"{opts.health_port}")
     if opts.resize_deferred_timeout <= 0:
         problems.append("--resize-deferred-timeout must be positive")
+    if opts.resize_fallback_max_pods_per_cycle < 0:
+        problems.append("--resize-fallback-max-pods-per-cycle must be 0 (no bound) or more")
+    if opts.resize_fallback_grace_period < 0:
+        problems.append("--resize-fallback-grace-period must not be negative")
+    if opts.resize_mode != "in-place" and (opts.resize_fallback_max_pods_per_cycle
+                                           or opts.resize_fallback_grace_period):
+        problems.append("--resize-fallback-max-pods-per-cycle and "
+                        "--resize-fallback-grace-period bound in-place resize's fallback: "
+                        "add --resize-mode=in-place or drop them")
     problems.extend(shared.validate_leader_election(opts))
     return problems
+
+
+def _decode_defaults(opts: VerticalOptions) -> list[str]:
+    """``--default-config`` for each target: CPVA's format applies to all of them alike, a
+    document of per-target blocks gives each its block."""
+    if not opts.patch_targets:  # --target is invalid: decode it as CPVA's format alone
+        try:
+            opts.default_scale_config = decode_config(opts.default_config)
+        except ConfigError as exc:
+            return [f"invalid default config: {exc}"]
+        return []
+    keys = opts.target_keys
+    configs: list[ScaleConfig | None] = []
+    for key in keys:
+        try:
+            configs.append(decode_config(opts.default_config, target=key, targets=keys))
+        except ConfigError as exc:
+            return [f"invalid default config: {exc}"]
+    opts.default_scale_configs = tuple(configs)
+    opts.default_scale_config = configs[0]
+    if len(keys) > 1 and not opts.config_file:
+        missing = [key for key, config in zip(keys, configs, strict=True) if not config]
+        if missing:
+            return [f"--default-config has no config for {', '.join(missing)} (and there "
+                    "is no --config-file): give each target a block, e.g. "
+                    f'{{"{missing[0]}": {{"<container>": {{"requests": ...}}}}}}']
+    return []
 
 
 def usage(prog: str) -> str:

@@ -44,8 +44,10 @@ __all__ = [
     "cpva_patch",
     "differences",
     "parse_target",
+    "parse_targets",
     "patch_body",
     "should_write",
+    "target_key",
     "target_path",
     "template_containers",
 ]
@@ -54,7 +56,9 @@ KINDS: Final = {"deployment": ("Deployment", "deployments"),
                 "daemonset": ("DaemonSet", "daemonsets"),
                 "replicaset": ("ReplicaSet", "replicasets")}
 """``--target`` prefixes (lower case) -> (kind, plural), as CPVA's ``discoverAPI``."""
-PLURALS: Final = {kind: plural for kind, plural in KINDS.values()}
+EXTRA_KINDS: Final = {"statefulset": ("StatefulSet", "statefulsets")}
+"""Ours, opt-in (``--allow-statefulset``): CPVA refuses these prefixes."""
+PLURALS: Final = {kind: plural for kind, plural in (*KINDS.values(), *EXTRA_KINDS.values())}
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,26 +74,55 @@ class TargetError(ValueError):
     """A ``--target`` CPVA refuses (at flag validation, exit 1, or at start-up)."""
 
 
-def parse_target(text: str, api_version: str = "apps/v1") -> PatchTarget:
+def parse_target(text: str, api_version: str = "apps/v1", *,
+                 statefulsets: bool = False) -> PatchTarget:
     """``--target`` as CPVA reads it: lower-cased whole (the name too: options.go:84), a
     ``deployment/``, ``daemonset/`` or ``replicaset/`` prefix (:108-123), then exactly one
     ``/`` (k8sclient.go:100-103). An empty name passes, as in CPVA (its PATCH then fails
-    every poll); refusing it is the caller's choice."""
+    every poll); refusing it is the caller's choice. ``statefulsets`` (ours) also accepts
+    ``statefulset/NAME``, which CPVA refuses."""
     lowered = text.lower()
     if not lowered:
         raise TargetError("--target parameter cannot be empty")
     kind, slash, name = lowered.partition("/")
-    if not slash or kind not in KINDS:
+    kinds = {**KINDS, **EXTRA_KINDS} if statefulsets else KINDS
+    if not slash or kind not in kinds:
         raise TargetError("Unknown target format: must be one of deployment/*, daemonset/*, "
                           "or replicaset/* (not case sensitive).")
     if "/" in name:
         raise TargetError(f"target format error: {lowered}")
-    return PatchTarget(KINDS[kind][0], name, api_version)
+    return PatchTarget(kinds[kind][0], name, api_version)
+
+
+def parse_targets(text: str, *, statefulsets: bool = False) -> list[PatchTarget]:
+    """``--target`` with several targets (ours): a comma list, each item as
+    :func:`parse_target` reads one (spaces around an item are dropped). A value without a
+    comma is CPVA's single target, read exactly as CPVA reads it (CPVA refuses a comma:
+    ``target format error``). A target named twice is refused: it would be written twice
+    per poll, by two states that disagree."""
+    if "," not in text:
+        return [parse_target(text, statefulsets=statefulsets)]
+    found: list[PatchTarget] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            raise TargetError(f"--target {text!r} has an empty item: list targets as "
+                              "deployment/a,daemonset/b")
+        target = parse_target(item, statefulsets=statefulsets)
+        if target in found:
+            raise TargetError(f"--target names {target_key(target)} twice")
+        found.append(target)
+    return found
+
+
+def target_key(target: PatchTarget) -> str:
+    """How ``--target``, logs, metrics and per-target config blocks name a target."""
+    return f"{target.kind.lower()}/{target.name}"
 
 
 def target_path(namespace: str, target: PatchTarget) -> str:
-    """Where the target is: apps/v1, the only group/version of the three kinds since
-    Kubernetes 1.16 (CPVA discovers it)."""
+    """Where the target is: apps/v1, the only group/version of the three kinds (and of
+    StatefulSets) since Kubernetes 1.16 (CPVA discovers it)."""
     return f"/apis/apps/v1/namespaces/{namespace}/{PLURALS[target.kind]}/{target.name}"
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "plan_pod",
     "qos_class",
     "resize_status",
+    "rollout_note",
     "template_is_safe",
 ]
 
@@ -232,14 +233,57 @@ def controller_uid(obj: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _statefulset_strategy(obj: Mapping[str, Any]) -> tuple[str, int, int]:
+    """A StatefulSet's update strategy type, its partition and its replicas."""
+    spec = _mapping(obj.get("spec"))
+    strategy = _mapping(spec.get("updateStrategy"))
+    partition = _mapping(strategy.get("rollingUpdate")).get("partition")
+    replicas = spec.get("replicas")
+    return (str(strategy.get("type") or "RollingUpdate"),
+            partition if isinstance(partition, int) else 0,
+            replicas if isinstance(replicas, int) else 1)
+
+
 def template_is_safe(obj: Mapping[str, Any], kind: str) -> tuple[bool, str]:
     """Whether patching this target's template restarts no Pod, and why."""
+    if kind == "StatefulSet":
+        strategy, partition, replicas = _statefulset_strategy(obj)
+        if strategy == "OnDelete":
+            return True, "the StatefulSet's updateStrategy is OnDelete"
+        if partition >= replicas:
+            return True, (f"the StatefulSet's rollingUpdate partition ({partition}) is at or "
+                          f"above its replicas ({replicas}): no Pod is updated")
+        return False, (f"the StatefulSet's updateStrategy is RollingUpdate (partition "
+                       f"{partition}): a template change replaces the Pods of ordinal "
+                       f"{partition} and up, one at a time")
     if kind == "ReplicaSet":
         return True, "a ReplicaSet's template applies only to the Pods it creates later"
     if kind == "DaemonSet":
-        strategy = ((obj.get("spec") or {}).get("updateStrategy") or {}).get("type")
-        if strategy == "OnDelete":
+        ds_strategy = ((obj.get("spec") or {}).get("updateStrategy") or {}).get("type")
+        if ds_strategy == "OnDelete":
             return True, "the DaemonSet's updateStrategy is OnDelete"
-        return False, (f"the DaemonSet's updateStrategy is {strategy or 'RollingUpdate'}: "
+        return False, (f"the DaemonSet's updateStrategy is {ds_strategy or 'RollingUpdate'}: "
                        "a template change replaces every Pod")
     return False, "a Deployment replaces every Pod when its template changes"
+
+
+def rollout_note(obj: Mapping[str, Any], kind: str) -> str | None:
+    """What the target's controller does with a patched template, from its update strategy:
+    said with each template write of a StatefulSet or DaemonSet (the write respects the
+    strategy; /cpvpa never deletes a Pod for it). None for the other kinds."""
+    if kind == "StatefulSet":
+        strategy, partition, replicas = _statefulset_strategy(obj)
+        if strategy == "OnDelete":
+            return ("updateStrategy OnDelete: each Pod takes the new values when it is "
+                    "deleted; none is restarted for this change")
+        if partition >= replicas:
+            return (f"updateStrategy RollingUpdate with partition {partition} (replicas "
+                    f"{replicas}): no Pod is updated until the partition is lowered")
+        first = f"ordinals {partition} and up" if partition else "every Pod"
+        return (f"updateStrategy RollingUpdate: the StatefulSet controller replaces {first}, "
+                "one at a time, highest ordinal first")
+    if kind == "DaemonSet":
+        safe, why = template_is_safe(obj, kind)
+        return ("updateStrategy OnDelete: each Pod takes the new values when it is deleted"
+                if safe else why)
+    return None

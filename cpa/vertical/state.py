@@ -72,9 +72,17 @@ class VerticalState:
     """The config in force and the last requirements written, across polls."""
 
     def __init__(self, default_config: ScaleConfig | None,
-                 policy: InvalidConfigPolicy = InvalidConfigPolicy.REFUSE) -> None:
+                 policy: InvalidConfigPolicy = InvalidConfigPolicy.REFUSE, *,
+                 target: str | None = None, targets: tuple[str, ...] = ()) -> None:
+        """``target`` and ``targets`` (several targets per instance, ours): the
+        ``kind/name`` this state is for and every target of the instance, so that a
+        config file of per-target blocks gives this target its own block
+        (:func:`cpa.vertical.config.decode_config`); ``default_config`` is then this
+        target's share of ``--default-config``."""
         self.default_config = default_config
         self.policy = policy
+        self.target = target
+        self.targets = targets
         self.current: ScaleConfig | None = None  # Go's s.currentConfig; None is nil
         self.last_written: Requirements | None = None  # Go's s.lastReqs
         self.config_error: str | None = None  # REFUSE: the invalid file's error
@@ -93,7 +101,8 @@ class VerticalState:
             if changed:
                 assert file.content is not None
                 try:
-                    config = decode_config(file.content, onto=config)
+                    config = decode_config(file.content, onto=config, target=self.target,
+                                           targets=self.targets)
                 except ConfigError as exc:
                     message = f"invalid config file: {exc}"
                     if self.policy is InvalidConfigPolicy.REFUSE:
@@ -103,6 +112,11 @@ class VerticalState:
             self.current = config
             self.config_error = None
             config_set = True
+        if len(self.targets) > 1 and not self.current:
+            return Plan(None, False, error=(
+                f"no config for {self.target}: give it a block in --default-config or the "
+                f'config file, e.g. {{"{self.target}": {{"<container>": {{"requests": ...}}}}}}'),
+                config_set=config_set, config=self.current)
         try:
             computed = compute(self.current, nodes, cores)
         except MilliRangeError as exc:

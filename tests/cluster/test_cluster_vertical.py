@@ -18,6 +18,12 @@ build on each other:
    Pod keeps its UID and restart count, the template is left alone (a RollingUpdate
    DaemonSet would replace the Pod) and nothing fell back.
 
+3. Issue 32: one ``/cpvpa`` for two StatefulSets (``--target`` a list, per-target config
+   blocks, ``--allow-statefulset``, in place, ``--resize-fallback-max-pods-per-cycle=1``):
+   the Burstable set's Pods are resized in place (same UIDs, no restart); the Guaranteed
+   set's resizes are refused (qos), so the bounded fallback patches its OnDelete template
+   and evicts one Pod per poll, which the StatefulSet controller recreates with the values.
+
 If the kubelet or containerd refuse the resize, step 2 fails with the Pod's conditions, the
 kubelet's events and ``/cpvpa``'s fallback line.
 """
@@ -345,3 +351,157 @@ def test_2_in_place_resize_keeps_the_pod(cluster: Cluster) -> None:
     print(f"[cluster-e2e vertical] step 2: Pod {after['metadata']['name']} resized in place, "
           f"uid and restartCount {restarts} kept; cgroup {before_cgroup} -> {cgroup}",
           flush=True)
+
+
+# ------------------------------------------------ issue 32: StatefulSets, the fallback's budget
+SETS_CONFIG = {
+    # Burstable at every size: resized in place.
+    "statefulset/store": {"store": {
+        "requests": {"cpu": {"base": "20m", "step": "5m", "nodesPerStep": 1},
+                     "memory": {"base": "32Mi", "step": "2Mi", "nodesPerStep": 1}},
+        "limits": {"memory": {"base": "64Mi", "step": "4Mi", "nodesPerStep": 1}}}},
+    # Only requests move, below the limits: a Guaranteed Pod would turn Burstable, so every
+    # resize is refused (qos) and the bounded fallback restarts the Pods, one per poll.
+    "statefulset/ledger": {"ledger": {
+        "requests": {"cpu": {"base": "10m", "step": "1m", "nodesPerStep": 1},
+                     "memory": {"base": "16Mi", "step": "1Mi", "nodesPerStep": 1}}}},
+}
+SETS_RULES = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["get", "patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+]
+
+
+def statefulset(name: str, image: str, replicas: int, resources: dict[str, Any]
+                ) -> dict[str, Any]:
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"replicas": replicas, "serviceName": name,
+                     "podManagementPolicy": "Parallel",
+                     "updateStrategy": {"type": "OnDelete"},
+                     "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": {
+                         "terminationGracePeriodSeconds": 1,
+                         "containers": [{"name": name, "image": image,
+                                         "imagePullPolicy": "IfNotPresent",
+                                         "resources": resources}]}}}}
+
+
+def sets_autoscaler(image: str) -> dict[str, Any]:
+    """One /cpvpa for both StatefulSets: per-target config blocks, in place, the budget."""
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "cpvpa-sets", "namespace": NS, "labels": {"app": "cpvpa-sets"}},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "cpvpa-sets"}},
+                     "template": {"metadata": {"labels": {"app": "cpvpa-sets"}}, "spec": {
+                         "serviceAccountName": "cpvpa", "terminationGracePeriodSeconds": 5,
+                         "containers": [{
+                             "image": image, "name": "autoscaler",
+                             "imagePullPolicy": "IfNotPresent",
+                             "command": ["/cpvpa", "--target=statefulset/store,statefulset/ledger",
+                                         "--allow-statefulset", f"--namespace={NS}",
+                                         f"--poll-period-seconds={POLL}", "--v=2",
+                                         "--log-format=json", "--resize-mode=in-place",
+                                         "--resize-fallback-max-pods-per-cycle=1",
+                                         f"--default-config={json.dumps(SETS_CONFIG)}"]}]}}}}
+
+
+def set_pods(c: Cluster, name: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = admin(c).get(
+        f"/api/v1/namespaces/{NS}/pods?labelSelector=app%3D{name}")["items"]
+    return items
+
+
+def running_set(c: Cluster, name: str, replicas: int) -> list[dict[str, Any]] | None:
+    pods = set_pods(c, name)
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")
+            and p["status"].get("phase") == "Running"
+            and all(s.get("ready") for s in p["status"].get("containerStatuses") or [{}])]
+    return live if len(pods) == replicas and len(live) == replicas else None
+
+
+def set_computed(c: Cluster, key: str) -> dict[str, dict[str, str]]:
+    nodes = admin(c).get("/api/v1/nodes")["items"]
+    cores = sum(int(n["status"]["capacity"]["cpu"]) for n in nodes)
+    config = decode_config(json.dumps(SETS_CONFIG[key]))
+    [(_, req)] = compute(config, len(nodes), cores).items()
+    out = {"requests": {k: str(v) for k, v in req.requests.items()}}
+    if req.limits:
+        out["limits"] = {k: str(v) for k, v in req.limits.items()}
+    return out
+
+
+def json_logs(c: Cluster, pod: str) -> list[dict[str, Any]]:
+    out = []
+    for line in pod_logs(c, pod).splitlines():
+        with_brace = line[line.find("{"):] if "{" in line else ""
+        try:
+            out.append(json.loads(with_brace))
+        except ValueError:
+            continue
+    return out
+
+
+def test_3_statefulsets_one_instance_in_place_and_a_bounded_fallback(cluster: Cluster) -> None:
+    pause = cluster.images["PAUSE_IMAGE"]
+    began = time.monotonic()
+    apply(cluster,
+          statefulset("store", pause, 2, {"requests": {"cpu": "10m", "memory": "16Mi"},
+                                          "limits": {"memory": "32Mi"}}),
+          statefulset("ledger", pause, 3, {"requests": {"cpu": "50m", "memory": "64Mi"},
+                                           "limits": {"cpu": "50m", "memory": "64Mi"}}))
+    store = wait_for("the store Pods running", lambda: running_set(cluster, "store", 2), 180)
+    ledger = wait_for("the ledger Pods running", lambda: running_set(cluster, "ledger", 3), 180)
+    timed("step 3: two StatefulSets running on the node", time.monotonic() - began)
+    store_uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in store}
+    ledger_uids = {p["metadata"]["uid"] for p in ledger}
+
+    began = time.monotonic()
+    apply(cluster, *rbac(CPVA_RULES + IN_PLACE_RULES + SETS_RULES),
+          sets_autoscaler(cluster.images["AUTOSCALER_IMAGE"]))
+    want_store = set_computed(cluster, "statefulset/store")
+    want_ledger = set_computed(cluster, "statefulset/ledger")
+
+    def store_resized() -> list[dict[str, Any]] | None:
+        pods = running_set(cluster, "store", 2)
+        if pods is None:
+            return None
+        for pod in pods:
+            applied = (pod["status"].get("containerStatuses") or [{}])[0].get("resources")
+            if not (same_values(pod["spec"]["containers"][0]["resources"], want_store)
+                    and same_values(applied, want_store)):
+                return None
+        return pods
+
+    resized = wait_for("the store Pods resized in place and applied", store_resized, 180)
+    timed("step 3: store resized in place (2 Pods)", time.monotonic() - began)
+    assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in resized} == store_uids
+    assert all(p["status"]["containerStatuses"][0]["restartCount"] == 0 for p in resized)
+
+    def ledger_restarted() -> list[dict[str, Any]] | None:
+        pods = running_set(cluster, "ledger", 3)
+        if pods is None or {p["metadata"]["uid"] for p in pods} & ledger_uids:
+            return None
+        ok = all(same_values(p["spec"]["containers"][0]["resources"], want_ledger)
+                 for p in pods)
+        return pods if ok else None
+
+    wait_for("every ledger Pod restarted with the values", ledger_restarted, 300)
+    timed("step 3: ledger restarted by the bounded fallback (3 Pods)",
+          time.monotonic() - began)
+    [autoscaler] = [p for p in admin(cluster).get(
+        f"/api/v1/namespaces/{NS}/pods?labelSelector=app%3Dcpvpa-sets")["items"]
+        if not p["metadata"].get("deletionTimestamp")]
+    lines = json_logs(cluster, autoscaler["metadata"]["name"])
+    restarts = [e["pods"] for e in lines if e.get("event") == "resize.fallback_restart"]
+    print(f"[cluster-e2e vertical] step 3: ledger Pods evicted per poll: {restarts}",
+          flush=True)
+    assert restarts and all(len(r) <= 1 for r in restarts), restarts
+    assert len({p for r in restarts for p in r}) == 3
+    rollouts = [e["rollout"] for e in lines if e.get("event") == "update.rollout"]
+    assert rollouts and all("OnDelete" in r for r in rollouts), rollouts
+    resizes = [e for e in lines if e.get("event") == "resize.pod"]
+    assert {e["pod"] for e in resizes} >= set(store_uids), resizes

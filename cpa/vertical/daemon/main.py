@@ -12,6 +12,7 @@ health server, stale-counts watchdog, leader election); the connection and clien
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from cpa.vertical.daemon.loop import VerticalAutoscaler, VerticalPollResult
     from cpa.vertical.daemon.metrics import VerticalMetrics
     from cpa.vertical.daemon.nodes import NodeCounts
+    from cpa.vertical.daemon.target import TargetLoop
     from cpa.vertical.options import VerticalOptions
 
 __all__ = ["run_vertical"]
@@ -94,13 +96,14 @@ def _run(argv: list[str], prog: str) -> int:
 def _log_start(opts: VerticalOptions, conn: Connection) -> None:
     target = opts.patch_target
     assert target is not None
+    many = {"targets": list(opts.target_keys)} if len(opts.patch_targets) > 1 else {}
     logs.get_logger("main").info(
         "starting", version=__version__, server=conn.server, config=conn.source,
-        namespace=opts.namespace, target=f"{target.kind}/{target.name}",
+        namespace=opts.namespace, target=f"{target.kind}/{target.name}", **many,
         config_file=opts.config_file or None, default_config=bool(opts.default_config),
         poll_period_seconds=opts.poll_period_seconds, dry_run=opts.dry_run,
         resize_mode=opts.resize_mode, invalid_config=opts.invalid_config,
-        leader_elect=opts.leader_elect)
+        leader_elect=opts.leader_elect, events=opts.events)
 
 
 def _serve(opts: VerticalOptions, health: HealthState, nodes: NodeCounts
@@ -111,7 +114,8 @@ def _serve(opts: VerticalOptions, health: HealthState, nodes: NodeCounts
         return None, None
     from cpa.vertical.daemon.metrics import VerticalMetrics
 
-    metrics = VerticalMetrics(nodes.status, lambda: nodes.mode, leader_elect=opts.leader_elect)
+    metrics = VerticalMetrics(nodes.status, lambda: nodes.mode, leader_elect=opts.leader_elect,
+                              targets=opts.target_keys)
     return metrics, serve_health(health, opts.health_port, metrics.exposition)
 
 
@@ -121,13 +125,8 @@ def _autoscaler(opts: VerticalOptions, writer: RawApi, nodes: NodeCounts,
     """The poll loop and what it writes through (``writer``: guarded by the Lease)."""
     from cpa.runtime.stalecounts import StaleCounts
     from cpa.vertical.daemon.configfile import ConfigFile
-    from cpa.vertical.daemon.inplace import InPlaceResizer
     from cpa.vertical.daemon.loop import VerticalAutoscaler, VerticalLoopConfig
-    from cpa.vertical.daemon.writer import TemplateWriter
-    from cpa.vertical.state import VerticalState
 
-    target = opts.patch_target
-    assert target is not None
     period = float(opts.poll_period_seconds)
     watchdog = StaleCounts(nodes.status, time.monotonic, period)
 
@@ -137,17 +136,45 @@ def _autoscaler(opts: VerticalOptions, writer: RawApi, nodes: NodeCounts,
     observers: list[Callable[[VerticalPollResult], None]] = [health.observe]
     if metrics is not None:
         observers.append(metrics.observe)
-    in_place = opts.resize_mode == "in-place"
-    resizer = (InPlaceResizer(writer, opts.namespace, target,
-                              template=opts.in_place_template,
-                              deferred_timeout=opts.resize_deferred_timeout)
-               if in_place else None)
+    if opts.events:
+        from cpa.runtime.events import EventSink
+        from cpa.vertical.daemon.events import REPORTING_CONTROLLER, VerticalEvents
+
+        instance = os.environ.get("HOSTNAME") or PROG
+        observers.append(VerticalEvents(EventSink(
+            writer, opts.namespace, REPORTING_CONTROLLER, instance, doing="sizing")).observe)
+    first, *more = [_target_loop(opts, writer, i) for i in range(len(opts.patch_targets))]
     return VerticalAutoscaler(
-        VerticalLoopConfig(period, in_place), nodes.counts, ConfigFile(opts.config_file),
-        VerticalState(opts.default_scale_config, opts.policy),
-        TemplateWriter(writer, opts.namespace, target, dry_run=opts.dry_run),
-        resizer=resizer, observers=observers, stale=stale,
+        VerticalLoopConfig(period, opts.resize_mode == "in-place"), nodes.counts,
+        ConfigFile(opts.config_file), first.state, first.writer, resizer=first.resizer,
+        budget=first.budget,
+        observers=observers, stale=stale, more_targets=more,
         may_write=election.is_leader if election is not None else None, warm=nodes.warm,
         on_follower=(lambda: election.follower_report(
             health.record, metrics.failed_lease if metrics is not None else None))
         if election is not None else None)
+
+
+def _target_loop(opts: VerticalOptions, writer: RawApi, index: int) -> TargetLoop:
+    """The ``index``-th target's state, template writer, resizer and fallback budget."""
+    from cpa.vertical.budget import FallbackBudget
+    from cpa.vertical.daemon.inplace import InPlaceResizer
+    from cpa.vertical.daemon.target import TargetLoop
+    from cpa.vertical.daemon.writer import TemplateWriter
+    from cpa.vertical.state import VerticalState
+
+    target = opts.patch_targets[index]
+    defaults = opts.default_scale_configs[index] if opts.default_scale_configs else None
+    resizer = (InPlaceResizer(writer, opts.namespace, target,
+                              template=opts.in_place_template,
+                              deferred_timeout=opts.resize_deferred_timeout)
+               if opts.resize_mode == "in-place" else None)
+    budget = (FallbackBudget(opts.resize_fallback_max_pods_per_cycle,
+                             opts.resize_fallback_grace_period)
+              if opts.resize_fallback_max_pods_per_cycle
+              or opts.resize_fallback_grace_period else None)
+    keys = opts.target_keys
+    return TargetLoop(
+        VerticalState(defaults, opts.policy, target=keys[index], targets=keys),
+        TemplateWriter(writer, opts.namespace, target, dry_run=opts.dry_run),
+        resizer=resizer, budget=budget)

@@ -30,6 +30,7 @@ from cpa.vertical.patch import (
     target_path,
     template_containers,
 )
+from cpa.vertical.resize import rollout_note
 
 __all__ = ["STRATEGIC_MERGE", "TemplateWriter", "WriteError"]
 
@@ -50,11 +51,13 @@ class TemplateWriter:
     def __init__(self, api: RawApi, namespace: str, target: PatchTarget, *,
                  dry_run: bool = False) -> None:
         self._api = api
+        self.api = api  # the bounded fallback's evictions go through the same guard
         self.namespace = namespace
         self.target = target
         self.dry_run = dry_run
         self.path = target_path(namespace, target)
         self.order: list[str] | None = None  # the template's containers, when known
+        self.rollout: str | None = None  # what the controller does with the last write
         self._looked = False
         self._log = logs.get_logger("writer")
 
@@ -97,6 +100,7 @@ class TemplateWriter:
         except MalformedObject as exc:  # written; only its container order is unknown
             self._log.warning("patch.answer_malformed", error=exc.message)
             return body
+        self.rollout = rollout_note(answer, self.target.kind) if answer else None
         containers = template_containers(answer)
         if containers:
             names = _names(containers)

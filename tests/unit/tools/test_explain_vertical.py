@@ -66,3 +66,17 @@ def test_errors_are_one_line(argv: list[str], fragment: str,
     assert main(["explain", "--vertical", *argv]) == 1
     err = capsys.readouterr().err
     assert fragment in err and len(err.strip().splitlines()) == 1
+
+
+def test_several_targets_show_the_first_ones_block(capsys: pytest.CaptureFixture[str]) -> None:
+    blocks = {"deployment/a": {"c": {"requests": {"cpu": {"base": "1m"}}}},
+              "daemonset/b": {"d": {"requests": {"cpu": {"base": "2m"}}}}}
+    for order, container, cpu in ((("deployment/a", "daemonset/b"), "c", "1m"),
+                                  (("daemonset/b", "deployment/a"), "d", "2m")):
+        assert main(["explain", "--vertical", "--nodes=1", "--cores=1", "-o", "json",
+                     f"--target={','.join(order)}",
+                     f"--default-config={json.dumps(blocks)}"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["target"] == order[0]
+        assert doc["patch"]["spec"]["template"]["spec"]["containers"] == [
+            {"name": container, "resources": {"requests": {"cpu": cpu}}}]
