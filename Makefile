@@ -71,7 +71,7 @@ test-tools:
 	@bash scripts/install-promtool.sh >/dev/null
 
 test: install test-tools
-	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -q --durations=30 $(PYTEST_ARGS)
 
 unit: install test-tools
 	$(PYTHON) -m pytest -q tests/unit tests/repo $(PYTEST_ARGS)
