@@ -135,7 +135,7 @@ class PodContainer:
 
     def __init__(self, image: str, command: list[str], *, network: PodNetwork,
                  sa: ServiceAccountFiles, api_host: str, api_port: int,
-                 memory: str = "64m") -> None:
+                 memory: str) -> None:
         self.name = f"cpa-image-test-{secrets.token_hex(3)}"
         self.id = podman(
             "run", "--detach", "--name", self.name,
@@ -192,6 +192,20 @@ class PodContainer:
         podman("stop", "--time", str(grace_seconds), self.id, timeout=grace_seconds + 60)
         took = time.monotonic() - began
         return int(self.inspect()["State"]["ExitCode"]), took
+
+    def memory_peak_mib(self) -> float | None:
+        """The container's cgroup peak memory (what its limit is held against: RSS and
+        page cache, not the shared libraries' mapped pages), cgroup v1 or v2; None when
+        the cgroup is not found."""
+        for pattern, name in (("memory/**/*{id}*", "memory.max_usage_in_bytes"),
+                              ("**/*{id}*", "memory.peak")):
+            for found in Path("/sys/fs/cgroup").glob(pattern.format(id=self.id)):
+                with contextlib.suppress(OSError, ValueError):
+                    return round(int((found / name).read_text()) / 2**20, 1)
+        return None
+
+    def oom_killed(self) -> bool:
+        return bool(self.inspect()["State"].get("OOMKilled"))
 
     def remove(self) -> None:
         podman("rm", "--force", "--time", "0", self.id, check=False)

@@ -9,9 +9,11 @@ image holds); the platforms in ``CPA_IMAGE_TEST_FULL`` (default linux/amd64 and
 linux/arm64) also get the full run: the exact command of
 ``manifests/kube-dns-autoscaler.yaml``, in-cluster configuration only, a real
 ServiceAccount token of ``kube-system/kube-dns-autoscaler``, a read-only root filesystem
-without any tmpfs, uid 65534, no capabilities, the manifest's 64Mi memory limit; the others
-get a short one (first write, /healthz, SIGTERM). Figures (sizes, cold start to first
-write, RSS, stop time) are printed per platform.
+without any tmpfs, uid 65534, no capabilities, the manifest's 64Mi memory limit (plus
+:data:`EMULATOR_MIB` under qemu-user, whose translation cache is charged to the container's
+cgroup too: the limit itself is held natively, by amd64); the others get a short one
+(first write, /healthz, SIGTERM). Figures (sizes, cold start to first write, RSS, the
+cgroup's peak, stop time) are printed per platform.
 """
 
 from __future__ import annotations
@@ -52,6 +54,15 @@ FULL = os.environ.get("CPA_IMAGE_TEST_FULL", "linux/amd64,linux/arm64").split(",
 DISTS = ("msgspec", "structlog", "prometheus_client", "PyYAML",
          "cluster-proportional-autoscaler-py")
 
+# qemu-user's own memory (its translated code, in transparent huge pages) counts in the
+# container's cgroup: measured 66.5 MB for arm64 against 23.0 MB natively for amd64 in the
+# same full run, within 1 MB of the 64Mi limit; there the interpreter's exit, touching code
+# not yet translated, stalled in reclaim (ppc64le every time, arm64 in CI: "stopped"
+# logged, then podman's SIGKILL after the grace period, exit 137, not OOM-killed). The
+# emulated platforms get this much more: the limit is the manifest's on a real node of
+# theirs, not the emulator's.
+EMULATOR_MIB = 64
+
 pytestmark = pytest.mark.timeout(600)
 
 
@@ -61,6 +72,14 @@ def report(**figures: object) -> None:
 
 def manifest_docs() -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
+
+
+def memory_limit(name: str) -> str:
+    """The manifest's memory limit, plus :data:`EMULATOR_MIB` for a platform under qemu."""
+    limit = manifest_container()["resources"]["limits"]["memory"]
+    assert limit.endswith("Mi"), limit
+    mib = int(limit.removesuffix("Mi"))
+    return f"{mib if PLATFORMS[name] == native() else mib + EMULATOR_MIB}m"
 
 
 def manifest_container() -> dict[str, Any]:
@@ -370,7 +389,8 @@ def test_runs_as_the_manifest_says(name: str, pulled: dict[str, str], network: P
         return resp.status, resp.data.decode()
 
     container = PodContainer(pulled[name], command, network=network, sa=sa,
-                             api_host=network.host_ip, api_port=plane.port)
+                             api_host=network.host_ip, api_port=plane.port,
+                             memory=memory_limit(name))
     try:
         # 2 nodes x 4 cores: both axes give 1, preventSinglePointFailure lifts it to 2.
         wait_replicas(admin, NS, "deployment", "coredns", 2, timeout=120)
@@ -403,6 +423,8 @@ def test_runs_as_the_manifest_says(name: str, pulled: dict[str, str], network: P
             assert status_["NoNewPrivs"].strip() == "1"
             figures["rss_mib"] = round(int(status_["VmRSS"].split()[0]) / 1024, 1)
             figures["peak_rss_mib"] = round(int(status_["VmHWM"].split()[0]) / 1024, 1)
+            figures["cgroup_peak_mib"] = container.memory_peak_mib()
+            figures["memory_limit"] = memory_limit(name)
             assert container.changed_files() == [], "the container wrote to its filesystem"
         logs = container.logs()
         for event in ("nodes.synced", "configmap.created", "scale.changed", "params.loaded"):
@@ -411,7 +433,8 @@ def test_runs_as_the_manifest_says(name: str, pulled: dict[str, str], network: P
         # A kubelet sends SIGTERM and kills after the grace period; with a 2 s grace, exit
         # code 0 (not 137) means it stopped by itself within 2 s.
         code, took = container.stop(grace_seconds=2)
-        assert code == 0, f"exit code {code} after SIGTERM:\n{container.logs()[-3000:]}"
+        oom = " (killed at its memory limit)" if container.oom_killed() else ""
+        assert code == 0, f"exit code {code}{oom} after SIGTERM:\n{container.logs()[-3000:]}"
         assert "stopped" in container.logs()
         assert replicas(admin, NS, "deployment", "coredns") == (3 if full else 2)
         report(platform=name, run="full" if full else "short",
