@@ -10,7 +10,8 @@ real API server with its real certificate and token; only the network in between
 * ``blackhole()``: nothing moves at all, on old or new connections (new ones are accepted
   by the kernel but never answered); ``restore()`` lets the held bytes flow again, as a
   network that heals does;
-* ``reset()``: every open connection is closed with a TCP RST.
+* ``reset()``: every open connection is closed with a TCP RST (``idle_for``: only those
+  that carried no byte for that long: a pooled connection between requests).
 
 Two threads per connection pump the bytes (one per direction); ``close()`` ends them all.
 """
@@ -21,6 +22,7 @@ import contextlib
 import socket
 import struct
 import threading
+import time
 
 
 class _Pair:
@@ -32,6 +34,7 @@ class _Pair:
         self.frozen = False
         self.closed = False
         self.pumps = 2  # the last pump to leave closes both sockets
+        self.last_bytes = time.monotonic()  # when it last carried a byte, either way
 
 
 class FaultProxy:
@@ -70,17 +73,22 @@ class FaultProxy:
             self._blackhole = False
             self._state.notify_all()
 
-    def reset(self) -> int:
-        """RST every open connection; returns how many there were."""
-        with self._state:
-            pairs = list(self._pairs)
+    def reset(self, idle_for: float = 0.0) -> int:
+        """RST every open connection (with ``idle_for``: every one that carried no byte
+        for that many seconds); returns how many."""
+        pairs = self._idle(idle_for)
         for pair in pairs:
             self._drop(pair, rst=True)
         return len(pairs)
 
-    def open_connections(self) -> int:
+    def open_connections(self, idle_for: float = 0.0) -> int:
+        """How many connections are open (and carried no byte for ``idle_for`` seconds)."""
+        return len(self._idle(idle_for))
+
+    def _idle(self, idle_for: float) -> list[_Pair]:
+        now = time.monotonic()
         with self._state:
-            return len(self._pairs)
+            return [p for p in self._pairs if now - p.last_bytes >= idle_for]
 
     def close(self) -> None:
         with self._state:
@@ -145,7 +153,9 @@ class FaultProxy:
                     break
                 if not self._wait_open(pair):  # arrived as the fault began: hold it
                     break
+                pair.last_bytes = time.monotonic()
                 sink.sendall(data)
+                pair.last_bytes = time.monotonic()
         except OSError:
             pass
         finally:
