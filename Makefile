@@ -11,6 +11,11 @@
 VENV ?= .venv
 PYTHON ?= $(VENV)/bin/python
 PYTEST_ARGS ?=
+# Test processes for make test / make integration (pytest-xdist, whole files per process:
+# the integration tests mostly wait on polls and windows, ~4% of a core serially). Each
+# process starts its own control plane. TEST_WORKERS=0 runs them in this one process.
+TEST_WORKERS ?= 3
+XDIST = -n $(TEST_WORKERS) --dist loadfile
 DEMO_ARGS ?=
 
 # Recipes and the scripts they run (`python3 -m ...`, console scripts, pytest's subprocesses)
@@ -71,13 +76,13 @@ test-tools:
 	@bash scripts/install-promtool.sh >/dev/null
 
 test: install test-tools
-	$(PYTHON) -m pytest -q --durations=30 $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -q $(XDIST) --durations=30 $(PYTEST_ARGS)
 
 unit: install test-tools
 	$(PYTHON) -m pytest -q tests/unit tests/repo $(PYTEST_ARGS)
 
 integration: install
-	$(PYTHON) -m pytest -q -m integration tests/integration $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -q $(XDIST) -m integration tests/integration $(PYTEST_ARGS)
 
 lint: install
 	$(PYTHON) -m ruff check .
