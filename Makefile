@@ -66,14 +66,15 @@ controlplane:
 	bash tests/controlplane/build.sh
 
 # kube-apiserver + etcd only: without the upstream autoscaler the benchmarks compare with.
+APISERVER_BUILD = CPA_SKIP_UPSTREAM=1 bash tests/controlplane/build.sh >/dev/null
 apiserver:
-	@CPA_SKIP_UPSTREAM=1 bash tests/controlplane/build.sh >/dev/null
+	@$(APISERVER_BUILD)
 
 # The control plane built before pytest starts its test processes (whose output xdist does
 # not show): a first build's progress is seen, and made once. Without Go the integration
 # tests skip with their reason; a failed build is theirs to report.
-TEST_PLANE = @command -v go >/dev/null 2>&1 && { CPA_SKIP_UPSTREAM=1 bash tests/controlplane/build.sh \
-	>/dev/null || echo "make: the control plane did not build; the integration tests will fail" >&2; } || true
+TEST_PLANE = @command -v go >/dev/null 2>&1 && { $(APISERVER_BUILD) || \
+	echo "make: the control plane did not build; the integration tests will fail" >&2; } || true
 
 # helm and promtool (built once from their Go modules) for the chart and alert-rule tests,
 # which would skip without them.
