@@ -18,25 +18,32 @@ from cpa.decide.modes.mode import Params
 from cpa.decide.modes.registry import parse_configmap_data
 from cpa.decide.params import ParamsError
 
-__all__ = ["GIVE_BACK_POLLS", "LARGE_PARAMS_BYTES", "InvalidParams", "ParamsCache",
-           "ParamsSource", "return_free_memory"]
+__all__ = ["GIVE_BACK_POLLS", "LARGE_PARAMS_BYTES", "TRIM_EVERY_POLLS", "InvalidParams",
+           "ParamsCache", "ParamsSource", "return_free_memory"]
 
 LARGE_PARAMS_BYTES = 64 * 1024
 """A ConfigMap this large (a ladder of thousands of steps): the polls after it is loaded,
 and after it is replaced, also collect the garbage (see :func:`return_free_memory`)."""
 GIVE_BACK_POLLS = 3
+TRIM_EVERY_POLLS = 30
+"""Between large versions, the free heap is given back after the first poll (the node
+list's peak is behind it) and then after every 30th (a relist's passing peak, within 5
+minutes at the default period). ``malloc_trim`` walks the heap's free chunks: after every
+poll it was ~9,500 of a steady poll's 1.09 M instructions at 1,000 Nodes (``bench.pollcost
+--callgrind``), more with a larger heap, for pages that a steady poll, allocating and
+freeing the same few objects, does not leave."""
 _trim: Callable[[int], int] | None = None
 
 
 def return_free_memory(collect: bool = False) -> None:
-    """Give the heap's free pages back to the system (glibc's ``malloc_trim``, ~0.3 ms;
-    nothing where there is none), after collecting the garbage when ``collect``.
+    """Give the heap's free pages back to the system (glibc's ``malloc_trim``; nothing
+    where there is none), after collecting the garbage when ``collect``.
 
-    Why after every poll: glibc keeps freed pages resident, so a passing peak stays in the
-    RSS. Parsing a 70,000-step ladder takes ~15 MiB for a moment; replaced by a small one,
-    it left RSS 5-6 MiB higher for good (a tenth of the 64 MiB limit), and ~2.7 MiB with
-    this (what remains are the small-object allocator's arenas, which CPython returns only
-    when they are wholly free)."""
+    Why: glibc keeps freed pages resident, so a passing peak stays in the RSS. Parsing a
+    70,000-step ladder takes ~15 MiB for a moment; replaced by a small one, it left RSS
+    5-6 MiB higher for good (a tenth of the 64 MiB limit), and ~2.7 MiB with this (what
+    remains are the small-object allocator's arenas, which CPython returns only when they
+    are wholly free)."""
     global _trim
     if collect:
         gc.collect()
@@ -90,6 +97,7 @@ class ParamsCache:
         change it, so ``mode.changed`` names the mode that was really in force before."""
         self._size = 0  # of the version in force, in characters
         self._give_back = 0  # polls that still end with return_free_memory(collect=True)
+        self._until_trim = 1  # polls until the next plain return_free_memory()
 
     def load(self) -> Params:
         """Read the source; the parameters of its version (raises :class:`InvalidParams`,
@@ -136,10 +144,18 @@ class ParamsCache:
         return params
 
     def give_back(self) -> None:
-        """After each poll: the free heap back to the system, and the garbage collected
-        for a few polls after a large version came or went."""
-        return_free_memory(collect=self._give_back > 0)
-        self._give_back = max(0, self._give_back - 1)
+        """After each poll: the garbage collected and the free heap given back to the
+        system for a few polls after a large version came or went; otherwise the free
+        heap given back every :data:`TRIM_EVERY_POLLS` polls (the first poll's included)."""
+        if self._give_back > 0:
+            self._give_back -= 1
+            self._until_trim = TRIM_EVERY_POLLS
+            return_free_memory(collect=True)
+            return
+        self._until_trim -= 1
+        if self._until_trim <= 0:
+            self._until_trim = TRIM_EVERY_POLLS
+            return_free_memory()
 
 
 def _version_name(label: str) -> str:

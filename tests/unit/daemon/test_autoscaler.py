@@ -148,6 +148,34 @@ def test_params_reparsed_only_on_new_resource_version(monkeypatch: pytest.Monkey
     assert api.objects[COREDNS]["spec"]["replicas"] == 7
 
 
+def test_the_free_heap_is_given_back_after_the_first_poll_then_every_30th(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """malloc_trim walks the heap (a fifth of a steady poll's instructions): after the
+    first poll (the node list's peak), every TRIM_EVERY_POLLS polls, and, with the garbage
+    collected, for GIVE_BACK_POLLS polls after a large version came or went."""
+    import cpa.daemon.paramscache as mod
+
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":2}'})
+    a = make(api, counts(10, 10))
+    trims: list[tuple[int, bool]] = []
+    monkeypatch.setattr(mod, "return_free_memory",
+                        lambda collect=False: trims.append((a.polls, collect)))
+    every = mod.TRIM_EVERY_POLLS
+    for _ in range(2 * every + 1):
+        assert a.poll_once().error is None
+    assert trims == [(1, False), (1 + every, False), (1 + 2 * every, False)]
+    trims.clear()
+    steps = ",".join(f"[{n},{n}]" for n in range(1, 12_000))  # over LARGE_PARAMS_BYTES
+    api.set_configmap(CM, {"ladder": f'{{"nodesToReplicas":[{steps}]}}'})
+    for _ in range(mod.GIVE_BACK_POLLS + every):
+        assert a.poll_once().error is None
+    start = 2 * every + 2
+    assert trims == [*[(start + i, True) for i in range(mod.GIVE_BACK_POLLS)],
+                     (start + mod.GIVE_BACK_POLLS - 1 + every, False)]
+
+
 def test_every_target_is_attempted_and_failure_reported() -> None:
     api = FakeApi()
     paths = [scale_path("deployments", "a"), scale_path("replicasets", "b"),
