@@ -150,9 +150,9 @@ def test_params_reparsed_only_on_new_resource_version(monkeypatch: pytest.Monkey
 
 def test_the_free_heap_is_given_back_after_the_first_poll_then_every_30th(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """malloc_trim walks the heap (a fifth of a steady poll's instructions): after the
-    first poll (the node list's peak), every TRIM_EVERY_POLLS polls, and, with the garbage
-    collected, for GIVE_BACK_POLLS polls after a large version came or went."""
+    """malloc_trim walks the heap's free chunks, work a steady poll has no use for: it runs
+    after the first poll (the node list's peak), every TRIM_EVERY_POLLS polls, and, with
+    the garbage collected, for GIVE_BACK_POLLS polls after a large version came or went."""
     import cpa.daemon.paramscache as mod
 
     api = FakeApi()
