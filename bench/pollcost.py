@@ -270,6 +270,9 @@ def callgrind(variant: Variant, args: argparse.Namespace, work: Path) -> dict[st
         for line in text.splitlines():
             if line.startswith("summary:"):
                 window = int(line.split()[1])
+        if args.keep is not None:  # for callgrind_annotate: where the instructions go
+            args.keep.mkdir(parents=True, exist_ok=True)
+            shutil.copy(dump, args.keep / dump.name)
     return {"polls": polls, "instructions": window,
             "instructions_per_poll": round(window / polls) if polls and window else None}
 
@@ -350,6 +353,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--warm", type=int, default=2, help="polls before measuring")
     ap.add_argument("--period", type=int, default=2, help="poll period, seconds")
     ap.add_argument("--callgrind", action="store_true", help="instructions per poll too")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="--callgrind: copy the window's dumps into this directory")
     ap.add_argument("--cprofile", action="store_true", help="where ours' poll time goes")
     ap.add_argument("--top", type=int, default=25, help="--cprofile: functions listed")
     ap.add_argument("--threads", type=int, default=12, help="node-writer threads")

@@ -10,10 +10,12 @@ edges.
 Deadlines. A socket timeout bounds each read, not a request: an answer drip-fed one byte
 every 10 s never trips a 30 s read timeout and holds the poll for as long as the server
 likes. So a request may carry a deadline (a :func:`time.monotonic` time) that covers it
-from connecting to its last byte: one thread (:class:`_Deadlines`, started at the first
-deadline) cuts the connection of any request still running at its deadline, the blocked
-read returns, and the request fails with :class:`DeadlineExceeded`. :meth:`Pool.abort`
-cuts every request at once (SIGTERM) and gives the ones made afterwards a short grace.
+from connecting to its last byte. It is a number on the request's connection, looked at
+each time a read begins (:class:`_DeadlineIO`: the socket's timeout becomes the time left
+when that is shorter), so a request whose deadline passes fails with
+:class:`DeadlineExceeded` by the deadline without a thread to cut it, and a request costs
+no registration. :meth:`Pool.abort` cuts every request in flight that has a deadline at
+once (SIGTERM) and gives the ones made afterwards a short grace.
 
 A poll is two small GETs, so their fixed cost is the poll's cost. ``http.client`` writes a
 request one validated header at a time and parses the answer's header with the ``email``
@@ -26,9 +28,8 @@ ConfigMap GET plus a scale GET against kube-apiserver, median of 7 interleaved r
 from __future__ import annotations
 
 import contextlib
-import heapq
 import http.client
-import itertools
+import io
 import math
 import re
 import select
@@ -101,26 +102,90 @@ def _dropped(conn: http.client.HTTPConnection) -> bool:
         return True
 
 
+DEADLINE_SLACK = 0.005  # s: how far past its deadline a read begun in time may end
+
+
+class _DeadlineIO(io.RawIOBase):
+    """The socket as its connection's one buffered reader reads it: a read waits at most
+    the time left before the request's deadline (the socket's timeout is lowered to it when
+    a read would otherwise end more than :data:`DEADLINE_SLACK` past the deadline). No
+    thread and no per-request registration: the deadline is a number on the connection,
+    looked at when a read begins."""
+
+    def __init__(self, sock: socket.socket, conn: _Connection) -> None:
+        self._sock = sock
+        self._conn = conn
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+    def readinto(self, buffer: Any) -> int:
+        conn = self._conn
+        deadline = conn.deadline
+        if deadline != math.inf:
+            left = deadline - conn.clock()
+            if left < conn.wait - DEADLINE_SLACK:
+                if left <= 0:
+                    raise TimeoutError("the request's deadline passed")
+                self._sock.settimeout(left)
+                conn.wait = left
+        return self._sock.recv_into(buffer)
+
+
 class _Connection(http.client.HTTPConnection):
     """One connection, plain or TLS. TLS is set up here rather than by
     ``HTTPSConnection`` for two reasons: the name verified (and sent as SNI) may differ
     from the address dialled (a kubeconfig's ``tls-server-name``), and the handshake runs
-    on a socket already published as ``self.sock``, so a deadline can cut it too."""
+    on a socket already published as ``self.sock``, so :meth:`Pool.abort` can cut it too.
+
+    The connection keeps one buffered reader for all its answers (``http.client`` makes a
+    ``makefile`` per answer), and the deadline of the request it carries:
+    ``deadline`` (``math.inf``: none), ``wait`` (the socket's timeout now), ``expired``
+    (cut by :meth:`Pool.abort`)."""
 
     def __init__(self, host: str, port: int, timeout: float,
-                 context: ssl.SSLContext | None, server_name: str | None) -> None:
+                 context: ssl.SSLContext | None, server_name: str | None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(host, port, timeout=timeout)
         self._tls = context
         self._server_name = server_name or host
+        self.clock = clock
+        self.deadline = math.inf
+        self.wait = math.inf
+        self.expired = False
+        self.reader: io.BufferedReader | None = None
 
     def connect(self) -> None:
         super().connect()  # TCP, with TCP_NODELAY (as Go and urllib3 do)
-        if self._tls is None or self.sock is None:
-            return
-        tls = self._tls.wrap_socket(self.sock, server_hostname=self._server_name,
-                                    do_handshake_on_connect=False)
-        self.sock = tls
-        tls.do_handshake()
+        if self._tls is not None and self.sock is not None:
+            tls = self._tls.wrap_socket(self.sock, server_hostname=self._server_name,
+                                        do_handshake_on_connect=False)
+            self.sock = tls
+            if self.deadline != math.inf:  # the handshake, as a whole, within the deadline
+                left = self.deadline - self.clock()
+                if left <= 0:
+                    raise TimeoutError("the request's deadline passed while connecting")
+                tls.settimeout(left if self.timeout is None else min(self.timeout, left))
+            tls.do_handshake()
+        if self.sock is not None:
+            self.reader = io.BufferedReader(_DeadlineIO(self.sock, self))
+
+    def detach(self) -> tuple[io.BufferedReader | None, socket.socket | None]:
+        """Hand the reader and socket to an answer that ends the connection (it reads its
+        body to the close); the connection is closed without touching them."""
+        reader, sock = self.reader, self.sock
+        self.reader = self.sock = None
+        self.close()
+        return reader, sock
+
+    def close(self) -> None:
+        reader, self.reader = self.reader, None
+        super().close()
+        if reader is not None:
+            reader.close()  # the raw reader leaves the socket alone: closed above
 
     _method = "GET"
 
@@ -131,86 +196,6 @@ class _Connection(http.client.HTTPConnection):
 
     def getresponse(self) -> http.client.HTTPResponse:
         return _read_answer(self, self._method)
-
-
-class _Cut:
-    """One request's deadline: its connection is cut (shut down, so that a read blocked in
-    another thread returns) when the deadline passes before :meth:`_Deadlines.done`."""
-
-    __slots__ = ("conn", "deadline", "expired", "finished")
-
-    def __init__(self, conn: http.client.HTTPConnection, deadline: float) -> None:
-        self.conn = conn
-        self.deadline = deadline
-        self.expired = False
-        self.finished = False
-
-    def cut(self) -> None:
-        sock = self.conn.sock
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-
-class _Deadlines:
-    """The requests in flight that have a deadline, and the thread that enforces them."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, _Cut]] = []
-        self._order = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def watch(self, conn: http.client.HTTPConnection, deadline: float) -> _Cut:
-        entry = _Cut(conn, deadline)
-        with self._cond:
-            heapq.heappush(self._heap, (deadline, next(self._order), entry))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="request-deadlines",
-                                                daemon=True)
-                self._thread.start()
-            elif self._heap[0][2] is entry:
-                self._cond.notify()
-        return entry
-
-    def done(self, entry: _Cut) -> bool:
-        """The request is over; True when its deadline cut it first or has passed (its
-        connection is not reused)."""
-        with self._cond:
-            entry.finished = True
-        return self.passed(entry)
-
-    def passed(self, entry: _Cut) -> bool:
-        """The deadline cut the request, or has passed: a read timed out at the deadline
-        itself (its timeout is the time left) before this thread came to cut it, which is
-        the deadline's failure all the same."""
-        return entry.expired or self._clock() >= entry.deadline
-
-    def expire_all(self) -> None:
-        """Cut every request in flight now."""
-        with self._cond:
-            due = [entry for _, _, entry in self._heap if not entry.finished]
-            for entry in due:
-                entry.expired = True
-            self._heap.clear()
-        for entry in due:
-            entry.cut()
-
-    def _run(self) -> None:
-        while True:
-            due: list[_Cut] = []
-            with self._cond:
-                now = self._clock()
-                while self._heap and (self._heap[0][2].finished or self._heap[0][0] <= now):
-                    _, _, entry = heapq.heappop(self._heap)
-                    if not entry.finished:
-                        entry.expired = True
-                        due.append(entry)
-                if not due:
-                    self._cond.wait(self._heap[0][0] - now if self._heap else None)
-            for entry in due:
-                entry.cut()
 
 
 class _Fields(Mapping[str, str]):
@@ -256,8 +241,36 @@ _MAX_FIELDS = 100
 
 
 class _Answer(http.client.HTTPResponse):
-    """``HTTPResponse`` with the header read by a plain loop (see the module doc); reading
-    the body is the standard library's."""
+    """``HTTPResponse`` with the header read by a plain loop (see the module doc), from the
+    connection's own buffered reader; reading the body is the standard library's.
+
+    The reader outlives the answer: at the body's end the answer lets go of it rather than
+    closing it, unless the answer owns it (one that ends its connection: ``owned``)."""
+
+    def __init__(self, reader: io.BufferedReader, method: str) -> None:
+        # HTTPResponse.__init__ without its sock.makefile("rb"): the same fields.
+        self.fp: io.BufferedReader | None = reader  # type: ignore[assignment]
+        self.debuglevel = 0
+        self._method = method
+        self.headers = self.msg = None  # type: ignore[assignment]
+        self.version = self.status = http.client._UNKNOWN  # type: ignore[attr-defined]
+        self.reason = http.client._UNKNOWN  # type: ignore[attr-defined]
+        self.chunked = http.client._UNKNOWN  # type: ignore[attr-defined]
+        self.chunk_left = http.client._UNKNOWN  # type: ignore[attr-defined]
+        self.length = http.client._UNKNOWN  # type: ignore[attr-defined]
+        self.will_close = http.client._UNKNOWN  # type: ignore[attr-defined]
+        self.owned: socket.socket | None = None
+
+    def flush(self) -> None:
+        """Nothing to flush in a reader; and the connection may have closed it already."""
+
+    def _close_conn(self) -> None:
+        fp, self.fp = self.fp, None
+        sock, self.owned = self.owned, None
+        if sock is not None:
+            if fp is not None:
+                fp.close()
+            sock.close()
 
     def begin(self) -> None:
         if self.headers is not None:
@@ -365,17 +378,19 @@ def _write_request(conn: http.client.HTTPConnection, method: str, target: str,
     return method
 
 
-def _read_answer(conn: http.client.HTTPConnection, method: str) -> http.client.HTTPResponse:
+def _read_answer(conn: _Connection, method: str) -> http.client.HTTPResponse:
     """The answer's status and header (the body left unread), as ``getresponse()``."""
-    answer = _Answer(conn.sock, method=method)
+    if conn.reader is None:
+        raise http.client.NotConnected("no connection to read an answer from")
+    answer = _Answer(conn.reader, method)
     try:
         try:
             answer.begin()
         except ConnectionError:
             conn.close()
             raise
-        if answer.will_close:
-            conn.close()  # the answer keeps the socket until its body is read
+        if answer.will_close:  # the answer keeps the socket until its body is read
+            _, answer.owned = conn.detach()
         return answer
     except BaseException:
         answer.close()
@@ -453,15 +468,15 @@ class Response:
     give it back with :meth:`release_conn`: its connection is reused only when the body was
     read to the end (and no deadline cut it)."""
 
-    def __init__(self, pool: Pool, conn: http.client.HTTPConnection,
-                 sock: socket.socket | None, resp: http.client.HTTPResponse,
-                 read_timeout: float, cut: _Cut | None = None) -> None:
+    def __init__(self, pool: Pool, conn: _Connection, sock: socket.socket | None,
+                 resp: http.client.HTTPResponse, read_timeout: float) -> None:
         self._pool = pool
-        self._conn: http.client.HTTPConnection | None = conn
+        self._conn: _Connection | None = conn
+        self._timed = conn  # its deadline, after the connection went back to the pool
         self._sock = sock
         self._resp = resp
         self._read_timeout = read_timeout
-        self._cut = cut
+        self._over: bool | None = None  # the request is over: whether the deadline cut it
         self.status = resp.status
         self.headers: Mapping[str, str] = resp.headers  # type: ignore[assignment] # _Fields
 
@@ -523,12 +538,15 @@ class Response:
             raise
 
     def _expired(self) -> bool:
-        return self._cut is not None and self._pool.deadlines.passed(self._cut)
+        if self._over is not None:
+            return self._over
+        return self._pool.passed(self._timed)
 
     def _finish(self) -> bool:
         """The request is over: stop watching its deadline; True if the deadline cut it."""
-        cut = self._cut
-        return cut is not None and self._pool.deadlines.done(cut)
+        if self._over is None:
+            self._over = self._pool.done(self._timed)
+        return self._over
 
     def _timeout(self) -> TimeoutError:
         if self._expired():
@@ -586,24 +604,40 @@ class Pool:
         self._ctx = ssl_context if ssl_context is not None or not self._https \
             else ssl.create_default_context()
         self._server_name = server_name
-        self._idle: list[http.client.HTTPConnection] = []
+        self._idle: list[_Connection] = []
         self._lock = threading.Lock()
         self._clock = clock
-        self.deadlines = _Deadlines(clock)
+        self._timed: set[_Connection] = set()  # requests in flight with a deadline
         self._grace_until = math.inf
 
-    def _new(self, connect_timeout: float) -> http.client.HTTPConnection:
+    def _new(self, connect_timeout: float) -> _Connection:
         return _Connection(self._host, self._port, connect_timeout,
-                           self._ctx if self._https else None, self._server_name)
+                           self._ctx if self._https else None, self._server_name,
+                           self._clock)
 
-    def put(self, conn: http.client.HTTPConnection) -> None:
+    def passed(self, conn: _Connection) -> bool:
+        """The request's deadline cut it (:meth:`abort`) or has passed: a read that timed
+        out at the deadline itself is the deadline's failure all the same."""
+        return conn.expired or self._clock() >= conn.deadline
+
+    def done(self, conn: _Connection) -> bool:
+        """The request on ``conn`` is over; True when its deadline cut it first or has
+        passed (its connection is not reused)."""
+        if conn.deadline == math.inf:
+            return conn.expired
+        self._timed.discard(conn)
+        over = self.passed(conn)
+        conn.deadline = math.inf
+        return over
+
+    def put(self, conn: _Connection) -> None:
         with self._lock:
             if len(self._idle) < MAX_IDLE:
                 self._idle.append(conn)
                 return
         conn.close()
 
-    def _take(self) -> http.client.HTTPConnection | None:
+    def _take(self) -> _Connection | None:
         while True:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
@@ -615,7 +649,12 @@ class Pool:
         """Cut every request in flight now, and give each one made from now on at most
         ``grace`` seconds (a process told to stop: the Lease release may still go out)."""
         self._grace_until = self._clock() + grace
-        self.deadlines.expire_all()
+        for conn in list(self._timed):
+            conn.expired = True
+            sock = conn.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
 
     def request(self, method: str, target: str, *, body: bytes | None,
                 headers: dict[str, str], connect_timeout: float, read_timeout: float,
@@ -642,7 +681,10 @@ class Pool:
         fresh = conn is None
         if conn is None:
             conn = self._new(connect_timeout)
-        cut = self.deadlines.watch(conn, deadline) if deadline is not None else None
+        conn.expired = False
+        if deadline is not None:
+            conn.deadline = deadline
+            self._timed.add(conn)
         sending = False
         try:
             if fresh:
@@ -650,16 +692,21 @@ class Pool:
                     conn.connect()
                 except OSError as exc:
                     raise ConnectError(f"{type(exc).__name__}: {exc}") from exc
+                if deadline is not None:  # what connecting left
+                    read_timeout = min(read_timeout, deadline - self._clock())
+                    if read_timeout <= 0:
+                        raise TimeoutError("the request's deadline passed while connecting")
             sock = conn.sock
             if sock is not None:
                 sock.settimeout(read_timeout)
+                conn.wait = read_timeout
             sending = True
             conn.request(method, self._prefix + target, body=body, headers=headers)
             sending = False
             resp = conn.getresponse()
         except BaseException as exc:
             conn.close()
-            if cut is not None and self.deadlines.done(cut):
+            if self.done(conn):
                 raise _deadline_error() from exc
             if isinstance(exc, ConnectError):
                 raise
@@ -675,4 +722,4 @@ class Pool:
                                    reused=not fresh,
                                    broken=unanswered or closed_before_answer(exc)) from exc
             raise
-        return Response(self, conn, sock, resp, read_timeout, cut)
+        return Response(self, conn, sock, resp, read_timeout)

@@ -4,7 +4,7 @@ case controls exactly what goes over the wire and when)."""
 from __future__ import annotations
 
 import contextlib
-import http.client
+import math
 import socket
 import ssl
 import struct
@@ -26,8 +26,6 @@ from cpa.kube.transport import (
     Pool,
     ReadTimeoutError,
     Response,
-    _Cut,
-    _Deadlines,
     _Dechunker,
 )
 
@@ -586,32 +584,97 @@ def test_abort_cuts_requests_in_flight_and_bounds_later_ones(
 
 
 def test_a_read_that_times_out_at_the_deadline_is_the_deadline_s_failure(
-        serve: Callable[[Handler], Server], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The read timeout is the time left, so the socket may time out at the deadline before
-    the deadlines thread comes to cut the connection: still a DeadlineExceeded, not a
-    plain read timeout (the cutting thread is switched off here to make that order sure)."""
+        serve: Callable[[Handler], Server]) -> None:
+    """The read timeout is the time left, so the socket times out at the deadline itself:
+    a DeadlineExceeded, not a plain read timeout, and at the deadline, not the 2 s read
+    timeout."""
     def handler(conn: socket.socket, _index: int) -> None:
         read_request(conn)
         time.sleep(3)
 
-    monkeypatch.setattr(_Deadlines, "_run", lambda self: None)
     server = serve(handler)
     pool = Pool(server.url, None)
+    began = time.monotonic()
     with pytest.raises(DeadlineExceeded):
         pool.request("GET", "/x", body=None, headers={}, connect_timeout=2, read_timeout=2,
                      deadline=time.monotonic() + 0.3)
+    assert time.monotonic() - began < 1.5
+
+
+def test_a_read_begun_late_waits_only_the_time_left(
+        serve: Callable[[Handler], Server]) -> None:
+    """The head comes at once, the body's first half 0.4 s later, then nothing: the read
+    that waits for the rest began with 0.2 s left of a 0.6 s deadline, so it gives up at
+    the deadline (not a whole 5 s read timeout after it began)."""
+    body = b'{"a":"' + b"x" * 50 + b'"}'
+
+    def handler(conn: socket.socket, _index: int) -> None:
+        read_request(conn)
+        conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+        time.sleep(0.4)
+        conn.sendall(body[:20])
+        time.sleep(5)
+
+    server = serve(handler)
+    pool = Pool(server.url, None)
+    began = time.monotonic()
+    resp = pool.request("GET", "/x", body=None, headers={}, connect_timeout=2, read_timeout=5,
+                        deadline=began + 0.6)
+    with pytest.raises(DeadlineExceeded):
+        resp.read()
+    took = time.monotonic() - began
+    resp.release_conn()
+    assert 0.55 < took < 1.5, took
 
 
 def test_a_deadline_has_passed_once_cut_or_once_its_time_came() -> None:
     now = [100.0]
-    deadlines = _Deadlines(lambda: now[0])
-    cut = _Cut(http.client.HTTPConnection("127.0.0.1", 1), 105.0)  # never connected
-    assert not deadlines.passed(cut)
+    pool = Pool("http://127.0.0.1:1", None, clock=lambda: now[0])
+    conn = pool._new(1.0)  # never connected
+    conn.deadline = 105.0
+    assert not pool.passed(conn)
     now[0] = 105.0
-    assert deadlines.passed(cut)
+    assert pool.passed(conn)
     now[0] = 0.0
-    cut.expired = True
-    assert deadlines.passed(cut)
+    conn.expired = True
+    assert pool.passed(conn)
+
+
+def test_deadlines_start_no_thread_and_a_connection_keeps_one_reader(
+        serve: Callable[[Handler], Server]) -> None:
+    """A request's deadline is a number its connection carries, not a registration with a
+    thread; and the connection's buffered reader serves all its answers."""
+    server = serve(keep_alive([b'{"a":1}', b'{"b":2}', b'{"c":3}']))
+    client = api(server.url)
+    before = set(threading.enumerate())
+    readers = set()
+    for want in ({"a": 1}, {"b": 2}, {"c": 3}):
+        assert client.get_json("/x", deadline=time.monotonic() + 5) == want
+        idle = client._pool._idle
+        assert len(idle) == 1 and idle[0].deadline == math.inf
+        readers.add(id(idle[0].reader))
+    assert set(threading.enumerate()) - before <= set(server._threads), "the server's only"
+    assert len(readers) == 1 and server.accepted == 1
+
+
+def test_an_answer_that_closes_its_connection_is_read_to_its_end(
+        serve: Callable[[Handler], Server]) -> None:
+    """``Connection: close``: the answer takes the socket and reader with it; its body,
+    sent after a pause, is read whole, and the next request opens a new connection."""
+    def handler(conn: socket.socket, _index: int) -> None:
+        read_request(conn)
+        body = b'{"closing":true}'
+        conn.sendall(f"HTTP/1.1 200 OK\r\nConnection: close\r\n"
+                     f"Content-Length: {len(body)}\r\n\r\n".encode())
+        time.sleep(0.2)
+        conn.sendall(body)
+
+    server = serve(handler)
+    client = api(server.url)
+    assert client.get_json("/x") == {"closing": True}
+    assert client._pool._idle == []
+    assert client.get_json("/x") == {"closing": True}
+    assert server.accepted == 2
 
 
 # --- Retry-After ----------------------------------------------------------------------------
