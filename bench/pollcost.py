@@ -302,6 +302,9 @@ def cprofile(variant: Variant, args: argparse.Namespace, work: Path) -> dict[str
                          args.period * (args.warm + args.polls + 5) + 60, 0.1, proc.alive)
     finally:
         proc.stop()
+    if args.keep is not None:  # for pstats: call counts, callers
+        args.keep.mkdir(parents=True, exist_ok=True)
+        shutil.copy(out, args.keep / out.name)
     stats = pstats.Stats(str(out))
     raw: dict[tuple[str, int, str], tuple[int, int, float, float, Any]] = \
         stats.stats  # type: ignore[attr-defined]
@@ -354,7 +357,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--period", type=int, default=2, help="poll period, seconds")
     ap.add_argument("--callgrind", action="store_true", help="instructions per poll too")
     ap.add_argument("--keep", type=Path, default=None,
-                    help="--callgrind: copy the window's dumps into this directory")
+                    help="copy --callgrind's window dumps and --cprofile's stats here")
     ap.add_argument("--cprofile", action="store_true", help="where ours' poll time goes")
     ap.add_argument("--top", type=int, default=25, help="--cprofile: functions listed")
     ap.add_argument("--threads", type=int, default=12, help="node-writer threads")

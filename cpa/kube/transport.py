@@ -88,20 +88,6 @@ class _Unanswered(ConnectionError):
     """The connection broke while we waited for the first byte of the answer."""
 
 
-def _dropped(conn: http.client.HTTPConnection) -> bool:
-    """An idle kept-alive connection the server closed: its socket reads as ready (EOF or
-    a TLS close) though we sent nothing. Checked before reuse, as Go's transport does."""
-    sock = conn.sock
-    if sock is None:
-        return True
-    try:  # poll, not select: a descriptor above 1,023 is fine once the limit is raised
-        poller = select.poll()
-        poller.register(sock, select.POLLIN)
-        return bool(poller.poll(0))
-    except (OSError, ValueError):
-        return True
-
-
 DEADLINE_SLACK = 0.005  # s: how far past its deadline a read begun in time may end
 
 
@@ -157,8 +143,11 @@ class _Connection(http.client.HTTPConnection):
         self.wait = math.inf
         self.expired = False
         self.reader: io.BufferedReader | None = None
+        self.host_line = f"Host: {_host_field(self)}\r\n"
+        self._poller: select.poll | None = None
 
     def connect(self) -> None:
+        self._poller = None
         super().connect()  # TCP, with TCP_NODELAY (as Go and urllib3 do)
         if self._tls is not None and self.sock is not None:
             tls = self._tls.wrap_socket(self.sock, server_hostname=self._server_name,
@@ -173,6 +162,23 @@ class _Connection(http.client.HTTPConnection):
         if self.sock is not None:
             self.reader = io.BufferedReader(_DeadlineIO(self.sock, self))
 
+    def dropped(self) -> bool:
+        """An idle kept-alive connection the server closed: its socket reads as ready (EOF
+        or a TLS close) though we sent nothing. Checked before reuse, as Go's transport
+        does; poll, not select: a descriptor above 1,023 is fine once the limit is
+        raised."""
+        sock = self.sock
+        if sock is None:
+            return True
+        try:
+            poller = self._poller
+            if poller is None:
+                poller = self._poller = select.poll()
+                poller.register(sock, select.POLLIN)
+            return bool(poller.poll(0))
+        except (OSError, ValueError):
+            return True
+
     def detach(self) -> tuple[io.BufferedReader | None, socket.socket | None]:
         """Hand the reader and socket to an answer that ends the connection (it reads its
         body to the close); the connection is closed without touching them."""
@@ -183,6 +189,7 @@ class _Connection(http.client.HTTPConnection):
 
     def close(self) -> None:
         reader, self.reader = self.reader, None
+        self._poller = None
         super().close()
         if reader is not None:
             reader.close()  # the raw reader leaves the socket alone: closed above
@@ -224,6 +231,9 @@ class _Fields(Mapping[str, str]):
 
     def __getitem__(self, key: str) -> str:
         return self._first[key.lower()]
+
+    def get(self, key: str, default: Any = None) -> Any:  # Mapping's raises on a miss
+        return self._first.get(key.lower(), default)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._first)
@@ -275,18 +285,25 @@ class _Answer(http.client.HTTPResponse):
     def begin(self) -> None:
         if self.headers is not None:
             return
+        fields = None
         if self.fp is not None:
             # Tell a connection broken before the answer's first byte (nothing answered:
             # safe to send a GET again) from one broken part-way through its header.
             try:
-                self.fp.peek(1)  # blocks until a byte, EOF or an error; consumes nothing
+                came = self.fp.peek(1)  # blocks until a byte, EOF or an error
             except (ConnectionResetError, ConnectionAbortedError, ssl.SSLEOFError) as exc:
                 raise _Unanswered(f"{type(exc).__name__}: {exc}") from exc
-        while True:
-            version, status, reason = self._read_status()
-            if status != http.client.CONTINUE:
-                break
-            _read_fields(self.fp)  # a 100 Continue's own header
+            whole = _whole_head(came)
+            if whole is not None:
+                version, status, reason, fields, size = whole
+                self.fp.read(size)  # what was parsed, from the buffer
+        if fields is None:
+            while True:
+                version, status, reason = self._read_status()
+                if status != http.client.CONTINUE:
+                    break
+                _read_fields(self.fp)  # a 100 Continue's own header
+            fields = _read_fields(self.fp)
         self.code = self.status = status
         self.reason = reason.strip()
         if version in ("HTTP/1.0", "HTTP/0.9"):
@@ -295,7 +312,6 @@ class _Answer(http.client.HTTPResponse):
             self.version = 11
         else:
             raise http.client.UnknownProtocol(version)
-        fields = _read_fields(self.fp)
         self.headers = self.msg = fields
         encoding = fields.get("transfer-encoding")
         self.chunked = encoding is not None and encoding.lower() == "chunked"
@@ -319,26 +335,59 @@ class _Answer(http.client.HTTPResponse):
             self.will_close = True
 
 
+def _whole_head(came: bytes) -> tuple[str, int, str, _Fields, int] | None:
+    """The status and fields of a whole header already in the reader's buffer (an API
+    server's answer comes in one piece), parsed from one string rather than line by line;
+    and its size. None when the buffer holds less, or anything unusual (a 1xx, a bare LF,
+    an odd status line): the line-by-line path reads it as ``http.client`` does."""
+    end = came.find(b"\r\n\r\n")
+    if end < 0 or came.count(b"\n", 0, end) != came.count(b"\r\n", 0, end):
+        return None
+    lines = came[:end].decode("iso-8859-1").split("\r\n")
+    parts = lines[0].split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isascii() \
+            or not parts[1].isdigit():
+        return None
+    status = int(parts[1])
+    if not 200 <= status <= 999:
+        return None
+    del lines[0]
+    return parts[0], status, parts[2] if len(parts) == 3 else "", _fields_of(lines), end + 4
+
+
 def _read_fields(fp: Any) -> _Fields:
     """Header lines up to the empty one, with ``http.client``'s limits."""
-    fields = _Fields()
+    lines: list[str] = []
     readline = fp.readline
     while True:
         line = readline(_MAX_LINE + 1)
         if len(line) > _MAX_LINE:
             raise http.client.LineTooLong("header line")
         if line in (b"\r\n", b"\n", b""):
-            return fields
-        if len(fields._raw) >= _MAX_FIELDS:
+            return _fields_of(lines)
+        lines.append(line.decode("iso-8859-1"))
+
+
+def _fields_of(lines: list[str]) -> _Fields:
+    """The fields of a header's lines (each with or without its line end): names
+    lower-cased, values stripped, a folded line joined to the field before it."""
+    fields = _Fields()
+    first, raw = fields._first, fields._raw
+    for text in lines:
+        if len(raw) >= _MAX_FIELDS:
             raise http.client.HTTPException(f"got more than {_MAX_FIELDS} headers")
-        text = line.decode("iso-8859-1")
         if text[0] in " \t":
-            if fields._raw:
+            if raw:
                 fields.extend_last(text.strip())
             continue
         name, colon, value = text.partition(":")
         if colon:
-            fields.add(name.strip(), value.strip())
+            key = name.strip().lower()
+            value = value.strip()
+            raw.append((key, value))
+            if key not in first:
+                first[key] = value
+    return fields
 
 
 _BAD_TARGET = re.compile(r"[\x00-\x20\x7f]")
@@ -352,7 +401,37 @@ def _host_field(conn: http.client.HTTPConnection) -> str:
     return host if conn.port == conn.default_port else f"{host}:{conn.port}"
 
 
-def _write_request(conn: http.client.HTTPConnection, method: str, target: str,
+def _field_lines(headers: Mapping[str, Any]) -> str:
+    """The caller's fields as header lines, each value refused if it could end the line."""
+    parts = []
+    for name, value in headers.items():
+        value = str(value)
+        if _BAD_VALUE.search(value) or _BAD_TARGET.search(name):
+            raise ValueError(f"Invalid header {name!r}: {value!r}")
+        parts.append(f"{name}: {value}\r\n")
+    return "".join(parts)
+
+
+class _LastFields:
+    """The last fields written and their lines: a poll sends the same few fields on every
+    request (its token changes once an hour at most), so they are checked once."""
+
+    def __init__(self) -> None:
+        self._last: tuple[dict[str, Any], str] = ({}, "")
+
+    def lines(self, headers: Mapping[str, Any]) -> str:
+        last = self._last  # one read: another thread may replace it
+        if headers == last[0]:
+            return last[1]
+        text = _field_lines(headers)
+        self._last = (dict(headers), text)
+        return text
+
+
+_LAST_FIELDS = _LastFields()
+
+
+def _write_request(conn: _Connection, method: str, target: str,
                    body: bytes | None, headers: Mapping[str, Any]) -> str:
     """Send the request head (and body) in one write; the same fields as ``http.client``
     sends (Host, Accept-Encoding: identity, the caller's, Content-Length), each value
@@ -361,17 +440,10 @@ def _write_request(conn: http.client.HTTPConnection, method: str, target: str,
         raise http.client.InvalidURL(f"URL can't contain control characters: {target!r}")
     if conn.sock is None:
         conn.connect()
-    parts = [f"{method} {target} HTTP/1.1\r\nHost: {_host_field(conn)}\r\n"
-             "Accept-Encoding: identity\r\n"]
-    for name, value in headers.items():
-        value = str(value)
-        if _BAD_VALUE.search(value) or _BAD_TARGET.search(name):
-            raise ValueError(f"Invalid header {name!r}: {value!r}")
-        parts.append(f"{name}: {value}\r\n")
-    if body is not None or method in _BODY_METHODS:
-        parts.append(f"Content-Length: {len(body or b'')}\r\n")
-    parts.append("\r\n")
-    head = "".join(parts).encode("iso-8859-1")
+    length = f"Content-Length: {len(body or b'')}\r\n" \
+        if body is not None or method in _BODY_METHODS else ""
+    head = (f"{method} {target} HTTP/1.1\r\n{conn.host_line}Accept-Encoding: identity\r\n"
+            f"{_LAST_FIELDS.lines(headers)}{length}\r\n").encode("iso-8859-1")
     sock = conn.sock
     assert sock is not None
     sock.sendall(head + body if body else head)
@@ -641,7 +713,7 @@ class Pool:
         while True:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
-            if conn is None or not _dropped(conn):
+            if conn is None or not conn.dropped():
                 return conn
             conn.close()
 

@@ -4,6 +4,7 @@ case controls exactly what goes over the wire and when)."""
 from __future__ import annotations
 
 import contextlib
+import io
 import math
 import socket
 import ssl
@@ -27,6 +28,8 @@ from cpa.kube.transport import (
     ReadTimeoutError,
     Response,
     _Dechunker,
+    _read_fields,
+    _whole_head,
 )
 
 Handler = Callable[[socket.socket, int], None]  # (accepted connection, its index)
@@ -73,7 +76,7 @@ class Server:
         self.accepted = 0
         self.requests: list[bytes] = []
         self._threads: list[threading.Thread] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        threading.Thread(target=self._accept, name="test-server", daemon=True).start()
 
     @property
     def url(self) -> str:
@@ -87,7 +90,8 @@ class Server:
                 return
             index = self.accepted
             self.accepted += 1
-            t = threading.Thread(target=self._serve, args=(conn, index), daemon=True)
+            t = threading.Thread(target=self._serve, args=(conn, index), name="test-server",
+                                 daemon=True)
             t.start()
             self._threads.append(t)
 
@@ -653,7 +657,8 @@ def test_deadlines_start_no_thread_and_a_connection_keeps_one_reader(
         idle = client._pool._idle
         assert len(idle) == 1 and idle[0].deadline == math.inf
         readers.add(id(idle[0].reader))
-    assert set(threading.enumerate()) - before <= set(server._threads), "the server's only"
+    new = set(threading.enumerate()) - before
+    assert all(t.name == "test-server" for t in new), new
     assert len(readers) == 1 and server.accepted == 1
 
 
@@ -799,6 +804,63 @@ def test_the_answer_header_is_read_as_http_says(serve: Callable[[Handler], Serve
         assert resp.read() == b"{}"
         resp.release_conn()
     assert server.accepted == 1
+
+
+_FIELD_NAME = st.text(alphabet="ABCXYZabcxyz-", min_size=1, max_size=12)
+_FIELD_VALUE = st.text(alphabet=st.one_of(
+    st.characters(min_codepoint=0x20, max_codepoint=0xff, blacklist_characters="\x7f"),
+    st.sampled_from("\t\r")), max_size=30)
+
+
+@given(fields=st.lists(st.tuples(_FIELD_NAME, _FIELD_VALUE, st.booleans()), max_size=12),
+       reason=st.sampled_from(["OK", "", "Not Found", "I'm a teapot"]),
+       status=st.sampled_from([200, 201, 404, 409, 429, 500]))
+@settings(max_examples=300, deadline=None)
+def test_a_header_parsed_whole_equals_the_line_by_line_reading(
+        fields: list[tuple[str, str, bool]], reason: str, status: int) -> None:
+    """The one-string parse of a header that came whole (the usual case) gives the same
+    status and fields, in the same order, as reading it line by line."""
+    lines = [f"HTTP/1.1 {status} {reason}".rstrip(" ")]
+    for name, value, folded in fields:
+        lines.append(f"{name}: {value}")
+        if folded:
+            lines.append(f"  more {value}")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("iso-8859-1")
+    whole = _whole_head(head + b"body")
+    assert whole is not None
+    version, got_status, got_reason, got, size = whole
+    assert size == len(head)
+    reader = io.BufferedReader(io.BytesIO(head))
+    reader.readline()
+    slow = _read_fields(reader)
+    assert (version, got_status, got_reason.strip()) == ("HTTP/1.1", status, reason)
+    assert got._raw == slow._raw and dict(got) == dict(slow)
+
+
+@pytest.mark.parametrize("head", [
+    b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",  # a 1xx first
+    b"HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n",  # a bare LF
+    b"HTTP/1.1 2x0 OK\r\n\r\n", b"ICY 200 OK\r\n\r\n",  # an odd status line
+    b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n",  # not all of it came
+])
+def test_an_unusual_header_is_left_to_the_line_by_line_reading(head: bytes) -> None:
+    assert _whole_head(head) is None
+
+
+def test_a_header_that_comes_in_two_pieces_is_read_line_by_line(
+        serve: Callable[[Handler], Server]) -> None:
+    def handler(conn: socket.socket, _index: int) -> None:
+        read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: app")
+        time.sleep(0.2)
+        conn.sendall(b"lication/json\r\nContent-Length: 2\r\n\r\n{}")
+        time.sleep(1)
+
+    server = serve(handler)
+    resp = get(Pool(server.url, None), "/x")
+    assert resp.headers.get("content-type") == "application/json"
+    assert resp.read() == b"{}"
+    resp.release_conn()
 
 
 def test_too_many_header_fields_are_refused(serve: Callable[[Handler], Server]) -> None:
