@@ -8,8 +8,10 @@ fake is a plain class that type-checks, and importing the types never pulls in t
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 RETRY_AFTER_CAP = 10.0
 """The longest we wait at once because an answer said ``Retry-After`` (client-go has no cap
@@ -106,3 +108,16 @@ class RawApi(Api, Protocol):
                  deadline: float | None = ...) -> dict[str, Any]:
         """Send ``data`` as ``content_type``; return the answer's object."""
         ...
+
+
+def get_decoded(api: Api, path: str, decode: Callable[[dict[str, Any]], T]) -> T:
+    """``decode`` of the object at ``path``: what a poll reads every period (the ConfigMap,
+    a target's scale). A client that keeps its last answers
+    (:meth:`cpa.kube.client.KubeApi.get_decoded`) returns the same value, without parsing,
+    while the answer's bytes stay the same, so ``decode`` must make a value nobody changes;
+    any other (a test fake, the leader-elected wrapper of reads) decodes each answer."""
+    keeping = getattr(api, "get_decoded", None)
+    if keeping is not None:
+        value: T = keeping(path, decode)
+        return value
+    return decode(api.get_json(path))

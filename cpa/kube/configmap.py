@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from cpa import logs
-from cpa.kube.api import Api, ApiError
+from cpa.kube.api import Api, ApiError, get_decoded
 from cpa.kube.objects import decode_configmap
 
 __all__ = ["DEFAULTS_ANNOTATION", "ConfigMapData", "DefaultsState", "data_hash",
@@ -47,11 +48,18 @@ def _from_doc(doc: dict[str, object], where: str) -> ConfigMapData:
                          metadata=meta if isinstance(meta, dict) else None)
 
 
+@functools.lru_cache(maxsize=64)
+def _decoder(path: str) -> Callable[[dict[str, object]], ConfigMapData]:
+    """One decoder per path: the client keeps a decoded answer for the same decoder."""
+    return lambda doc: _from_doc(doc, f"GET {path}")
+
+
 def fetch(api: Api, namespace: str, name: str) -> ConfigMapData:
     """GET the ConfigMap; raises ApiError (404 when it does not exist; a malformed answer
-    is :class:`~cpa.kube.objects.MalformedObject`)."""
+    is :class:`~cpa.kube.objects.MalformedObject`). The value may be the last poll's (the
+    same bytes came): nobody changes a ConfigMapData, its data or its metadata."""
     path = _path(namespace, name)
-    return _from_doc(api.get_json(path), f"GET {path}")
+    return get_decoded(api, path, _decoder(path))
 
 
 def get_or_create(api: Api, namespace: str, name: str,

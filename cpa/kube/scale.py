@@ -8,13 +8,22 @@ fails the poll and waits a whole period).
 
 from __future__ import annotations
 
-from typing import Final
+import functools
+from collections.abc import Callable
+from typing import Any, Final
 
-from cpa.kube.api import Api, ApiError, RawApi
-from cpa.kube.objects import decode_scale
+from cpa.kube.api import Api, ApiError, RawApi, get_decoded
+from cpa.kube.objects import ScaleObject, decode_scale
 from cpa.kube.targets import Current, ScaleResult, Shape, Target, scale_path
 
 __all__ = ["SCALE", "ScaleWriter", "ensure_scale"]
+
+
+@functools.lru_cache(maxsize=64)
+def _decoder(path: str) -> Callable[[dict[str, Any]], tuple[dict[str, Any], ScaleObject]]:
+    """One decoder per path (the client keeps a decoded answer for the same decoder): the
+    object and what it says."""
+    return lambda doc: (doc, decode_scale(doc, f"GET {path}"))
 
 
 def ensure_scale(api: RawApi, namespace: str, target: Target, replicas: int,
@@ -28,20 +37,20 @@ def ensure_scale(api: RawApi, namespace: str, target: Target, replicas: int,
     uid: str | None = None
     try:
         for attempt in range(2):
-            scale = api.get_json(path)
-            read = decode_scale(scale, f"GET {path}")  # a malformed one: this target's error
+            # a malformed one: this target's error. The object is shared with the client's
+            # kept answer (the same bytes: not parsed again): the PUT's body is a copy.
+            scale, read = get_decoded(api, path, _decoder(path))
             previous, uid = read.replicas, read.uid
             if shape is not None:
                 replicas = shape(previous)
             if previous == replicas or dry_run:
                 return ScaleResult(target, previous, replicas, False, uid=uid, dry_run=dry_run)
+            body = {key: value for key, value in scale.items() if key != "status"}
             spec = scale.get("spec")
-            if not isinstance(spec, dict):  # null: decoded as the empty spec
-                spec = scale["spec"] = {}
-            spec["replicas"] = replicas
-            scale.pop("status", None)
+            body["spec"] = {**spec, "replicas": replicas} if isinstance(spec, dict) \
+                else {"replicas": replicas}  # null: decoded as the empty spec
             try:
-                api.send_json("PUT", path, scale)
+                api.send_json("PUT", path, body)
                 return ScaleResult(target, previous, replicas, True, uid=uid)
             except ApiError as exc:
                 if not exc.conflict or attempt == 1:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import math
 import socket
 import ssl
@@ -904,3 +905,96 @@ def test_a_write_carries_the_fields_http_client_sent(
     assert head.startswith(f"PUT /x HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n")
     assert "Content-Length: 11\r\n" in head and "Accept-Encoding: identity\r\n" in head
     assert head.endswith('\r\n\r\n{"spec":{}}')
+
+
+# --- answers kept decoded -------------------------------------------------------------------
+def answers(bodies: list[bytes], puts: list[bytes]) -> Handler:
+    """Answer GETs with these bodies in turn (the last one again when they run out) on one
+    connection; a PUT's body is kept in ``puts`` and answered with it."""
+    def handler(conn: socket.socket, _index: int) -> None:
+        got = 0
+        while True:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            head, _, rest = data.partition(b"\r\n\r\n")
+            if head.startswith(b"PUT"):
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                while len(rest) < length:
+                    rest += conn.recv(65536)
+                puts.append(rest)
+                answer(conn, rest)
+                continue
+            answer(conn, bodies[min(got, len(bodies) - 1)])
+            got += 1
+    return handler
+
+
+def test_an_answer_with_the_same_bytes_is_not_decoded_again(
+        serve: Callable[[Handler], Server]) -> None:
+    one, two = b'{"metadata":{"resourceVersion":"1"}}', b'{"metadata":{"resourceVersion":"2"}}'
+    server = serve(answers([one, one, two, two], []))
+    client = api(server.url)
+    decoded: list[dict[str, object]] = []
+
+    def decode(doc: dict[str, object]) -> dict[str, object]:
+        decoded.append(doc)
+        return doc
+
+    first = client.get_decoded("/x", decode)
+    assert client.get_decoded("/x", decode) is first, "the same bytes: the kept value"
+    third = client.get_decoded("/x", decode)
+    assert third == {"metadata": {"resourceVersion": "2"}} and third is not first
+    assert client.get_decoded("/x", decode) is third
+    assert len(decoded) == 2 and server.accepted == 1
+    other = client.get_decoded("/x", lambda doc: ("other", doc))
+    assert other[0] == "other", "another decoder decodes again"
+
+
+def test_a_value_the_decoder_refuses_is_not_kept(serve: Callable[[Handler], Server]) -> None:
+    server = serve(answers([b'{"a":1}'], []))
+    client = api(server.url)
+    calls = []
+
+    def decode(doc: dict[str, object]) -> object:
+        calls.append(doc)
+        if len(calls) == 1:
+            raise ValueError("malformed")
+        return doc
+
+    with pytest.raises(ValueError):
+        client.get_decoded("/x", decode)
+    assert client.get_decoded("/x", decode) == {"a": 1} and len(calls) == 2
+
+
+def test_a_scale_write_leaves_the_kept_answer_as_it_came(
+        serve: Callable[[Handler], Server]) -> None:
+    """The PUT's body is a copy: the next poll, given the same bytes, reads the target's
+    replicas as they came, not as we meant to write them."""
+    from cpa.kube.scale import _decoder as scale_decoder
+    from cpa.kube.scale import ensure_scale
+    from cpa.kube.targets import parse_targets
+
+    scale = (b'{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"coredns",'
+             b'"namespace":"kube-system","resourceVersion":"7","uid":"u1"},'
+             b'"spec":{"replicas":1},"status":{"replicas":1,"selector":"k8s-app=kube-dns"}}')
+    puts: list[bytes] = []
+    server = serve(answers([scale], puts))
+    client = api(server.url)
+    target = parse_targets("deployment/coredns")[0][0]
+    first = ensure_scale(client, "kube-system", target, 3)
+    assert (first.previous, first.replicas, first.changed) == (1, 3, True)
+    assert [json.loads(p) for p in puts] == [{
+        "kind": "Scale", "apiVersion": "autoscaling/v1",
+        "metadata": {"name": "coredns", "namespace": "kube-system", "resourceVersion": "7",
+                     "uid": "u1"},
+        "spec": {"replicas": 3}}]
+    path = "/apis/apps/v1/namespaces/kube-system/deployments/coredns/scale"
+    kept, _ = client.get_decoded(path, scale_decoder(path))
+    assert kept == json.loads(scale), "the kept object as it came"
+    again = ensure_scale(client, "kube-system", target, 3)
+    assert (again.previous, again.changed) == (1, True), "read as it came: 1, written again"
+    assert json.loads(puts[-1])["spec"] == {"replicas": 3} and len(puts) == 2
