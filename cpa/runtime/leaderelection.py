@@ -50,15 +50,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from cpa import logs
-from cpa.kube.api import Api, ApiError, RawApi
+from cpa.kube.api import Api, ApiError, RawApi, get_decoded
 from cpa.kube.objects import MalformedObject, decode_lease
 
 __all__ = ["SANE_LEASE_SECONDS", "GuardedApi", "LeaderElector", "LeaseConfig", "LeaseStatus",
            "default_identity", "lease_problem"]
 
+T = TypeVar("T")
 RELEASE_SECONDS = 1.0  # the Lease release at exit: SIGTERM is honoured within 2 s
 SANE_LEASE_SECONDS = 3600.0
 """A holder claiming the Lease for longer than an hour is no leader election anyone runs
@@ -436,6 +437,10 @@ class GuardedApi:
     def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
                  deadline: float | None = None) -> dict[str, Any]:
         return self._api.get_json(path, query, deadline=deadline)
+
+    def get_decoded(self, path: str, decode: Callable[[dict[str, Any]], T]) -> T:
+        """A read the client may answer from its kept value (:func:`get_decoded`)."""
+        return get_decoded(self._api, path, decode)
 
     def _until(self, method: str, path: str, deadline: float | None) -> float:
         """The write's deadline, or ApiError when this replica may have lost the Lease."""

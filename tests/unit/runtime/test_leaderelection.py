@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from cpa.kube.api import ApiError
+from cpa.kube.api import ApiError, get_decoded
 from cpa.kube.targets import Target
 from cpa.kube.writers import ensure_replicas
 from cpa.runtime.leaderelection import GuardedApi, LeaderElector, LeaseConfig
@@ -378,3 +378,22 @@ def test_a_ghost_holder_is_warned_once_and_its_duration_shown(
     assert status.unchanged_seconds == 9
     err = capsys.readouterr().err
     assert err.count("leader.lease_ghost") == 1 and "kubectl delete lease" in err
+
+
+def test_a_read_through_the_guard_reaches_the_client_s_kept_answers() -> None:
+    """Under --leader-elect the poll's GETs pass the guard: a client that keeps decoded
+    answers is asked for them (the ConfigMap and scale are not parsed every poll)."""
+    class Keeping(FakeApi):
+        def __init__(self) -> None:
+            super().__init__()
+            self.asked: list[str] = []
+
+        def get_decoded(self, path: str, decode: Callable[[dict[str, Any]], Any]) -> Any:
+            self.asked.append(path)
+            return decode(self.get_json(path))
+
+    api, clock = Keeping(), Clock()
+    api.add_scale("/scale", 4)
+    guarded = GuardedApi(api, elector(api, clock, "a", []), clock)
+    assert get_decoded(guarded, "/scale", lambda doc: doc["spec"]["replicas"]) == 4
+    assert api.asked == ["/scale"]
