@@ -12,6 +12,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -231,3 +233,39 @@ def test_a_bad_buffer_size_is_a_problem_naming_the_variable(value: str) -> None:
 
     problem = logs.buffer_lines({"CPA_LOG_BUFFER_LINES": value})
     assert isinstance(problem, str) and "CPA_LOG_BUFFER_LINES" in problem
+
+
+@given(st.lists(st.integers(min_value=0, max_value=2**62), min_size=1, max_size=5),
+       st.integers(min_value=0, max_value=3))
+def test_a_stamp_is_the_utc_isoformat_with_a_z(instants: list[int], repeat: int) -> None:
+    """The same text as ``isoformat`` (microseconds only when not zero), also for the
+    second kept from the last stamp and for a time within it."""
+    from datetime import UTC, timedelta
+
+    from cpa.logs import utc_stamp
+
+    for ns in instants + [instants[-1] + step * 1_000 for step in range(repeat)]:
+        at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=ns // 1000)
+        assert utc_stamp(ns) == at.isoformat().replace("+00:00", "Z")
+
+
+def test_an_exception_still_renders_its_traceback_in_both_formats() -> None:
+    """The level, stamp, stack and exception steps are one processor now; an event that
+    asks for a traceback still gets it (``exception``), as structlog's processors wrote."""
+    for fmt in ("json", "text"):
+        out = subprocess.run([sys.executable, "-c", f"""
+import sys
+from cpa import logs
+logs.configure(0, {fmt!r})
+try:
+    raise ValueError("boom")
+except ValueError:
+    logs.get_logger("t").error("x.failed", exc_info=True)
+logs.get_logger("t").warning("x.warned", n=1)
+"""], capture_output=True, text=True, check=True).stderr
+        assert "ValueError: boom" in out and "Traceback" in out, out
+        if fmt == "json":
+            first, second = (json.loads(line) for line in out.splitlines())
+            assert list(first)[:4] == ["timestamp", "level", "event", "component"]
+            assert first["level"] == "error" and "exception" in first
+            assert second["level"] == "warning" and second["n"] == 1
