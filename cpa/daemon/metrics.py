@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from cpa.daemon.loop import PollResult
     from cpa.decide.modes.mode import Params
     from cpa.kube.targets import Target
+    from cpa.nodes.counts import ClusterCounts
     from cpa.nodes.watch import WatchStatus
     from cpa.runtime.leaderelection import LeaseStatus
 
@@ -138,6 +139,8 @@ class Metrics:
         self._params_key: tuple[str | None, int] | None = None
         """The ConfigMap version (and the parameters' id) the gauges were set from."""
         self._zones = False  # whether cluster_zones has series (a zones key was in force)
+        self._counts_shown: ClusterCounts | None = None  # what the count gauges hold
+        self._shown: dict[Gauge, float] = {}  # the last value set, for a few steady gauges
         self._placed = False  # whether target_nodes has series (targetPlacement in force)
         self._writes: dict[Target, Counter] = {}
         self._replicas: dict[Target, Gauge] = {}  # made at a target's first replica count
@@ -233,7 +236,14 @@ class Metrics:
         gauge = self._replicas.get(target)
         if gauge is None:
             gauge = self._replicas[target] = self.target_replicas.labels(str(target))
-        gauge.set(value)
+        self._show(gauge, value)
+
+    def _show(self, gauge: Gauge, value: float) -> None:
+        """Set a gauge that mostly keeps its value only when the value changed (a steady
+        poll would set it to the same number every period)."""
+        if self._shown.get(gauge) != value:
+            gauge.set(value)
+            self._shown[gauge] = value
 
     def observe(self, result: PollResult) -> None:
         """A poll observer."""
@@ -244,7 +254,8 @@ class Metrics:
         if result.ok:
             self.last_success.set(self._wall())
         counts = result.counts
-        if counts is not None:
+        if counts is not None and counts != self._counts_shown:
+            self._counts_shown = counts
             self._nodes[0].set(counts.total_nodes)
             self._nodes[1].set(counts.schedulable_nodes)
             self._cores[0].set(counts.total_cores)
@@ -269,7 +280,7 @@ class Metrics:
                 (result.params_version, id(result.params)) != self._params_key):
             self._params_in_force(result.params, result.params_version)
         if result.decision is not None:
-            self.desired_replicas.set(result.decision.replicas)
+            self._show(self.desired_replicas, result.decision.replicas)
         for scale in result.scales:
             if scale.error is None and writer_for(scale.target).bounded:
                 self.floor_clamped.labels(str(scale.target)).set(scale.clamped_from is not None)

@@ -101,6 +101,7 @@ class _DeadlineIO(io.RawIOBase):
     def __init__(self, sock: socket.socket, conn: _Connection) -> None:
         self._sock = sock
         self._conn = conn
+        self._tls = isinstance(sock, ssl.SSLSocket)
 
     def readable(self) -> bool:
         return True
@@ -118,7 +119,37 @@ class _DeadlineIO(io.RawIOBase):
                     raise TimeoutError("the request's deadline passed")
                 self._sock.settimeout(left)
                 conn.wait = left
+        if self._tls:
+            return _tls_read(self._sock, buffer)
         return self._sock.recv_into(buffer)
+
+
+def _tls_read(sock: Any, buffer: Any) -> int:
+    """``SSLSocket.recv_into`` without its two Python frames (``recv_into``, ``read``):
+    the TLS object's read, a ragged EOF read as the end (``suppress_ragged_eofs``, on
+    for every socket here)."""
+    tls = sock._sslobj
+    if tls is None:
+        return int(sock.recv_into(buffer))  # closed or unwrapped: the socket's own error
+    try:
+        return int(tls.read(len(buffer), buffer))
+    except ssl.SSLEOFError:
+        return 0
+
+
+def _send_all(sock: Any, data: bytes) -> None:
+    """``sendall``; for TLS without ``SSLSocket``'s three Python frames (``sendall``,
+    ``send``, the view loop): its TLS object's write, which writes all of a small request
+    (no partial writes) and waits as the socket's timeout says."""
+    tls = getattr(sock, "_sslobj", None)
+    if tls is None:
+        sock.sendall(data)
+        return
+    sent = tls.write(data)
+    if sent < len(data):
+        with memoryview(data) as view:
+            while sent < len(data):
+                sent += tls.write(view[sent:])
 
 
 class _Connection(http.client.HTTPConnection):
@@ -274,6 +305,12 @@ class _Answer(http.client.HTTPResponse):
     def flush(self) -> None:
         """Nothing to flush in a reader; and the connection may have closed it already."""
 
+    @property
+    def closed(self) -> bool:  # type: ignore[override]
+        """Done with once it let go of the reader: the finalizer then calls no close()
+        (an ``IOBase``'s would, on every answer)."""
+        return self.fp is None
+
     def _close_conn(self) -> None:
         fp, self.fp = self.fp, None
         sock, self.owned = self.owned, None
@@ -341,9 +378,11 @@ def _whole_head(came: bytes) -> tuple[str, int, str, _Fields, int] | None:
     and its size. None when the buffer holds less, or anything unusual (a 1xx, a bare LF,
     an odd status line): the line-by-line path reads it as ``http.client`` does."""
     end = came.find(b"\r\n\r\n")
-    if end < 0 or came.count(b"\n", 0, end) != came.count(b"\r\n", 0, end):
+    if end < 0:
         return None
     lines = came[:end].decode("iso-8859-1").split("\r\n")
+    if came.count(b"\n", 0, end) != len(lines) - 1:  # a bare LF in a line
+        return None
     parts = lines[0].split(None, 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isascii() \
             or not parts[1].isdigit():
@@ -446,7 +485,7 @@ def _write_request(conn: _Connection, method: str, target: str,
             f"{_LAST_FIELDS.lines(headers)}{length}\r\n").encode("iso-8859-1")
     sock = conn.sock
     assert sock is not None
-    sock.sendall(head + body if body else head)
+    _send_all(sock, head + body if body else head)
     return method
 
 

@@ -171,3 +171,29 @@ def test_target_nodes_only_while_target_placement_is_in_force() -> None:
     assert "cpa_target_nodes{" in m.exposition().decode()
     m.observe(result())  # the key was removed from the ConfigMap
     assert "cpa_target_nodes{" not in m.exposition().decode()
+
+
+def test_steady_gauges_follow_every_change_after_polls_that_changed_nothing() -> None:
+    """The count, desired and replica gauges are set only when their value changes: a
+    change after steady polls still shows, and a change back too."""
+    m = Metrics([COREDNS], lambda: WatchStatus(True, False, 0.0, "", 0), clock=lambda: 80.0,
+                wall=lambda: 1.7e9)
+    steady = [result(), result(), result()]
+    for r in steady:
+        r.scales = [ScaleResult(COREDNS, 3, 3, False)]
+        m.observe(r)
+    grown = result()
+    grown.counts = ClusterCounts(41, 164, 39, 156)
+    grown.decision = Decision("linear", 4, 41, 164, ())
+    grown.scales = [ScaleResult(COREDNS, 3, 4, True)]
+    m.observe(grown)
+    text = m.exposition().decode()
+    assert value(text, 'cpa_cluster_nodes{scope="all"}') == 41
+    assert value(text, 'cpa_cluster_cores{scope="schedulable"}') == 156
+    assert value(text, "cpa_desired_replicas") == 4
+    assert value(text, 'cpa_target_replicas{target="deployment/coredns"}') == 4
+    m.observe(steady[0])
+    text = m.exposition().decode()
+    assert value(text, 'cpa_cluster_nodes{scope="all"}') == 40
+    assert value(text, "cpa_desired_replicas") == 3
+    assert value(text, 'cpa_target_replicas{target="deployment/coredns"}') == 3
