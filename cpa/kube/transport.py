@@ -808,7 +808,9 @@ class Pool:
                     if read_timeout <= 0:
                         raise TimeoutError("the request's deadline passed while connecting")
             sock = conn.sock
-            if sock is not None:
+            if sock is not None and abs(conn.wait - read_timeout) > DEADLINE_SLACK:
+                # A kept-alive connection has the wait of its last request, most often
+                # the same within the slack: no system call then.
                 sock.settimeout(read_timeout)
                 conn.wait = read_timeout
             sending = True
