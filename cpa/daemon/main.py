@@ -64,13 +64,14 @@ def _run(argv: Sequence[str], prog: str) -> int:
     from cpa.daemon.lateload import LateLoad
     from cpa.daemon.latemetrics import LateMetrics
     from cpa.nodes.store import NodeStore
-    from cpa.nodes.watch import NodeReflector
+    from cpa.nodes.watch import NodeReflector, watch_pace
     from cpa.runtime.health import HealthState
 
     try:
         stopper, conn, api = connect(opts.kubeconfig)
         store = NodeStore()
-        watch = NodeReflector(api, store, opts.nodelabels)
+        watch = NodeReflector(api, store, opts.nodelabels,
+                              pace=watch_pace(opts.react_to_node_changes))
         # The health server answers before anything touches the API (ours: upstream serves
         # nothing until its informer synced): /healthz 200, /last-poll 500 saying why we
         # wait, /metrics counting it. It is a few sockets and one thread, ~1 ms.

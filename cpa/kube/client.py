@@ -249,21 +249,23 @@ class KubeApi:
         return doc if isinstance(doc, dict) else {}
 
     def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
-               accept: str = JSON, deadline: float | None = None) -> StreamResponse:
+               accept: str = JSON, deadline: float | None = None, pace: float = 0.0
+               ) -> StreamResponse:
         """Open a long-running GET (a watch) and return the unread response.
 
         The caller reads it with :func:`cpa.kube.wire.lines` (JSON) or
         :func:`cpa.kube.wire.frames` (protobuf), as its Content-Type says, and must
         ``release_conn()`` it. A watch has no deadline (``read_timeout`` bounds each read);
         an error answer's ``Retry-After`` is in the :class:`ApiError`, for the caller's
-        backoff.
+        backoff. ``pace``: read the body at most one wake-up per ``pace`` seconds while it
+        keeps coming (:meth:`cpa.kube.transport.Pool.request`).
         """
         headers = self._headers(accept=accept)
         try:
             resp = self._pool.request(
                 "GET", _target(path, query), body=None, headers=headers,
                 connect_timeout=min(CONNECT_TIMEOUT, self.timeout), read_timeout=read_timeout,
-                deadline=deadline)
+                deadline=deadline, pace=pace)
             if not 200 <= resp.status < 300:
                 try:
                     data = resp.read()

@@ -17,6 +17,14 @@ when that is shorter), so a request whose deadline passes fails with
 no registration. :meth:`Pool.abort` cuts every request in flight that has a deadline at
 once (SIGTERM) and gives the ones made afterwards a short grace.
 
+Paced streams. A watch of Nodes under churn brings an event every few milliseconds, and a
+read woken for each one runs through cold caches each time: per event, the wake-up and
+the reads cost several times what the same code costs warm. A stream opened with a
+``pace`` (:meth:`Pool.request`) reads from a socket that does not block, and when nothing
+is there it sleeps out the rest of its ``pace`` if it was woken less than ``pace`` ago,
+else waits in ``poll``: one wake-up per ``pace`` for whatever came meanwhile, and the first
+event after a quiet spell read at once.
+
 A poll is two small GETs, so their fixed cost is the poll's cost. ``http.client`` writes a
 request one validated header at a time and parses the answer's header with the ``email``
 package, which alone cost more CPU than the TLS, the JSON and the decision together. So the
@@ -102,6 +110,7 @@ class _DeadlineIO(io.RawIOBase):
         self._sock = sock
         self._conn = conn
         self._tls = isinstance(sock, ssl.SSLSocket)
+        self._pollers: dict[int, select.poll] = {}  # paced reads' waits, by event mask
 
     def readable(self) -> bool:
         return True
@@ -111,6 +120,8 @@ class _DeadlineIO(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         conn = self._conn
+        if conn.pace:
+            return self._paced(buffer)
         deadline = conn.deadline
         if deadline != math.inf:
             left = deadline - conn.clock()
@@ -122,6 +133,53 @@ class _DeadlineIO(io.RawIOBase):
         if self._tls:
             return _tls_read(self._sock, buffer)
         return self._sock.recv_into(buffer)
+
+    def _paced(self, buffer: Any) -> int:
+        """A read of a paced stream (:meth:`Pool.request`'s ``pace``): the socket does not
+        block; when nothing is there, a stream busy in the last ``pace`` seconds sleeps
+        out the rest of them before it reads again, and only an idle one waits in
+        ``poll``. What came meanwhile is then read in one go: one wake-up per ``pace``
+        however fast the events come, instead of one each, and the first event after a
+        quiet spell is read as soon as it comes."""
+        conn = self._conn
+        sock = self._sock
+        slept = False
+        while True:
+            try:
+                if self._tls:
+                    return _tls_read(sock, buffer)
+                return sock.recv_into(buffer)
+            except (ssl.SSLWantReadError, BlockingIOError):
+                events = select.POLLIN
+            except ssl.SSLWantWriteError:  # a TLS 1.3 key update answered as we read
+                events = select.POLLOUT
+            now = conn.clock()
+            resume = conn.woke + conn.pace
+            if conn.deadline != math.inf:
+                resume = min(resume, conn.deadline)
+            if now < resume and not slept:
+                time.sleep(resume - now)
+                conn.woke = resume
+                slept = True
+                continue
+            wait = conn.pace_wait
+            if conn.deadline != math.inf:
+                wait = min(wait, conn.deadline - now)
+                if wait <= 0:
+                    raise TimeoutError("the request's deadline passed")
+            if not self._ready(events, wait):
+                raise TimeoutError("timed out")
+            conn.woke = conn.clock()
+            slept = True  # woken by data: read it now
+
+    def _ready(self, events: int, timeout: float) -> bool:
+        """Whether the socket is ready for ``events`` within ``timeout`` seconds (its
+        own socket: an answer that ends its connection took it from the connection)."""
+        poller = self._pollers.get(events)
+        if poller is None:
+            poller = self._pollers[events] = select.poll()
+            poller.register(self._sock, events)
+        return bool(poller.poll(None if timeout == math.inf else math.ceil(timeout * 1000)))
 
 
 def _tls_read(sock: Any, buffer: Any) -> int:
@@ -176,6 +234,9 @@ class _Connection(http.client.HTTPConnection):
         self.reader: io.BufferedReader | None = None
         self.host_line = f"Host: {_host_field(self)}\r\n"
         self._poller: select.poll | None = None
+        self.pace = 0.0  # a paced stream's wake-up interval (0: not paced)
+        self.pace_wait = math.inf  # its read timeout
+        self.woke = -math.inf  # when it last woke up to read
 
     def connect(self) -> None:
         self._poller = None
@@ -769,7 +830,7 @@ class Pool:
 
     def request(self, method: str, target: str, *, body: bytes | None,
                 headers: dict[str, str], connect_timeout: float, read_timeout: float,
-                deadline: float | None = None) -> Response:
+                deadline: float | None = None, pace: float = 0.0) -> Response:
         """Send one request and return its answer with the body unread.
 
         ``target`` is the path and query. ``deadline`` (a :func:`time.monotonic` time)
@@ -779,6 +840,12 @@ class Pool:
         response, e.g. a kept-alive one found dead), :class:`ReadTimeoutError` when no
         answer came in time, and :class:`DeadlineExceeded` when the deadline passed (a
         request whose deadline has passed already is not sent).
+
+        ``pace`` (seconds, for a long-running stream): a successful answer's body is read
+        at most one wake-up per ``pace`` while it keeps coming (see
+        :meth:`_DeadlineIO._paced`), so a stream of many small events costs one wake-up,
+        and one pass through warm caches, per ``pace`` instead of one per event; each
+        read then lags at most ``pace`` behind the server.
         """
         if self._grace_until < math.inf:
             deadline = min(deadline if deadline is not None else math.inf, self._grace_until)
@@ -793,6 +860,7 @@ class Pool:
         if conn is None:
             conn = self._new(connect_timeout)
         conn.expired = False
+        conn.pace = 0.0  # a kept-alive connection that carried a paced stream
         if deadline is not None:
             conn.deadline = deadline
             self._timed.add(conn)
@@ -817,6 +885,10 @@ class Pool:
             conn.request(method, self._prefix + target, body=body, headers=headers)
             sending = False
             resp = conn.getresponse()
+            if pace > 0 and sock is not None and 200 <= resp.status < 300:
+                sock.settimeout(0.0)  # paced reads wait in poll (or a sleep), not recv
+                conn.wait = 0.0
+                conn.pace, conn.pace_wait, conn.woke = pace, read_timeout, -math.inf
         except BaseException as exc:
             conn.close()
             if self.done(conn):

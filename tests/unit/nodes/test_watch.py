@@ -21,6 +21,8 @@ from cpa.nodes.store import NodeStore
 from cpa.nodes.watch import (
     BACKOFF_MAX,
     READ_IDLE_SECONDS,
+    WATCH_PACE_REACTING_SECONDS,
+    WATCH_PACE_SECONDS,
     WATCH_SECONDS,
     NodeReflector,
     WatchStatus,
@@ -106,10 +108,22 @@ def test_streaming_list_then_short_watches_from_its_bookmark() -> None:
     assert watch["resourceVersion"] == "10" and watch["allowWatchBookmarks"] == "true"
     assert WATCH_SECONDS[0] <= int(watch["timeoutSeconds"]) <= WATCH_SECONDS[1]
     assert read_timeout == READ_IDLE_SECONDS > WATCH_SECONDS[1]
+    # Only the watch is paced: the streaming list's events come back to back anyway, and
+    # a pause in it would only delay the sync.
+    assert api.paces[0] == 0.0 and set(api.paces[1:]) == {WATCH_PACE_SECONDS}
     assert api.responses[1].released and not api.responses[1].closed
     assert h.names() == ["a", "b"]
     assert h.store.counts().total_cores == 5  # 1 + 4
     assert h.reflector.resource_version == "11"
+
+
+def test_the_watch_pace_with_early_polls_is_inside_their_debounce() -> None:
+    """With --react-to-node-changes the rest of a short burst must be read before the
+    debounce looks at the counts: half the debounce at most; without it, the default."""
+    from cpa.daemon.react import REACT_DEBOUNCE_SECONDS
+    from cpa.nodes.watch import watch_pace
+    assert watch_pace(True) == WATCH_PACE_REACTING_SECONDS <= REACT_DEBOUNCE_SECONDS / 2
+    assert watch_pace(False) == WATCH_PACE_SECONDS > 0
 
 
 def test_streaming_list_retains_only_what_it_listed() -> None:
@@ -248,8 +262,9 @@ def test_stop_while_a_watch_is_being_opened_does_not_wait_for_the_watch() -> Non
 
     class StopDuringConnect(ScriptedApi):
         def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
-                   accept: str = JSON, deadline: float | None = None) -> StreamResponse:
-            response = super().stream(path, query, read_timeout, accept, deadline)
+                   accept: str = JSON, deadline: float | None = None,
+                   pace: float = 0.0) -> StreamResponse:
+            response = super().stream(path, query, read_timeout, accept, deadline, pace)
             if "sendInitialEvents" not in query:
                 h.reflector.stop(timeout=0)
             return response

@@ -201,7 +201,8 @@ class NodesApi:
             {"metadata": {"resourceVersion": "7"}, "items": items}).encode()
 
     def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
-               accept: str = "", deadline: float | None = None) -> Any:
+               accept: str = "", deadline: float | None = None,
+               pace: float = 0.0) -> Any:
         self.streams.append(query)
         if self.watch is not None:
             raise self.watch
