@@ -104,6 +104,78 @@ class RssSampler:
         self._thread.join(2)
 
 
+class PlaneMemory:
+    """The API server's memory, sampled in a thread until stop(): its VmRSS (``/proc``, every
+    ``rss_interval`` s) and its Go heap in use (``go_memstats_heap_inuse_bytes`` from its
+    ``/metrics``, every ``heap_interval`` s: a GET of a few MB, so seldom).
+
+    Both are shown because they say different things: the RSS is what the machine gives the
+    API server, but a Go process keeps pages it freed, so a rise in one window hides the
+    next; the heap in use rises and falls with what it holds for its clients (a list being
+    encoded, a watcher's buffered events) whoever ran before."""
+
+    def __init__(self, pid: int, metrics: Callable[[], str], rss_interval: float = 0.2,
+                 heap_interval: float = 1.0) -> None:
+        self.pid = pid
+        self.rss: list[tuple[float, int]] = []  # (monotonic, KiB)
+        self.heap: list[tuple[float, int]] = []  # (monotonic, bytes)
+        self._metrics = metrics
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._sample_rss, args=(rss_interval,),
+                             name="plane-rss", daemon=True),
+            threading.Thread(target=self._sample_heap, args=(heap_interval,),
+                             name="plane-heap", daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    def _sample_rss(self, interval: float) -> None:
+        while not self._stop.is_set():
+            try:
+                self.rss.append((time.monotonic(), rss_kib(self.pid)))
+            except (OSError, ValueError, IndexError):
+                return
+            self._stop.wait(interval)
+
+    def _sample_heap(self, interval: float) -> None:
+        while not self._stop.is_set():
+            try:
+                found = _HEAP_INUSE.search(self._metrics())
+            except Exception:  # the API server busy or gone: the next sample may do
+                found = None
+            if found:
+                self.heap.append((time.monotonic(), int(float(found.group(1)))))
+            self._stop.wait(interval)
+
+    def window(self, t0: float, t1: float) -> dict[str, float | None]:
+        """Between ``t0`` and ``t1``: the max RSS and its rise over the last sample before
+        ``t0``; the heap in use at most, median, and before ``t0`` (MiB)."""
+        def mib(v: float | None, unit: int) -> float | None:
+            return None if v is None else round(v / unit, 1)
+        rss_in = [k for t, k in self.rss if t0 <= t <= t1]
+        rss_before = [k for t, k in self.rss if t < t0]
+        heap_in = [b for t, b in self.heap if t0 <= t <= t1]
+        heap_before = [b for t, b in self.heap if t < t0]
+        rss_max = max(rss_in) if rss_in else None
+        return {
+            "rss_max_mib": mib(rss_max, 1024),
+            "rss_rise_mib": mib(rss_max - rss_before[-1], 1024)
+            if rss_max is not None and rss_before else None,
+            "heap_inuse_max_mib": mib(max(heap_in), 1 << 20) if heap_in else None,
+            "heap_inuse_median_mib": mib(statistics.median(heap_in), 1 << 20)
+            if heap_in else None,
+            "heap_inuse_before_mib": mib(heap_before[-1], 1 << 20) if heap_before else None,
+        }
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(5)
+
+
+_HEAP_INUSE = re.compile(r"^go_memstats_heap_inuse_bytes\s+(\S+)", re.MULTILINE)
+
+
 # --- apiserver metrics ---------------------------------------------------------------
 _SAMPLE = re.compile(r"^apiserver_request_total\{([^}]*)\}\s+(\S+)", re.MULTILINE)
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')

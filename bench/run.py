@@ -351,6 +351,9 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
     watches_before = measure.open_node_watches(plane.metrics())  # the apiserver's own
     plane_pids = {"apiserver": plane.apiserver_pid, "etcd": plane.etcd_pid}
     plane_cpu0 = {k: measure.cpu_seconds(p) for k, p in plane_pids.items() if p}
+    plane_memory = (measure.PlaneMemory(plane.apiserver_pid, plane.metrics)
+                    if plane.apiserver_pid else None)
+    time.sleep(1.5)  # a heap sample before the start
     proc = impl.start(workdir / f"{impl.name}-{n}.log")
     sampler = measure.RssSampler(proc.pid, 0.2)
     row: dict[str, Any] = {"impl": impl.name, "nodes": n, "expected_replicas": expected,
@@ -383,6 +386,9 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
             row["cache_sync_seconds"] = synced[0].get("seconds")
         elif impl.name == "upstream":
             row["sync_method"] = "informer list+watch"
+        if plane_memory is not None:  # the API server's memory over the (last) start
+            row["sync_apiserver_memory"] = plane_memory.window(proc.started, t_ok)
+            log(f"  API server memory during the sync: {row['sync_apiserver_memory']}")
         log(f"  correct replicas after {row['sync_seconds']}s, CPU s {row['sync_cpu_seconds']}"
             + (f" (cache: {row.get('sync_method')} in {row.get('cache_sync_seconds')}s)"
                if synced else ""))
@@ -444,12 +450,15 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
 
         # 4. churn: status updates at N/300 per second and a few flips, for 60 s
         if n in args.churn_at:
-            row.update(_churn(impl, proc, plane, writer, cluster, args, sampler))
+            row.update(_churn(impl, proc, plane, writer, cluster, args, sampler,
+                              plane_memory))
             row["peak_rss_after_churn_mib"] = round(
                 measure.proc_status(proc.pid)["VmHWM"] / 1024, 1)
     finally:
         writes.close()
         sampler.stop()
+        if plane_memory is not None:
+            plane_memory.stop()
         code = proc.stop()
         row["exit_code"] = code
     failed = log_events(proc.log_path.read_text(errors="replace"), "poll.failed")
@@ -458,8 +467,8 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
 
 
 def _churn(impl: Impl, proc: measure.Process, plane: ControlPlane, writer: nodes.NodeWriter,
-           cluster: Cluster, args: argparse.Namespace, sampler: measure.RssSampler
-           ) -> dict[str, Any]:
+           cluster: Cluster, args: argparse.Namespace, sampler: measure.RssSampler,
+           plane_memory: measure.PlaneMemory | None = None) -> dict[str, Any]:
     n = cluster.base
     rate = churn.default_rate(n) * args.churn_rate_scale
     window = churn.Churn(writer, cluster.states, n, rate, args.churn_seconds)
@@ -478,6 +487,8 @@ def _churn(impl: Impl, proc: measure.Process, plane: ControlPlane, writer: nodes
     out["churn_plane_cpu_percent"] = {k: round((measure.cpu_ns(p) - plane_ns0[k]) / 1e9 / wall
                                                * 100, 1)
                                       for k, p in plane_pids.items() if p}
+    if plane_memory is not None:
+        out["churn_apiserver_memory"] = plane_memory.window(t0, t1)
     # Correct at the end: the counts of a poll after the last update equal the harness's.
     expected = cluster.counts()
     settled: list[ClusterCounts | None] = [None]
@@ -498,7 +509,8 @@ def _churn(impl: Impl, proc: measure.Process, plane: ControlPlane, writer: nodes
         f"{out['churn_lag_p99_seconds']}s, kept up: {out['churn_generator_kept_up']}), CPU "
         f"{out['churn_cpu_percent']}%, RSS max {out['churn_rss_mib']} MiB, counts right: "
         f"{out['churn_counts_correct']} (after {out.get('churn_settle_seconds')}s); "
-        f"API server {out['churn_plane_cpu_percent']}%")
+        f"API server {out['churn_plane_cpu_percent']}%, its memory "
+        f"{out.get('churn_apiserver_memory')}")
     window.revert(log)
     return out
 
