@@ -210,10 +210,7 @@ class KubeApi:
 
     def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
                  deadline: float | None = None) -> dict[str, Any]:
-        doc = json.loads(self.request("GET", path, query=query, deadline=deadline))
-        if not isinstance(doc, dict):
-            raise ApiError(0, "BadResponse", f"GET {path}: expected a JSON object")
-        return doc
+        return _json_object(self.request("GET", path, query=query, deadline=deadline), path)
 
     def get_decoded(self, path: str, decode: Callable[[dict[str, Any]], T]) -> T:
         """``decode(GET path)``, kept with the answer's bytes: while they are the same (the
@@ -226,10 +223,7 @@ class KubeApi:
         if kept is not None and kept[1] is decode and kept[0] == data:
             value: T = kept[2]
             return value
-        doc = json.loads(data)
-        if not isinstance(doc, dict):
-            raise ApiError(0, "BadResponse", f"GET {path}: expected a JSON object")
-        value = decode(doc)
+        value = decode(_json_object(data, path))
         if len(self._kept) >= MAX_KEPT and path not in self._kept:
             self._kept.clear()
         self._kept[path] = (data, decode, value)
@@ -310,3 +304,11 @@ class KubeApi:
         finally:
             resp.release_conn()
         return content_type, body
+
+
+def _json_object(data: bytes, path: str) -> dict[str, Any]:
+    """The JSON object a GET of ``path`` answered; anything else is the server's fault."""
+    doc = json.loads(data)
+    if not isinstance(doc, dict):
+        raise ApiError(0, "BadResponse", f"GET {path}: expected a JSON object")
+    return doc

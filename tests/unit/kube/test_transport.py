@@ -1179,3 +1179,15 @@ def test_a_paced_stream_that_ends_its_connection_is_read_to_its_end(
     resp = paced(Pool(server.url, None), pace=0.02)
     assert b"".join(resp.stream(65536)) == b"01234"
     resp.release_conn()
+
+
+def test_an_answer_that_is_not_a_json_object_is_the_servers_fault(
+        serve: Callable[[Handler], Server]) -> None:
+    """get_json and get_decoded alike: a list (or a number) where an object must be."""
+    server = serve(keep_alive([b"[1, 2]", b"7"]))
+    client = api(server.url)
+    with pytest.raises(ApiError, match="GET /a: expected a JSON object") as err:
+        client.get_json("/a")
+    assert err.value.reason == "BadResponse"
+    with pytest.raises(ApiError, match="GET /b: expected a JSON object"):
+        client.get_decoded("/b", dict)
