@@ -233,7 +233,10 @@ def monitoring_crds(controlplane: ControlPlane, tmp_path_factory: pytest.TempPat
     def served() -> bool:
         for crd in crds:
             live = admin.get(resource_path(crd))
-            conditions = {c["type"]: c["status"] for c in live["status"].get("conditions", [])}
+            # A CRD the API server has just stored can answer "conditions": null (or no
+            # status at all) until its controller first looks at it: that is "not yet".
+            status = live.get("status") or {}
+            conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
             if conditions.get("Established") != "True":
                 return False
         admin.get(f"/apis/monitoring.coreos.com/v1/namespaces/default/{OPERATOR_CRDS[0]}")
