@@ -100,8 +100,9 @@ _FLAGS: tuple[Flag, ...] = (
          "Name of the Lease (default: the --configmap name).", metavar="string"),
     *shared.LEASE_FLAGS,
     Flag("react-to-node-changes", "react_to_node_changes", parse_bool,
-         "Also poll as soon as the Node counts change the replica count (debounced 0.1s, "
-         "at most one extra poll a second; the period's polls go on as before).",
+         "Also poll as soon as the Node counts change the replica count (once the "
+         "changes pause for 0.1s, at most one extra poll a second; the period's polls go "
+         "on as before).",
          is_bool=True),
     Flag("dry-run", "dry_run", parse_bool,
          "Compute everything, write nothing: no scale or HPA write, no ConfigMap creation, "

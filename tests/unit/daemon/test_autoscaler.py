@@ -636,6 +636,55 @@ def test_react_at_most_one_early_poll_a_second() -> None:
     _stopped(a, stop, thread, codes)
 
 
+def test_react_waits_for_a_burst_to_pause_and_writes_its_last_count_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A burst shorter than a second, its changes closer together than the debounce: one
+    early poll, after the burst, with the burst's last count. (Counting the debounce from
+    the first change polled in the middle of the burst, and its last Nodes then waited out
+    the one-a-second limit.) The debounce is 0.3 s here and the changes 0.02 s apart, so a
+    stalled test thread does not pass for a pause."""
+    import cpa.daemon.react as react
+
+    monkeypatch.setattr(react, "REACT_DEBOUNCE_SECONDS", 0.3)
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    now = [counts(2, 2)]
+    a = _reacting(api, lambda: now[0])
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: a.polls == 1)
+    for n in range(3, 3 + 20):  # 0.4 s of changes
+        now[0] = counts(n, n)
+        a.nodes_changed()
+        time.sleep(0.02)
+        assert a.early_polls == 0, "an early poll in the middle of the burst"
+    _until("the last count written", lambda: api.replicas(COREDNS) == 22, timeout=5)
+    assert (a.polls, a.early_polls) == (2, 1)
+    _stopped(a, stop, thread, codes)
+
+
+def test_react_polls_within_a_second_while_the_changes_go_on() -> None:
+    """Changes that never pause still get an early poll about a second after the first
+    one: waiting for a pause has a limit."""
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    now = [counts(2, 2)]
+    a = _reacting(api, lambda: now[0])
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: a.polls == 1)
+    started = time.monotonic()
+    n = 3
+    while a.early_polls == 0:
+        assert time.monotonic() - started < 10, "no early poll while the changes went on"
+        now[0] = counts(n, n)
+        a.nodes_changed()
+        n += 1
+        time.sleep(0.02)
+    assert api.replicas(COREDNS) > 2
+    _stopped(a, stop, thread, codes)
+
+
 def test_react_stop_is_noticed_at_once() -> None:
     api = FakeApi()
     api.add_scale(COREDNS, 1)
