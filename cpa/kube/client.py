@@ -20,7 +20,6 @@ counts as ``Retry-After: 1``), within the same 10 tries and the deadline. A writ
 
 from __future__ import annotations
 
-import http.client
 import json
 import threading
 import time
@@ -36,6 +35,7 @@ from cpa.kube.transport import (
     ConnectError,
     DeadlineExceeded,
     Pool,
+    ProtocolError,
     ReadTimeoutError,
     probable_eof,
 )
@@ -152,7 +152,7 @@ class KubeApi:
                     answer = resp.read()
                 finally:
                     resp.release_conn()
-            except (OSError, http.client.HTTPException) as exc:
+            except (OSError, ProtocolError) as exc:
                 if self._reconnect(exc, method, path, limit, reconnects):
                     reconnects -= 1
                     continue
@@ -273,7 +273,7 @@ class KubeApi:
             raise ApiError(0, "Timeout", f"GET {path}: no complete answer from the API server "
                                          f"at {self.conn.server} within the request's "
                                          "deadline (connect to last byte)") from exc
-        except (OSError, http.client.HTTPException) as exc:
+        except (OSError, ProtocolError) as exc:
             raise ApiError(0, "ConnectionError",
                            f"GET {path}: cannot reach the API server at {self.conn.server}: "
                            f"{_describe(exc)}") from exc
@@ -299,7 +299,7 @@ class KubeApi:
             raise ApiError(0, "Timeout", f"GET {path}: no complete answer within the "
                                          f"request's {self.timeout:.0f}s deadline (connect "
                                          "to last byte)") from exc
-        except (OSError, http.client.HTTPException) as exc:
+        except (OSError, ProtocolError) as exc:
             raise ApiError(0, "ConnectionError", f"GET {path}: {_describe(exc)}") from exc
         finally:
             resp.release_conn()

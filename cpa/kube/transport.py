@@ -3,9 +3,10 @@
 Why not urllib3: importing it costs ~30 ms (a third of the start-up path to the first Node
 list, measured in a clean venv), and the daemon needs little of it: one server, keep-alive,
 per-request timeouts, chunked streams it reads as they arrive, and a way to cut a blocked
-read from another thread. The standard library's ``http.client`` reads bodies; this
-module adds the pool, the TLS set-up, the request heads and answer headers, and those
-edges.
+read from another thread. Nor ``http.client``: importing it costs ~10 ms more than
+what this module needs besides (its ``email`` parser, on the path to the first Node list),
+and of it only the body reading was still used: a body is read here too, by its
+Content-Length, its chunks (:class:`_Dechunker`) or to the connection's close.
 
 Deadlines. A socket timeout bounds each read, not a request: an answer drip-fed one byte
 every 10 s never trips a 30 s read timeout and holds the poll for as long as the server
@@ -36,7 +37,7 @@ ConfigMap GET plus a scale GET against kube-apiserver, median of 7 interleaved r
 from __future__ import annotations
 
 import contextlib
-import http.client
+import errno
 import io
 import math
 import re
@@ -79,16 +80,31 @@ class ConnectError(OSError):
         return self.before_answer and self.reused
 
 
+class ProtocolError(Exception):
+    """The server's answer is not HTTP/1.x as this transport reads it: a bad status line
+    or header, a body cut short (what ``http.client`` calls ``HTTPException``)."""
+
+
+class IncompleteBody(ProtocolError):
+    """The connection ended before the body did (short of its Content-Length, or inside
+    a chunked body)."""
+
+
+class RemoteDisconnected(ConnectionResetError):
+    """The server closed the connection without a byte of an answer (an idle kept-alive
+    connection it had dropped, most often)."""
+
+
 def closed_before_answer(exc: BaseException) -> bool:
     """The connection was closed or reset under us (not a timeout)."""
-    return isinstance(exc, (http.client.RemoteDisconnected, ConnectionResetError,
+    return isinstance(exc, (RemoteDisconnected, ConnectionResetError,
                             BrokenPipeError, ConnectionAbortedError, ssl.SSLEOFError))
 
 
 def probable_eof(exc: BaseException) -> bool:
     """client-go's ``IsConnectionReset || IsProbableEOF``: the connection was reset or
     closed at any point, the answer's body included (not refused, not a timeout)."""
-    return (closed_before_answer(exc) or isinstance(exc, http.client.IncompleteRead)
+    return (closed_before_answer(exc) or isinstance(exc, IncompleteBody)
             or (isinstance(exc, ConnectError) and exc.broken))
 
 
@@ -210,21 +226,23 @@ def _send_all(sock: Any, data: bytes) -> None:
                 sent += tls.write(view[sent:])
 
 
-class _Connection(http.client.HTTPConnection):
-    """One connection, plain or TLS. TLS is set up here rather than by
-    ``HTTPSConnection`` for two reasons: the name verified (and sent as SNI) may differ
-    from the address dialled (a kubeconfig's ``tls-server-name``), and the handshake runs
-    on a socket already published as ``self.sock``, so :meth:`Pool.abort` can cut it too.
+class _Connection:
+    """One connection, plain or TLS. The name verified (and sent as SNI) may differ from
+    the address dialled (a kubeconfig's ``tls-server-name``), and the handshake runs on a
+    socket already published as ``self.sock``, so :meth:`Pool.abort` can cut it too.
 
-    The connection keeps one buffered reader for all its answers (``http.client`` makes a
-    ``makefile`` per answer), and the deadline of the request it carries:
+    The connection keeps one buffered reader for all its answers, and the deadline of the
+    request it carries:
     ``deadline`` (``math.inf``: none), ``wait`` (the socket's timeout now), ``expired``
     (cut by :meth:`Pool.abort`)."""
 
     def __init__(self, host: str, port: int, timeout: float,
                  context: ssl.SSLContext | None, server_name: str | None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(host, port, timeout=timeout)
+        self.host = host
+        self.port = port
+        self.timeout = timeout
+        self.sock: socket.socket | None = None
         self._tls = context
         self._server_name = server_name or host
         self.clock = clock
@@ -240,8 +258,14 @@ class _Connection(http.client.HTTPConnection):
 
     def connect(self) -> None:
         self._poller = None
-        super().connect()  # TCP, with TCP_NODELAY (as Go and urllib3 do)
-        if self._tls is not None and self.sock is not None:
+        sock = socket.create_connection((self.host, self.port), self.timeout)
+        self.sock = sock
+        try:  # as Go and urllib3 do
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError as exc:
+            if exc.errno != errno.ENOPROTOOPT:
+                raise
+        if self._tls is not None:
             tls = self._tls.wrap_socket(self.sock, server_hostname=self._server_name,
                                         do_handshake_on_connect=False)
             self.sock = tls
@@ -281,19 +305,20 @@ class _Connection(http.client.HTTPConnection):
 
     def close(self) -> None:
         reader, self.reader = self.reader, None
+        sock, self.sock = self.sock, None
         self._poller = None
-        super().close()
+        if sock is not None:
+            sock.close()
         if reader is not None:
             reader.close()  # the raw reader leaves the socket alone: closed above
 
     _method = "GET"
 
-    def request(self, method: str, url: str, body: Any = None,
-                headers: Mapping[str, Any] = {}, *,
-                encode_chunked: bool = False) -> None:
+    def request(self, method: str, url: str, body: bytes | None,
+                headers: Mapping[str, Any]) -> None:
         self._method = _write_request(self, method, url, body, headers)
 
-    def getresponse(self) -> http.client.HTTPResponse:
+    def getresponse(self) -> _Answer:
         return _read_answer(self, self._method)
 
 
@@ -338,39 +363,36 @@ class _Fields(Mapping[str, str]):
         return values or failobj
 
 
-_MAX_LINE = 65536  # as http.client
+_MAX_LINE = 65536  # a status or header line, as http.client's limit
 _MAX_FIELDS = 100
 
 
-class _Answer(http.client.HTTPResponse):
-    """``HTTPResponse`` with the header read by a plain loop (see the module doc), from the
-    connection's own buffered reader; reading the body is the standard library's.
+class _Answer:
+    """An answer: its status and header, read from the connection's own buffered reader
+    (in one piece when it came whole, see :func:`_whole_head`), and its body, read by its
+    Content-Length, its chunks or to the connection's close.
 
     The reader outlives the answer: at the body's end the answer lets go of it rather than
     closing it, unless the answer owns it (one that ends its connection: ``owned``)."""
 
     def __init__(self, reader: io.BufferedReader, method: str) -> None:
-        # HTTPResponse.__init__ without its sock.makefile("rb"): the same fields.
-        self.fp: io.BufferedReader | None = reader  # type: ignore[assignment]
-        self.debuglevel = 0
+        self.fp: io.BufferedReader | None = reader
         self._method = method
-        self.headers = self.msg = None  # type: ignore[assignment]
-        self.version = self.status = http.client._UNKNOWN  # type: ignore[attr-defined]
-        self.reason = http.client._UNKNOWN  # type: ignore[attr-defined]
-        self.chunked = http.client._UNKNOWN  # type: ignore[attr-defined]
-        self.chunk_left = http.client._UNKNOWN  # type: ignore[attr-defined]
-        self.length = http.client._UNKNOWN  # type: ignore[attr-defined]
-        self.will_close = http.client._UNKNOWN  # type: ignore[attr-defined]
+        self.headers: _Fields | None = None
+        self.status = 0
+        self.reason = ""
+        self.version = 11
+        self.chunked = False
+        self.length: int | None = None  # body bytes still to come, when it has a length
+        self.will_close = True
         self.owned: socket.socket | None = None
 
-    def flush(self) -> None:
-        """Nothing to flush in a reader; and the connection may have closed it already."""
-
-    @property
-    def closed(self) -> bool:  # type: ignore[override]
-        """Done with once it let go of the reader: the finalizer then calls no close()
-        (an ``IOBase``'s would, on every answer)."""
+    def isclosed(self) -> bool:
+        """The body was read to its end (or the answer closed): the reader let go of."""
         return self.fp is None
+
+    def close(self) -> None:
+        self._close_conn()
 
     def _close_conn(self) -> None:
         fp, self.fp = self.fp, None
@@ -379,6 +401,78 @@ class _Answer(http.client.HTTPResponse):
             if fp is not None:
                 fp.close()
             sock.close()
+
+    def read(self) -> bytes:
+        """The whole body (what is left of it)."""
+        fp = self.fp
+        if fp is None:
+            return b""
+        if self.chunked:
+            decoder = _Dechunker()
+            parts = []
+            while not decoder.done:
+                data = fp.read1(65536)
+                if not data:
+                    self._close_conn()
+                    raise IncompleteBody("the connection closed inside a chunked body")
+                parts.append(decoder.feed(data))
+            self._close_conn()
+            return b"".join(parts)
+        length = self.length
+        if length is None:
+            data = fp.read()
+            self._close_conn()
+            return data
+        data = fp.read(length) if length else b""
+        self._close_conn()
+        if len(data) < length:
+            raise IncompleteBody(f"the connection closed {length - len(data)} bytes short of "
+                                 f"the body's {length}")
+        return data
+
+    def read1(self, amt: int) -> bytes:
+        """What came of a body that is not chunked, up to ``amt`` bytes, with one read of
+        the socket at most; b"" at its end."""
+        fp = self.fp
+        if fp is None:
+            return b""
+        if self.length is not None and amt > self.length:
+            amt = self.length
+        data = fp.read1(amt) if amt else b""
+        if not data:
+            self._close_conn()
+        elif self.length is not None:
+            self.length -= len(data)
+            if not self.length:
+                self._close_conn()
+        return data
+
+    def _read_status(self) -> tuple[str, int, str]:
+        """The status line, read line by line (the rare path: see :func:`_whole_head`)."""
+        assert self.fp is not None
+        line = self.fp.readline(_MAX_LINE + 1)
+        if len(line) > _MAX_LINE:
+            raise ProtocolError("a status line longer than 65,536 bytes")
+        if not line:
+            raise RemoteDisconnected("the server closed the connection without an answer")
+        text = line.decode("iso-8859-1")
+        parts = text.split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isascii() \
+                or not parts[1].isdigit() or not 100 <= int(parts[1]) <= 999:
+            self._close_conn()
+            raise ProtocolError(f"not an HTTP status line: {text.strip()[:80]!r}")
+        return parts[0], int(parts[1]), parts[2] if len(parts) == 3 else ""
+
+    def _check_close(self) -> bool:
+        """Whether the server ends the connection after this answer (RFC 9112, 9.3; an
+        HTTP/1.0 server keeps it only when it says keep-alive)."""
+        fields = self.headers
+        assert fields is not None
+        connection = (fields.get("connection") or "").lower()
+        if self.version == 11:
+            return "close" in connection
+        return not (fields.get("keep-alive") or "keep-alive" in connection
+                    or "keep-alive" in (fields.get("proxy-connection") or "").lower())
 
     def begin(self) -> None:
         if self.headers is not None:
@@ -398,23 +492,21 @@ class _Answer(http.client.HTTPResponse):
         if fields is None:
             while True:
                 version, status, reason = self._read_status()
-                if status != http.client.CONTINUE:
+                if status != 100:  # Continue
                     break
                 _read_fields(self.fp)  # a 100 Continue's own header
             fields = _read_fields(self.fp)
-        self.code = self.status = status
+        self.status = status
         self.reason = reason.strip()
         if version in ("HTTP/1.0", "HTTP/0.9"):
             self.version = 10
         elif version.startswith("HTTP/1."):
             self.version = 11
         else:
-            raise http.client.UnknownProtocol(version)
-        self.headers = self.msg = fields
+            raise ProtocolError(f"not an HTTP/1 answer: {version!r}")
+        self.headers = fields
         encoding = fields.get("transfer-encoding")
         self.chunked = encoding is not None and encoding.lower() == "chunked"
-        if self.chunked:
-            self.chunk_left = None
         self.will_close = self._check_close()
         self.length = None
         length = fields.get("content-length")
@@ -426,7 +518,7 @@ class _Answer(http.client.HTTPResponse):
             else:
                 if self.length < 0:
                     self.length = None
-        if status in (http.client.NO_CONTENT, http.client.NOT_MODIFIED) \
+        if status in (204, 304) \
                 or 100 <= status < 200 or self._method == "HEAD":
             self.length = 0
         if not self.will_close and not self.chunked and self.length is None:
@@ -462,7 +554,7 @@ def _read_fields(fp: Any) -> _Fields:
     while True:
         line = readline(_MAX_LINE + 1)
         if len(line) > _MAX_LINE:
-            raise http.client.LineTooLong("header line")
+            raise ProtocolError("a header line longer than 65,536 bytes")
         if line in (b"\r\n", b"\n", b""):
             return _fields_of(lines)
         lines.append(line.decode("iso-8859-1"))
@@ -475,7 +567,7 @@ def _fields_of(lines: list[str]) -> _Fields:
     first, raw = fields._first, fields._raw
     for text in lines:
         if len(raw) >= _MAX_FIELDS:
-            raise http.client.HTTPException(f"got more than {_MAX_FIELDS} headers")
+            raise ProtocolError(f"got more than {_MAX_FIELDS} headers")
         if text[0] in " \t":
             if raw:
                 fields.extend_last(text.strip())
@@ -495,10 +587,11 @@ _BAD_VALUE = re.compile(r"[\r\n\x00]")
 _BODY_METHODS = ("POST", "PUT", "PATCH")
 
 
-def _host_field(conn: http.client.HTTPConnection) -> str:
-    """The Host field as ``http.client`` writes it (the port unless it is the default)."""
+def _host_field(conn: _Connection) -> str:
+    """The Host field as ``http.client`` wrote it: the port unless it is 80 (443 named
+    too, as its ``HTTPConnection`` under a TLS socket did)."""
     host = f"[{conn.host}]" if ":" in conn.host else conn.host
-    return host if conn.port == conn.default_port else f"{host}:{conn.port}"
+    return host if conn.port == 80 else f"{host}:{conn.port}"
 
 
 def _field_lines(headers: Mapping[str, Any]) -> str:
@@ -537,7 +630,7 @@ def _write_request(conn: _Connection, method: str, target: str,
     sends (Host, Accept-Encoding: identity, the caller's, Content-Length), each value
     refused if it could end the line."""
     if _BAD_TARGET.search(target):
-        raise http.client.InvalidURL(f"URL can't contain control characters: {target!r}")
+        raise ProtocolError(f"URL can't contain control characters: {target!r}")
     if conn.sock is None:
         conn.connect()
     length = f"Content-Length: {len(body or b'')}\r\n" \
@@ -550,10 +643,10 @@ def _write_request(conn: _Connection, method: str, target: str,
     return method
 
 
-def _read_answer(conn: _Connection, method: str) -> http.client.HTTPResponse:
-    """The answer's status and header (the body left unread), as ``getresponse()``."""
+def _read_answer(conn: _Connection, method: str) -> _Answer:
+    """The answer's status and header (the body left unread)."""
     if conn.reader is None:
-        raise http.client.NotConnected("no connection to read an answer from")
+        raise ProtocolError("no connection to read an answer from")
     answer = _Answer(conn.reader, method)
     try:
         try:
@@ -641,7 +734,7 @@ class Response:
     read to the end (and no deadline cut it)."""
 
     def __init__(self, pool: Pool, conn: _Connection, sock: socket.socket | None,
-                 resp: http.client.HTTPResponse, read_timeout: float) -> None:
+                 resp: _Answer, read_timeout: float) -> None:
         self._pool = pool
         self._conn: _Connection | None = conn
         self._timed = conn  # its deadline, after the connection went back to the pool
@@ -650,14 +743,15 @@ class Response:
         self._read_timeout = read_timeout
         self._over: bool | None = None  # the request is over: whether the deadline cut it
         self.status = resp.status
-        self.headers: Mapping[str, str] = resp.headers  # type: ignore[assignment] # _Fields
+        self.headers: Mapping[str, str] = resp.headers if resp.headers is not None \
+            else _Fields()  # always read by now
 
     def read(self) -> bytes:
         try:
             data: bytes = self._resp.read()
         except TimeoutError as exc:
             raise self._timeout() from exc
-        except (OSError, http.client.HTTPException, ValueError) as exc:
+        except (OSError, ProtocolError, ValueError) as exc:
             if self._expired():
                 raise _deadline_error() from exc
             raise
@@ -669,9 +763,9 @@ class Response:
         """The body in pieces as they arrive (what came is yielded at once, not held back
         until ``amt`` bytes came).
 
-        A chunked body (every watch) is decoded here from reads of up to ``amt`` bytes:
-        ``http.client`` returns at most one chunk per call, and the API server writes a
-        watch event as one or two small chunks."""
+        A chunked body (every watch) is decoded from reads of up to ``amt`` bytes, not a
+        chunk at a time: the API server writes a watch event as one or two small
+        chunks."""
         if not self._resp.chunked:
             while True:
                 data = self._read1(self._resp.read1, amt)
@@ -704,7 +798,7 @@ class Response:
             if self._expired():
                 raise _deadline_error() from exc
             raise ConnectError(f"the connection was closed: {exc}") from exc
-        except (OSError, http.client.HTTPException) as exc:
+        except (OSError, ProtocolError) as exc:
             if self._expired():
                 raise _deadline_error() from exc
             raise
@@ -898,10 +992,10 @@ class Pool:
             if isinstance(exc, TimeoutError):
                 raise ReadTimeoutError(f"Read timed out. (read timeout={read_timeout})"
                                        ) from exc
-            if isinstance(exc, OSError | http.client.HTTPException):
+            if isinstance(exc, OSError | ProtocolError):
                 # Before any answer byte: broken while sending, an empty status line
                 # (RemoteDisconnected), or reset while waiting for the first byte.
-                unanswered = (isinstance(exc, _Unanswered | http.client.RemoteDisconnected)
+                unanswered = (isinstance(exc, _Unanswered | RemoteDisconnected)
                               or (sending and closed_before_answer(exc)))
                 raise ConnectError(f"{type(exc).__name__}: {exc}", before_answer=unanswered,
                                    reused=not fresh,

@@ -25,12 +25,15 @@ from cpa.kube.config import Connection
 from cpa.kube.transport import (
     ConnectError,
     DeadlineExceeded,
+    IncompleteBody,
     Pool,
+    ProtocolError,
     ReadTimeoutError,
     Response,
     _Dechunker,
     _read_fields,
     _whole_head,
+    probable_eof,
 )
 
 Handler = Callable[[socket.socket, int], None]  # (accepted connection, its index)
@@ -696,6 +699,77 @@ def test_an_answer_that_closes_its_connection_is_read_to_its_end(
     assert client._pool._idle == []
     assert client.get_json("/x") == {"closing": True}
     assert server.accepted == 2
+
+
+# --- bodies, read without http.client -----------------------------------------------------
+def one_answer(wire: bytes, then_close: bool = True) -> Handler:
+    """Answer the first request with these bytes, then close (or wait)."""
+    def handler(conn: socket.socket, _index: int) -> None:
+        read_request(conn)
+        conn.sendall(wire)
+        if not then_close:
+            time.sleep(2)
+    return handler
+
+
+@pytest.mark.parametrize("wire,body,kept", [
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", b"hello", True),
+    (CHUNKED_HEAD + b"3\r\nhel\r\n2;x=y\r\nlo\r\n0\r\nTrailer: 1\r\n\r\n", b"hello", True),
+    (b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello", b"hello", False),
+    (b"HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello", b"hello", False),
+    (b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 5\r\n\r\nhello",
+     b"hello", True),
+    (b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", b"", True),
+    (b"HTTP/1.1 200 OK\r\n\r\nhello", b"hello", False),  # no length: to the close
+])
+def test_a_body_is_read_by_its_length_its_chunks_or_to_the_close(
+        serve: Callable[[Handler], Server], wire: bytes, body: bytes, kept: bool) -> None:
+    """Whole reads and streams give the same body; the connection goes back to the pool
+    only when the server keeps it (HTTP/1.0 only with keep-alive)."""
+    for streamed in (False, True):
+        server = serve(one_answer(wire, then_close=not kept))
+        pool = Pool(server.url, None)
+        resp = get(pool, "/x")
+        got = b"".join(resp.stream(2)) if streamed else resp.read()
+        assert got == body
+        resp.release_conn()
+        assert len(pool._idle) == (1 if kept else 0), (wire, streamed)
+
+
+@pytest.mark.parametrize("wire", [
+    b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello",  # short of its length
+    CHUNKED_HEAD + b"5\r\nhel",  # cut inside a chunk
+])
+def test_a_body_cut_short_is_an_incomplete_body(serve: Callable[[Handler], Server],
+                                                wire: bytes) -> None:
+    """A body that ends before its length or its last chunk is never taken for the whole
+    one; client-go counts it as a probable EOF (the watch is opened again, not failed)."""
+    resp = get(Pool(serve(one_answer(wire)).url, None), "/x")
+    with pytest.raises(IncompleteBody) as caught:
+        resp.read()
+    assert probable_eof(caught.value)
+
+
+@pytest.mark.parametrize("wire,message", [
+    (b"ICY 200 OK\r\n\r\n", "not an HTTP status line"),
+    (b"HTTP/1.1 20x OK\r\n\r\n", "not an HTTP status line"),
+    (b"HTTP/2.0 200 OK\r\n\r\n", "not an HTTP/1 answer"),
+    (b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70000 + b"\r\n\r\n", "longer than 65,536"),
+])
+def test_an_answer_that_is_not_http_1_is_a_connect_error(
+        serve: Callable[[Handler], Server], wire: bytes, message: str) -> None:
+    with pytest.raises(ConnectError, match=message) as caught:
+        get(Pool(serve(one_answer(wire)).url, None), "/x")
+    assert isinstance(caught.value.__cause__, ProtocolError)
+
+
+def test_a_server_that_closes_without_an_answer_is_unanswered(
+        serve: Callable[[Handler], Server]) -> None:
+    """No byte of an answer: a GET may go out again on a kept-alive connection (Go's rule),
+    as when ``http.client`` called it RemoteDisconnected."""
+    with pytest.raises(ConnectError) as caught:
+        get(Pool(serve(one_answer(b"")).url, None), "/x")
+    assert caught.value.before_answer and caught.value.broken
 
 
 # --- Retry-After ----------------------------------------------------------------------------
