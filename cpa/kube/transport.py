@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import io
 import math
 import re
@@ -408,16 +409,10 @@ class _Answer:
         if fp is None:
             return b""
         if self.chunked:
-            decoder = _Dechunker()
-            parts = []
-            while not decoder.done:
-                data = fp.read1(65536)
-                if not data:
-                    self._close_conn()
-                    raise IncompleteBody("the connection closed inside a chunked body")
-                parts.append(decoder.feed(data))
-            self._close_conn()
-            return b"".join(parts)
+            try:
+                return b"".join(_dechunked(fp.read1, 65536))
+            finally:
+                self._close_conn()
         length = self.length
         if length is None:
             data = fp.read()
@@ -728,6 +723,19 @@ class _Dechunker:
         return out[0] if len(out) == 1 else b"".join(out)
 
 
+def _dechunked(read1: Callable[[int], bytes], amt: int) -> Iterator[bytes]:
+    """A chunked body's data as it arrives, from reads of up to ``amt`` bytes (for a whole
+    body and for a stream alike); :class:`IncompleteBody` if the connection ends inside it."""
+    decoder = _Dechunker()
+    while not decoder.done:
+        data = read1(amt)
+        if not data:
+            raise IncompleteBody("the connection closed inside a chunked body")
+        out = decoder.feed(data)
+        if out:
+            yield out
+
+
 class Response:
     """One answer. Read it whole (:meth:`read`) or as it arrives (:meth:`stream`), then
     give it back with :meth:`release_conn`: its connection is reused only when the body was
@@ -777,16 +785,12 @@ class Response:
         fp = self._resp.fp
         if fp is None:
             return
-        decoder = _Dechunker()
-        while not decoder.done:
-            data = self._read1(fp.read1, amt)
-            if not data:
-                if self._expired():
-                    raise _deadline_error()
-                raise ConnectError("the connection closed inside a chunked body")
-            out = decoder.feed(data)
-            if out:
-                yield out
+        try:
+            yield from _dechunked(functools.partial(self._read1, fp.read1), amt)
+        except IncompleteBody as exc:
+            if self._expired():
+                raise _deadline_error() from exc
+            raise ConnectError(str(exc)) from exc
         self._resp.close()  # read to the end: the connection may be reused
 
     def _read1(self, read1: Callable[[int], bytes], amt: int) -> bytes:
