@@ -393,9 +393,7 @@ class _Answer:
         return self.fp is None
 
     def close(self) -> None:
-        self._close_conn()
-
-    def _close_conn(self) -> None:
+        """Let go of the reader (closed with the socket when the answer owns them)."""
         fp, self.fp = self.fp, None
         sock, self.owned = self.owned, None
         if sock is not None:
@@ -412,14 +410,14 @@ class _Answer:
             try:
                 return b"".join(_dechunked(fp.read1, 65536))
             finally:
-                self._close_conn()
+                self.close()
         length = self.length
         if length is None:
             data = fp.read()
-            self._close_conn()
+            self.close()
             return data
         data = fp.read(length) if length else b""
-        self._close_conn()
+        self.close()
         if len(data) < length:
             raise IncompleteBody(f"the connection closed {length - len(data)} bytes short of "
                                  f"the body's {length}")
@@ -435,11 +433,11 @@ class _Answer:
             amt = self.length
         data = fp.read1(amt) if amt else b""
         if not data:
-            self._close_conn()
+            self.close()
         elif self.length is not None:
             self.length -= len(data)
             if not self.length:
-                self._close_conn()
+                self.close()
         return data
 
     def _read_status(self) -> tuple[str, int, str]:
@@ -451,12 +449,11 @@ class _Answer:
         if not line:
             raise RemoteDisconnected("the server closed the connection without an answer")
         text = line.decode("iso-8859-1")
-        parts = text.split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isascii() \
-                or not parts[1].isdigit() or not 100 <= int(parts[1]) <= 999:
-            self._close_conn()
+        status = _status_line(text)
+        if status is None:
+            self.close()
             raise ProtocolError(f"not an HTTP status line: {text.strip()[:80]!r}")
-        return parts[0], int(parts[1]), parts[2] if len(parts) == 3 else ""
+        return status
 
     def _check_close(self) -> bool:
         """Whether the server ends the connection after this answer (RFC 9112, 9.3; an
@@ -531,15 +528,23 @@ def _whole_head(came: bytes) -> tuple[str, int, str, _Fields, int] | None:
     lines = came[:end].decode("iso-8859-1").split("\r\n")
     if came.count(b"\n", 0, end) != len(lines) - 1:  # a bare LF in a line
         return None
-    parts = lines[0].split(None, 2)
+    status = _status_line(lines[0])
+    if status is None or status[1] < 200:
+        return None
+    del lines[0]
+    return *status, _fields_of(lines), end + 4
+
+
+def _status_line(text: str) -> tuple[str, int, str] | None:
+    """A status line's version, code (100-999) and reason; None if it is not one."""
+    parts = text.split(None, 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isascii() \
             or not parts[1].isdigit():
         return None
     status = int(parts[1])
-    if not 200 <= status <= 999:
+    if not 100 <= status <= 999:
         return None
-    del lines[0]
-    return parts[0], status, parts[2] if len(parts) == 3 else "", _fields_of(lines), end + 4
+    return parts[0], status, parts[2] if len(parts) == 3 else ""
 
 
 def _read_fields(fp: Any) -> _Fields:
