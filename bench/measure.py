@@ -246,10 +246,37 @@ SHIPPED_VENV = REPO / ".cache" / "bench-venv"
 _shipped: Path | None = None  # set by install_as_shipped() for this run
 
 
+SHIPPED_PYTHON = "python3.11"
+"""The interpreter the image ships: Debian's package of that name (``image/ocibuild/debian.py``
+``PYTHON``, from the ``SUITE`` it names); a unit test holds the two equal."""
+
+
+def shipped_interpreter(candidates: tuple[str, ...] = (f"/usr/bin/{SHIPPED_PYTHON}",)
+                        ) -> tuple[str, str]:
+    """The interpreter to install ours with, and what it is (for the report).
+
+    Why not this process's: the image runs Debian's ``python3.11``, whose executable links
+    the interpreter in statically and is built with profile-guided optimisation; a
+    development interpreter (pyenv's, here: libpython as a shared library, no PGO) ran the
+    same poll ~1.5x slower, so a benchmark on it measured this machine's Python build, not
+    what a node runs. ``CPA_BENCH_PYTHON=PATH`` chooses another; without Debian's, this
+    process's interpreter is used and the report says so.
+    """
+    chosen = os.environ.get("CPA_BENCH_PYTHON")
+    if chosen:
+        return chosen, f"{chosen} (CPA_BENCH_PYTHON)"
+    for path in candidates:
+        if os.access(path, os.X_OK):
+            return path, f"{path}, the image's interpreter (Debian's {SHIPPED_PYTHON})"
+    return sys.executable, (f"{sys.executable}, this process's: no /usr/bin/{SHIPPED_PYTHON} "
+                            "(the image's) on this machine")
+
+
 def install_as_shipped() -> str:
-    """Install this tree as the image does: a venv of its own (no system site-packages),
-    the pinned runtime requirements of ``image/requirements.txt`` and a regular install of
-    the package; :func:`our_command` then runs that. Returns what was done, for the report.
+    """Install this tree as the image does: the image's interpreter
+    (:func:`shipped_interpreter`), a venv of its own (no system site-packages), the pinned
+    runtime requirements of ``image/requirements.txt`` and a regular install of the
+    package; :func:`our_command` then runs that. Returns what was done, for the report.
 
     Why: a development interpreter runs its site-packages' ``.pth`` hooks and the editable
     install's finder at every start (~30-40 ms on this machine, more than the interpreter
@@ -263,18 +290,19 @@ def install_as_shipped() -> str:
         _shipped = None
         return f"development install (installing as shipped failed: {problem})"
     _shipped = SHIPPED_VENV / "bin" / "cluster-proportional-autoscaler"
-    return (f"as shipped: venv {SHIPPED_VENV.relative_to(REPO)}, image/requirements.txt, "
-            "no editable hooks")
+    return (f"as shipped: venv {SHIPPED_VENV.relative_to(REPO)} on "
+            f"{shipped_interpreter()[1]}, image/requirements.txt, no editable hooks")
 
 
-def install_tree(tree: Path, venv: Path) -> str:
+def install_tree(tree: Path, venv: Path, interpreter: str | None = None) -> str:
     """Install the package at ``tree`` into a fresh ``venv`` as the image does (pinned
-    runtime requirements, a regular install); "" when done, else the reason it failed.
-    Used for this tree (:func:`install_as_shipped`) and for another version of it that a
-    benchmark compares against (``bench.pollcost --variant``)."""
+    runtime requirements, a regular install; on :func:`shipped_interpreter` unless told
+    which); "" when done, else the reason it failed. Used for this tree
+    (:func:`install_as_shipped`) and for another version of it that a benchmark compares
+    against (``bench.pollcost --variant``)."""
     import subprocess
     python = venv / "bin" / "python"
-    steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],
+    steps = [[interpreter or shipped_interpreter()[0], "-m", "venv", "--clear", str(venv)],
              [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
               "--no-deps", "-r", str(tree / "image" / "requirements.txt"), str(tree)]]
     for step in steps:

@@ -142,12 +142,14 @@ def variants(plane: ControlPlane, args: argparse.Namespace, work: Path) -> list[
     out = []
     for spec in args.variant or ["ours=."]:
         name, _, tree_spec = spec.partition("=")
+        tree_spec, _, interpreter = tree_spec.partition(",python=")
         tree = prepare_tree(name, tree_spec or ".")
         venv = REPO / ".cache" / f"bench-venv-{name}"
-        problem = measure.install_tree(tree, venv)
+        problem = measure.install_tree(tree, venv, interpreter or None)
         if problem:
             raise SystemExit(f"cannot install variant {name} from {tree}: {problem}")
-        log(f"variant {name}: {tree_spec or '.'} installed in {venv.relative_to(REPO)}")
+        log(f"variant {name}: {tree_spec or '.'} installed in {venv.relative_to(REPO)} on "
+            f"{interpreter or measure.shipped_interpreter()[1]}")
         command = [str(venv / "bin" / "cluster-proportional-autoscaler")]
         out.append(Variant(name, ours(plane, args.period, work, command=command,
                                       extra=args.flag or (), name=name),
@@ -347,7 +349,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                                  description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--variant", action="append",
-                    help="NAME=TREE: ours from a directory or git:REF (repeatable; "
+                    help="NAME=TREE[,python=PATH]: ours from a directory or git:REF, "
+                         "installed on the image's interpreter or on PATH (repeatable; "
                          "default: ours=.)")
     ap.add_argument("--upstream", action="store_true", help="measure upstream v1.10.3 too")
     ap.add_argument("--flag", action="append", help="an extra flag for every variant of ours")

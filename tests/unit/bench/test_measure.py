@@ -1,12 +1,17 @@
-"""bench.measure.PlaneMemory: the API server's memory over a window, from this process's
-own RSS and a scripted /metrics."""
+"""bench.measure: PlaneMemory (the API server's memory over a window, from this process's
+own RSS and a scripted /metrics) and the interpreter ours is installed with."""
 
 from __future__ import annotations
 
 import os
+import sys
 import time
+from pathlib import Path
 
-from bench.measure import PlaneMemory
+import pytest
+from ocibuild import debian
+
+from bench.measure import SHIPPED_PYTHON, PlaneMemory, shipped_interpreter
 
 
 def test_a_window_has_the_heap_before_at_most_and_median_and_the_rss_rise() -> None:
@@ -54,3 +59,18 @@ def test_a_metrics_failure_skips_the_sample() -> None:
         memory.stop()
     assert memory.heap and all(b == 1 << 20 for _, b in memory.heap)
     assert len(memory.heap) < calls[0]
+
+
+def test_ours_is_measured_on_the_interpreter_the_image_ships(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert SHIPPED_PYTHON == debian.PYTHON  # the image's Debian package
+    monkeypatch.delenv("CPA_BENCH_PYTHON", raising=False)
+    debians = tmp_path / SHIPPED_PYTHON
+    debians.write_text("#!/bin/sh\n")
+    debians.chmod(0o755)
+    path, said = shipped_interpreter((str(tmp_path / "missing"), str(debians)))
+    assert path == str(debians) and "the image's interpreter" in said
+    path, said = shipped_interpreter((str(tmp_path / "missing"),))
+    assert path == sys.executable and "no /usr/bin/python3.11" in said
+    monkeypatch.setenv("CPA_BENCH_PYTHON", "/opt/py/bin/python3")
+    assert shipped_interpreter((str(debians),))[0] == "/opt/py/bin/python3"
