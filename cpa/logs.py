@@ -13,8 +13,9 @@ are kept, stamped with the time they happened, and written right after that poll
 
 Logging never blocks the daemons' loops (:func:`buffer_stderr`): a log pipe that nobody
 reads (a container runtime's, backing up) would otherwise stop the poll loop at its next
-log line, as glog's does. Lines go to a bounded buffer written to stderr by a thread of
-its own; when the buffer is full new lines are dropped and counted (``<prefix>_log_lines_
+log line, as glog's does. A line is written at once only when stderr can take it
+without waiting; otherwise it goes to a bounded buffer written to stderr by a thread of its
+own; when the buffer is full new lines are dropped and counted (``<prefix>_log_lines_
 dropped_total``), and once stderr takes lines again one ``logs.dropped`` event says how
 many were lost.
 """
@@ -25,6 +26,7 @@ import atexit
 import collections
 import contextlib
 import os
+import select
 import sys
 import threading
 import time
@@ -230,10 +232,17 @@ def _quoted(text: str) -> str:
 
 
 class _BufferedStderr:
-    """Lines for stderr's descriptor, written by a thread of its own from a buffer of at
-    most ``limit`` lines: a caller never waits for stderr, it drops the line (and counts
-    it) when the buffer is full. Once the buffer has drained after drops, a
-    ``logs.dropped`` event says how many (see the module doc)."""
+    """Lines for stderr's descriptor that never make a caller wait for stderr.
+
+    A line is written by its caller when nothing is queued or being written and stderr
+    says it can take it at once (``poll``: a pipe with room takes a write of up to
+    ``PIPE_BUF`` bytes whole, without blocking); else it goes to a buffer of at most
+    ``limit`` lines that a thread of its own writes, and is dropped (and counted) when the
+    buffer is full. Once the buffer has drained after drops, a ``logs.dropped`` event says
+    how many (see the module doc). Why not always the thread: waking it for each line cost
+    ~0.1 ms of CPU a poll (a wake-up and a hand-over of the GIL), a tenth of a steady
+    poll at ``--v=4``; one ``poll`` with no wait costs a system call. One writer at a time
+    (``_writing``), so lines are never interleaved and a thread's lines stay in order."""
 
     def __init__(self, fd: int, limit: int) -> None:
         self._fd = fd
@@ -243,19 +252,41 @@ class _BufferedStderr:
         self._writing = False
         self._unreported = 0  # dropped since the last logs.dropped event
         self.dropped = 0
+        self._room = select.poll()
+        self._room.register(fd, select.POLLOUT)
         self._thread = threading.Thread(target=self._run, name="log-writer", daemon=True)
         self._thread.start()
 
     def put(self, line: str) -> None:
         with self._cond:
-            # The writer's own logs.dropped line is never dropped: it says what was.
-            if len(self._lines) >= self._limit and \
+            direct = not self._lines and not self._writing
+            if direct:
+                self._writing = True
+            elif len(self._lines) >= self._limit and \
                     threading.current_thread() is not self._thread:
+                # The writer's own logs.dropped line is never dropped: it says what was.
                 self.dropped += 1
                 self._unreported += 1
                 return
-            self._lines.append(line)
-            self._cond.notify()
+            else:
+                self._lines.append(line)
+                self._cond.notify()
+                return
+        data = (line + "\n").encode("utf-8", "replace")
+        written = len(data) <= select.PIPE_BUF and self._has_room()
+        if written:
+            self._write(data)
+        with self._cond:
+            self._writing = False
+            if not written:  # the thread waits for stderr instead
+                self._lines.appendleft(line)
+            self._cond.notify_all()
+
+    def _has_room(self) -> bool:
+        try:
+            return any(events & select.POLLOUT for _, events in self._room.poll(0))
+        except OSError:
+            return False
 
     def flush(self, timeout: float) -> bool:
         """Wait until every buffered line is written (False after ``timeout``)."""
@@ -271,7 +302,7 @@ class _BufferedStderr:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._lines:
+                while not self._lines or self._writing:
                     self._cond.wait()
                 batch = list(self._lines)
                 self._lines.clear()
