@@ -250,6 +250,7 @@ class _BufferedStderr:
         self._lines: collections.deque[str] = collections.deque()
         self._cond = threading.Condition()
         self._writing = False
+        self._flushing = 0  # callers waiting in flush()
         self._unreported = 0  # dropped since the last logs.dropped event
         self.dropped = 0
         self._room = select.poll()
@@ -280,7 +281,8 @@ class _BufferedStderr:
             self._writing = False
             if not written:  # the thread waits for stderr instead
                 self._lines.appendleft(line)
-            self._cond.notify_all()
+            if self._lines or self._flushing:  # else no one waits: the thread sleeps on
+                self._cond.notify_all()
 
     def _has_room(self) -> bool:
         try:
@@ -292,11 +294,15 @@ class _BufferedStderr:
         """Wait until every buffered line is written (False after ``timeout``)."""
         end = time.monotonic() + timeout
         with self._cond:
-            while self._lines or self._writing:
-                left = end - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(min(left, 0.05))
+            self._flushing += 1
+            try:
+                while self._lines or self._writing:
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._cond.wait(min(left, 0.05))
+            finally:
+                self._flushing -= 1
         return True
 
     def _run(self) -> None:

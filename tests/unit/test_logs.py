@@ -221,14 +221,21 @@ for i in range(200):
 def test_a_stderr_with_room_is_written_by_the_caller_without_waking_the_writer() -> None:
     """A line that stderr can take at once is written by its caller (waking the writer
     thread for each line cost ~0.1 ms of CPU a poll): with the writer thread never
-    writing, every short line is in the pipe as soon as the call returns, in order; a line
-    longer than PIPE_BUF (which a pipe may not take whole) is left to the thread."""
+    writing, every short line is in the pipe as soon as the call returns, in order, and
+    the thread was not woken; a line longer than PIPE_BUF (which a pipe may not take
+    whole) is left to the thread, and so are the lines after it."""
     _, out = run("""
-import json, os, select
+import json, os, select, time
 r, w = os.pipe()
 os.dup2(w, 2)
 from cpa import logs
-logs._BufferedStderr._run = lambda self: None  # a writer thread that never writes
+wakes = []
+def never_writes(self):  # the writer thread, counting its wake-ups instead of writing
+    with self._cond:
+        while True:
+            self._cond.wait()
+            wakes.append(len(self._lines))
+logs._BufferedStderr._run = never_writes
 logs.configure(0, "json")
 logs.buffer_stderr(10)
 log = logs.get_logger("main")
@@ -236,16 +243,23 @@ for i in range(20):
     log.info("line", i=i)
 os.set_blocking(r, False)
 now = [json.loads(x)["i"] for x in os.read(r, 65536).decode().splitlines()]
+woken = len(wakes)
 log.info("long", pad="x" * select.PIPE_BUF)
 log.info("after")
 try:
     later = os.read(r, 65536)
 except BlockingIOError:
     later = b""
-print(json.dumps({"now": now, "later": later.decode(), "queued": len(logs._buffer._lines)}))
+for _ in range(500):  # the thread runs when the GIL comes to it
+    if wakes:
+        break
+    time.sleep(0.01)
+print(json.dumps({"now": now, "woken": woken, "later": later.decode(),
+                  "queued": len(logs._buffer._lines), "wakes": wakes}))
 """)
     result = json.loads(out.splitlines()[-1])
-    assert result["now"] == list(range(20))
+    assert result["now"] == list(range(20)) and result["woken"] == 0
+    assert result["wakes"] and result["wakes"][-1] > 0  # woken for the queued lines
     assert result["later"] == "" and result["queued"] == 2  # behind the long line, in order
 
 
