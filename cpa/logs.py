@@ -91,20 +91,25 @@ def release() -> None:
             getattr(structlog.get_logger().bind(component=component), method)(event, **fields)
 
 
-_second: tuple[int, str] = (-1, "")  # the last second stamped, as ISO 8601 text
+_hour: tuple[int, str] = (-1, "")  # the last hour stamped, as ISO 8601 text to its colon
 
 
 def utc_stamp(ns: int) -> str:
     """``datetime.fromtimestamp(ns / 1e9, UTC).isoformat()`` with ``Z`` for ``+00:00``
-    (microseconds only when not zero, as ``isoformat`` writes them), the second's text made
-    once a second: a ``--v=4`` poll logs a line every period, and ``isoformat`` with its
-    offset was a tenth of that line's cost."""
-    global _second
+    (microseconds only when not zero, as ``isoformat`` writes them), the date and hour
+    made once an hour: a ``--v=4`` poll logs a line every period, and ``isoformat`` with its
+    offset was a tenth of that line's cost (``gmtime`` and ``strftime`` once a second still
+    ran at every poll, seconds apart)."""
+    global _hour
     sec, micro = divmod(ns // 1000, 1_000_000)
-    last = _second
-    if last[0] != sec:
-        last = _second = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
-    return f"{last[1]}.{micro:06d}Z" if micro else f"{last[1]}Z"
+    hour, in_hour = divmod(sec, 3600)
+    last = _hour
+    if last[0] != hour:
+        last = _hour = (hour, time.strftime("%Y-%m-%dT%H:", time.gmtime(hour * 3600)))
+    minute, second = divmod(in_hour, 60)
+    if micro:
+        return f"{last[1]}{minute:02d}:{second:02d}.{micro:06d}Z"
+    return f"{last[1]}{minute:02d}:{second:02d}Z"
 
 
 def _stamp(_logger: Any, name: str, event: MutableMapping[str, Any]

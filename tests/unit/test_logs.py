@@ -294,6 +294,21 @@ def test_a_stamp_is_the_utc_isoformat_with_a_z(instants: list[int], repeat: int)
         assert utc_stamp(ns) == at.isoformat().replace("+00:00", "Z")
 
 
+@pytest.mark.parametrize("seconds", [0, 59, 60, 3599, 3600, 3661, 86399, 86400,
+                                     1_764_979_199, 1_764_979_200, 4_102_444_800])
+def test_a_stamp_across_minute_hour_and_day_boundaries(seconds: int) -> None:
+    """The date and hour are kept from the last stamp: a stamp after a boundary is made
+    afresh, whichever came before it."""
+    from datetime import UTC, timedelta
+
+    from cpa.logs import utc_stamp
+
+    for ns in (seconds * 10**9 - 1000, seconds * 10**9, seconds * 10**9 + 1000,
+               (seconds + 1) * 10**9):
+        at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=ns // 1000)
+        assert utc_stamp(ns) == at.isoformat().replace("+00:00", "Z")
+
+
 def test_an_exception_still_renders_its_traceback_in_both_formats() -> None:
     """The level, stamp, stack and exception steps are one processor now; an event that
     asks for a traceback still gets it (``exception``), as structlog's processors wrote."""
