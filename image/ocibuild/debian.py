@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ocibuild import mirrorsync
 from ocibuild.platforms import Platform
 
 SUITE = "bookworm"
@@ -53,13 +56,34 @@ class DebPackage:
 def extract(plat: Platform, tree: Path, packages: tuple[str, ...] = PACKAGES
             ) -> dict[str, DebPackage]:
     """Unpack ``packages`` and their dependencies for ``plat`` into ``tree``; returns the
-    packages by name with the files each owns."""
+    packages by name with the files each owns.
+
+    A mirror between two syncs (an architecture's index not the one its signed Release
+    lists, which apt refuses) is read through :mod:`ocibuild.mirrorsync`'s proxy, which
+    vouches for the served index; said on stderr, and the lock still checks every
+    package."""
     tree.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([
-        "mmdebstrap", "--quiet", "--variant=extract", f"--arch={plat.deb_arch}",
-        "--skip=cleanup/apt/cache", "--skip=cleanup/apt/lists",
-        f"--include={','.join(packages)}", SUITE, str(tree), *SOURCES,
-    ], check=True, stdout=subprocess.DEVNULL)
+    command = ["mmdebstrap", "--quiet", "--variant=extract", f"--arch={plat.deb_arch}",
+               "--skip=cleanup/apt/cache", "--skip=cleanup/apt/lists",
+               f"--include={','.join(packages)}", SUITE, str(tree)]
+    try:
+        subprocess.run([*command, *SOURCES], check=True, stdout=subprocess.DEVNULL)
+    except subprocess.CalledProcessError:
+        unsynced = mirrorsync.unsynced(SOURCES, plat.deb_arch)
+        if not unsynced:
+            raise
+        for suite in unsynced:
+            print(f"[ocibuild] {plat.deb_arch}: {suite.dists} serves "
+                  f"{', '.join(sorted(suite.served))} other than its signed Release lists "
+                  "(a mirror between syncs): read as served, through a local proxy; "
+                  "image/lock.json still checks every package", file=sys.stderr)
+        shutil.rmtree(tree, ignore_errors=True)
+        lines = {suite.line for suite in unsynced}
+        with mirrorsync.Proxy(unsynced) as proxy:
+            subprocess.run([*command[:2], f'--aptopt=Acquire::http::Proxy "{proxy.url}"',
+                            *command[2:],
+                            *(mirrorsync.trusted(s) if s in lines else s for s in SOURCES)],
+                           check=True, stdout=subprocess.DEVNULL)
     return read_tree(tree)
 
 
