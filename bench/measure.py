@@ -257,10 +257,11 @@ def shipped_interpreter(candidates: tuple[str, ...] = (f"/usr/bin/{SHIPPED_PYTHO
 
     Why not this process's: the image runs Debian's ``python3.11``, whose executable links
     the interpreter in statically and is built with profile-guided optimisation; a
-    development interpreter (pyenv's, here: libpython as a shared library, no PGO) ran the
-    same poll ~1.5x slower, so a benchmark on it measured this machine's Python build, not
-    what a node runs. ``CPA_BENCH_PYTHON=PATH`` chooses another; without Debian's, this
-    process's interpreter is used and the report says so.
+    development interpreter (pyenv's, here: libpython as a shared library, no PGO) spent
+    1.1-1.2x the CPU on the same steady poll and ~1.3x on the daemon's imports, so a
+    benchmark on it measured this machine's Python build, not what a node runs.
+    ``CPA_BENCH_PYTHON=PATH`` chooses another; without Debian's, this process's interpreter
+    is used and the report says so.
     """
     chosen = os.environ.get("CPA_BENCH_PYTHON")
     if chosen:
