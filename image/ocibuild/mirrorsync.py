@@ -28,6 +28,7 @@ import tempfile
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,27 +42,17 @@ class Suite:
 
     def __init__(self, line: str, release: str, served: dict[str, tuple[int, str]]) -> None:
         self.line = line
-        _, self.url, self.name, *_ = line.split()
+        self.dists = dists_of(line)
         self.release = release
         self.served = served
-
-    @property
-    def dists(self) -> str:
-        return f"{self.url.rstrip('/')}/dists/{self.name}/"
 
     def vouched_release(self) -> str:
         """The Release with the served files' size and SHA-256 (other hashes of theirs
         dropped), and without ``Acquire-By-Hash`` (their by-hash names are not served)."""
         out = []
-        section = ""
-        for line in self.release.splitlines():
+        for section, line, parts in _lines(self.release):
             if line.startswith("Acquire-By-Hash:"):
                 continue
-            if not line.startswith(" "):
-                section = line.partition(":")[0]
-                out.append(line)
-                continue
-            parts = line.split()
             if len(parts) == 3 and parts[2] in self.served:
                 if section != "SHA256":
                     continue
@@ -69,6 +60,24 @@ class Suite:
                 line = f" {digest} {size:>16} {parts[2]}"
             out.append(line)
         return "\n".join(out) + "\n"
+
+
+def dists_of(line: str) -> str:
+    """The ``dists/SUITE/`` URL of a ``deb URL SUITE COMPONENTS`` line."""
+    _, url, name, *_ = line.split()
+    return f"{url.rstrip('/')}/dists/{name}/"
+
+
+def _lines(release: str) -> Iterator[tuple[str, str, list[str]]]:
+    """A Release's lines, each with the section it is in (``SHA256``, ...: the field a
+    file list continues) and, for a file list's line, its words (hash, size, path)."""
+    section = ""
+    for line in release.splitlines():
+        if line.startswith(" "):
+            yield section, line, line.split()
+        else:
+            section = line.partition(":")[0]
+            yield section, line, []
 
 
 def _get(url: str) -> bytes:
@@ -93,12 +102,7 @@ def verified_release(inrelease: bytes, keyring: Path = KEYRING) -> str:
 def listed(release: str, arch: str) -> dict[str, tuple[int, str]]:
     """The SHA-256 section's ``Packages.xz`` files of ``arch`` (path -> size, sha256)."""
     found: dict[str, tuple[int, str]] = {}
-    section = ""
-    for line in release.splitlines():
-        if not line.startswith(" "):
-            section = line.partition(":")[0]
-            continue
-        parts = line.split()
+    for section, _line, parts in _lines(release):
         if section == "SHA256" and len(parts) == 3 and \
                 re.fullmatch(rf"[^/]+/binary-{re.escape(arch)}/Packages\.xz", parts[2]):
             found[parts[2]] = (int(parts[1]), parts[0])
@@ -111,8 +115,7 @@ def unsynced(sources: tuple[str, ...], arch: str) -> list[Suite]:
     when every index matches (the failure was something else)."""
     suites = []
     for line in sources:
-        _, url, name, *_ = line.split()
-        dists = f"{url.rstrip('/')}/dists/{name}/"
+        dists = dists_of(line)
         release = verified_release(_get(dists + "InRelease"))
         served: dict[str, tuple[int, str]] = {}
         for path, (size, digest) in listed(release, arch).items():
