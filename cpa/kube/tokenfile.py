@@ -22,9 +22,8 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cpa import logs
 
@@ -35,9 +34,9 @@ class TokenFileError(Exception):
     """The file holds no usable token and there is no earlier one to keep using."""
 
 
-@dataclass(frozen=True, slots=True)
-class Stamp:
-    """What stat says of the file the path leads to; another stamp means it changed."""
+class Stamp(NamedTuple):
+    """What stat says of the file the path leads to; another stamp means it changed. A
+    tuple: made and compared on every request, cheaper than a frozen dataclass."""
 
     device: int
     inode: int
@@ -81,12 +80,14 @@ class FileToken:
     one."""
 
     def __init__(self, path: Path, clock: Callable[[], float] = time.monotonic,
-                 stat: Callable[[Path], os.stat_result] = os.stat) -> None:
+                 stat: Callable[[str], os.stat_result] = os.stat) -> None:
         self._path = path
+        self._where = os.fspath(path)  # stat's argument on every request, made once
         self._clock = clock
         self._stat = stat
         self._lock = threading.Lock()
         self._value: str | None = None  # the last good token
+        self._header = ""  # "Bearer <the last good token>"
         self._read_at = 0.0
         self._read_stamp: Stamp | None = None
         self._refused = False
@@ -100,33 +101,34 @@ class FileToken:
     def __call__(self) -> str:
         """``Bearer <token>``; raises :class:`TokenFileError` when the file has never held
         a usable token."""
-        said: list[dict[str, str]] = []
         with self._lock:
             try:
-                stamp: Stamp | None = Stamp.of(self._stat(self._path))
+                stamp: Stamp | None = Stamp.of(self._stat(self._where))
             except OSError:
                 stamp = None
             now = self._clock()
             reason = reason_to_read(cached=self._value is not None, refused=self._refused,
                                     stamp=stamp, read_stamp=self._read_stamp,
                                     age=now - self._read_at)
-            if reason is not None:
-                self._read(stamp, now, said)
-            value = self._value
+            if reason is None:
+                return self._header
+            said: list[dict[str, str]] = []
+            self._read(stamp, now, said)
+            header = self._header
             problem = self._unusable
         self._say(said)
-        if value is None:
+        if not header:
             raise TokenFileError(f"{problem}: write the bearer token into it (the Pod's "
                                  "projected service-account token, or a kubeconfig's "
                                  "tokenFile)")
-        return f"Bearer {value}"
+        return header
 
     def unauthorized(self, refused: str | None) -> None:
         """The API server answered 401 to a request sent with the header ``refused``: read
         the file again before the next request, unless the token held now is another one
         (read since that request went out), so one 401 costs at most one read."""
         with self._lock:
-            if self._value is not None and refused == f"Bearer {self._value}":
+            if self._value is not None and refused == self._header:
                 self._refused = True
 
     def _read(self, stamp: Stamp | None, now: float, said: list[dict[str, str]]) -> None:
@@ -144,7 +146,7 @@ class FileToken:
         if problem is None:
             if self._unusable is not None:
                 said.append({"became": "usable", "after": self._unusable})
-            self._value, self._unusable = token, None
+            self._value, self._header, self._unusable = token, f"Bearer {token}", None
             return
         if self._unusable is None and self._value is not None:
             said.append({"became": "unusable", "error": problem})

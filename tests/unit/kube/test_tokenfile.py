@@ -64,7 +64,7 @@ class Counted:
     def __init__(self) -> None:
         self.stats = 0
 
-    def __call__(self, path: Path) -> os.stat_result:
+    def __call__(self, path: str) -> os.stat_result:
         self.stats += 1
         return os.stat(path)
 
