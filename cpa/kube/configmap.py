@@ -13,7 +13,7 @@ from cpa.kube.api import Api, ApiError, get_decoded
 from cpa.kube.objects import decode_configmap
 
 __all__ = ["DEFAULTS_ANNOTATION", "ConfigMapData", "DefaultsState", "data_hash",
-           "defaults_state", "fetch", "get_or_create", "replace_data"]
+           "defaults_state", "fetch", "get_or_create", "object_path", "replace_data"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +35,8 @@ class ConfigMapData:
         return value if isinstance(value, str) else None
 
 
-def _path(namespace: str, name: str = "") -> str:
+def object_path(namespace: str, name: str = "") -> str:
+    """The ConfigMap's path (without a name: the namespace's ConfigMaps)."""
     return f"/api/v1/namespaces/{namespace}/configmaps" + (f"/{name}" if name else "")
 
 
@@ -58,7 +59,7 @@ def fetch(api: Api, namespace: str, name: str) -> ConfigMapData:
     """GET the ConfigMap; raises ApiError (404 when it does not exist; a malformed answer
     is :class:`~cpa.kube.objects.MalformedObject`). The value may be the last poll's (the
     same bytes came): nobody changes a ConfigMapData, its data or its metadata."""
-    path = _path(namespace, name)
+    path = object_path(namespace, name)
     return get_decoded(api, path, _decoder(path))
 
 
@@ -92,8 +93,8 @@ def get_or_create(api: Api, namespace: str, name: str,
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata,
             "data": dict(defaults)}
     try:
-        created = _from_doc(api.send_json("POST", _path(namespace), body),
-                            f"POST {_path(namespace)}")
+        created = _from_doc(api.send_json("POST", object_path(namespace), body),
+                            f"POST {object_path(namespace)}")
     except ApiError as exc:
         if exc.conflict:  # created by someone else since our GET
             return fetch(api, namespace, name)
@@ -118,8 +119,8 @@ def replace_data(api: Api, namespace: str, name: str, read: ConfigMapData,
     metadata.pop("managedFields", None)  # the server keeps them; a PUT need not echo them
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": dict(data)}
     try:
-        return _from_doc(api.send_json("PUT", _path(namespace, name), body),
-                         f"PUT {_path(namespace, name)}")
+        return _from_doc(api.send_json("PUT", object_path(namespace, name), body),
+                         f"PUT {object_path(namespace, name)}")
     except ApiError as exc:
         hint = (" Grant update on configmaps in this namespace (apiGroups [\"\"], resources "
                 "[\"configmaps\"], verbs [\"update\"]: manifests/examples/"

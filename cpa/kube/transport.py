@@ -48,7 +48,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 MAX_IDLE = 4  # kept-alive connections: the poll, the node watch, Events, the Lease
@@ -950,6 +950,16 @@ class Pool:
         and one pass through warm caches, per ``pace`` instead of one per event; each
         read then lags at most ``pace`` behind the server.
         """
+        return self.send(method, target, body=body, headers=headers,
+                         connect_timeout=connect_timeout, read_timeout=read_timeout,
+                         deadline=deadline, pace=pace).answer()
+
+    def send(self, method: str, target: str, *, body: bytes | None,
+             headers: dict[str, str], connect_timeout: float, read_timeout: float,
+             deadline: float | None = None, pace: float = 0.0) -> Sent:
+        """:meth:`request`'s first half: the request sent, on a connection of its own;
+        its answer is read by :meth:`Sent.answer` (or given up with :meth:`Sent.close`).
+        Raises what :meth:`request` raises for a request that could not be sent."""
         if self._grace_until < math.inf:
             deadline = min(deadline if deadline is not None else math.inf, self._grace_until)
         if deadline is not None:
@@ -967,6 +977,7 @@ class Pool:
         if deadline is not None:
             conn.deadline = deadline
             self._timed.add(conn)
+        sent = Sent(self, conn, fresh, read_timeout, pace)
         sending = False
         try:
             if fresh:
@@ -975,10 +986,11 @@ class Pool:
                 except OSError as exc:
                     raise ConnectError(f"{type(exc).__name__}: {exc}") from exc
                 if deadline is not None:  # what connecting left
-                    read_timeout = min(read_timeout, deadline - self._clock())
+                    read_timeout = sent.read_timeout = min(read_timeout,
+                                                           deadline - self._clock())
                     if read_timeout <= 0:
                         raise TimeoutError("the request's deadline passed while connecting")
-            sock = conn.sock
+            sock = sent.sock = conn.sock
             if sock is not None and abs(conn.wait - read_timeout) > DEADLINE_SLACK:
                 # A kept-alive connection has the wait of its last request, most often
                 # the same within the slack: no system call then.
@@ -986,28 +998,63 @@ class Pool:
                 conn.wait = read_timeout
             sending = True
             conn.request(method, self._prefix + target, body=body, headers=headers)
-            sending = False
+        except BaseException as exc:
+            sent.fail(exc, sending)
+        return sent
+
+
+class Sent:
+    """A request sent and its answer not read yet (:meth:`Pool.send`): a poll sends its
+    GETs together and reads their answers after, one wake-up for them all instead of one
+    each."""
+
+    def __init__(self, pool: Pool, conn: _Connection, fresh: bool, read_timeout: float,
+                 pace: float) -> None:
+        self._pool = pool
+        self._conn = conn
+        self._fresh = fresh
+        self.read_timeout = read_timeout
+        self._pace = pace
+        self.sock: socket.socket | None = None
+
+    def answer(self) -> Response:
+        """The answer, its body unread (raises as :meth:`Pool.request` does)."""
+        conn, sock = self._conn, self.sock
+        try:
             resp = conn.getresponse()
-            if pace > 0 and sock is not None and 200 <= resp.status < 300:
+            if self._pace > 0 and sock is not None and 200 <= resp.status < 300:
                 sock.settimeout(0.0)  # paced reads wait in poll (or a sleep), not recv
                 conn.wait = 0.0
-                conn.pace, conn.pace_wait, conn.woke = pace, read_timeout, -math.inf
+                conn.pace, conn.pace_wait, conn.woke = self._pace, self.read_timeout, \
+                    -math.inf
         except BaseException as exc:
-            conn.close()
-            if self.done(conn):
-                raise _deadline_error() from exc
-            if isinstance(exc, ConnectError):
-                raise
-            if isinstance(exc, TimeoutError):
-                raise ReadTimeoutError(f"Read timed out. (read timeout={read_timeout})"
-                                       ) from exc
-            if isinstance(exc, OSError | ProtocolError):
-                # Before any answer byte: broken while sending, an empty status line
-                # (RemoteDisconnected), or reset while waiting for the first byte.
-                unanswered = (isinstance(exc, _Unanswered | RemoteDisconnected)
-                              or (sending and closed_before_answer(exc)))
-                raise ConnectError(f"{type(exc).__name__}: {exc}", before_answer=unanswered,
-                                   reused=not fresh,
-                                   broken=unanswered or closed_before_answer(exc)) from exc
-            raise
-        return Response(self, conn, sock, resp, read_timeout)
+            self.fail(exc, False)
+        return Response(self._pool, conn, sock, resp, self.read_timeout)
+
+    def close(self) -> None:
+        """Give the answer up: the connection is closed (its answer would be taken for
+        the next request's)."""
+        self._conn.close()
+        self._pool.done(self._conn)
+
+    def fail(self, exc: BaseException, sending: bool) -> NoReturn:
+        """Close the connection and raise what ``exc``, met while sending (``sending``)
+        or reading the answer's header, means to the caller."""
+        conn = self._conn
+        conn.close()
+        if self._pool.done(conn):
+            raise _deadline_error() from exc
+        if isinstance(exc, ConnectError):
+            raise exc
+        if isinstance(exc, TimeoutError):
+            raise ReadTimeoutError(f"Read timed out. (read timeout={self.read_timeout})"
+                                   ) from exc
+        if isinstance(exc, OSError | ProtocolError):
+            # Before any answer byte: broken while sending, an empty status line
+            # (RemoteDisconnected), or reset while waiting for the first byte.
+            unanswered = (isinstance(exc, _Unanswered | RemoteDisconnected)
+                          or (sending and closed_before_answer(exc)))
+            raise ConnectError(f"{type(exc).__name__}: {exc}", before_answer=unanswered,
+                               reused=not self._fresh,
+                               broken=unanswered or closed_before_answer(exc)) from exc
+        raise exc

@@ -18,7 +18,7 @@ from cpa.decide.steps import Step
 from cpa.kube.discovery import ResolveError, resolve
 from cpa.kube.hpafloor import ensure_floor, hpa_floor
 from cpa.kube.targets import Current, Kind, ScaleResult, Target, parse_targets, scale_path
-from cpa.kube.writers import ensure_replicas, read_current
+from cpa.kube.writers import ensure_replicas, read_current, writer_for
 from cpa.nodes.counts import ClusterCounts
 from cpa.tools.explain import TargetView, target_steps
 from tests.fakes import FakeApi
@@ -208,3 +208,19 @@ def test_explain_steps_for_the_target_kinds() -> None:
     assert "Clone in example.com/v1" in step.text
     assert target_steps(TargetView(Target("deployment", "x"), Current(1)), 3) == (3, [])
     assert COREDNS.endswith("/deployments/coredns/scale")
+
+
+@pytest.mark.parametrize(("target", "path"), [
+    (HPA, HPA_PATH), (Target("deployment", "coredns"), COREDNS),
+    (Target("statefulset", "web"), scale_path(NS, Target("statefulset", "web")))])
+def test_a_writer_s_first_read_is_the_get_its_ensure_makes_first(target: Target,
+                                                                   path: str) -> None:
+    """What a poll sends ahead is what the write then GETs: nothing sent twice."""
+    api = FakeApi()
+    hpa(api)
+    api.add_scale(COREDNS, 2)
+    if target.kind == "statefulset":
+        api.add_scale(path, 2)
+    assert writer_for(target).first_read(NS, target) == path
+    ensure_replicas(api, NS, target, 3)
+    assert api.calls[0] == ("GET", path)

@@ -1250,3 +1250,128 @@ def test_an_answer_that_is_not_a_json_object_is_the_servers_fault(
     assert err.value.reason == "BadResponse"
     with pytest.raises(ApiError, match="GET /b: expected a JSON object"):
         client.get_decoded("/b", dict)
+
+
+# --- GETs sent ahead (a poll's requests together, their answers read after) ---------------
+
+def by_path(server_log: list[tuple[int, bytes]]) -> Handler:
+    """Answer each request with a body naming its path, logging (connection, request line)."""
+    def handler(conn: socket.socket, index: int) -> None:
+        while head := read_request(conn):
+            line = head.split(b"\r\n", 1)[0]
+            server_log.append((index, line))
+            answer(conn, json.dumps({"path": line.split()[1].decode()}).encode())
+    return handler
+
+
+def wait_for(check: Callable[[], bool]) -> None:
+    end = time.monotonic() + 5
+    while not check():
+        assert time.monotonic() < end, "the server never saw it"
+        time.sleep(0.01)
+
+
+def test_gets_sent_ahead_go_out_together_and_are_read_by_the_next_gets(
+        serve: Callable[[Handler], Server]) -> None:
+    log: list[tuple[int, bytes]] = []
+    server = serve(by_path(log))
+    looked: list[int] = []
+
+    def authorization() -> str:
+        looked.append(1)
+        return "Bearer t"
+
+    client = KubeApi(Connection(server=server.url, ssl_context=None, source="test",
+                                authorization=authorization))
+    client.send_ahead(["/a", "/b"])
+    assert len(looked) == 1, "the credentials are looked at once for the GETs sent together"
+    wait_for(lambda: len(log) == 2)  # both sent before either answer is read
+    assert {line for _, line in log} == {b"GET /a HTTP/1.1", b"GET /b HTTP/1.1"}
+    assert len({conn for conn, _ in log}) == 2, "each on a connection of its own"
+    assert client.get_json("/a") == {"path": "/a"}
+    assert client.get_json("/b") == {"path": "/b"}
+    assert len(log) == 2, "the GETs took the answers: nothing sent again"
+    assert client.get_json("/a") == {"path": "/a"}  # a plain GET after, on a kept connection
+    assert len(log) == 3 and server.accepted == 2
+
+
+def test_a_get_sent_ahead_that_no_request_took_is_dropped(
+        serve: Callable[[Handler], Server]) -> None:
+    log: list[tuple[int, bytes]] = []
+    server = serve(by_path(log))
+    client = api(server.url)
+    client.send_ahead(["/a"])
+    client.drop_ahead()
+    assert client.get_json("/a") == {"path": "/a"}
+    assert [line for _, line in log] == [b"GET /a HTTP/1.1"] * 2, "sent again: dropped"
+    assert server.accepted == 2, "the dropped one's connection was closed, not reused"
+
+
+@pytest.mark.parametrize("other", ["query", "deadline", "PUT"])
+def test_only_the_same_plain_get_takes_the_answer_sent_ahead(
+        serve: Callable[[Handler], Server], other: str) -> None:
+    log: list[tuple[int, bytes]] = []
+    server = serve(by_path(log))
+    client = api(server.url)
+    client.send_ahead(["/a"])
+    if other == "query":
+        assert client.get_json("/a", {"x": "1"}) == {"path": "/a?x=1"}
+    elif other == "deadline":
+        client.get_json("/a", deadline=time.monotonic() + 5)
+    else:
+        client.send_json("PUT", "/a", {})
+    wait_for(lambda: len(log) == 2)
+    assert client.get_json("/a") == {"path": "/a"}
+    assert len(log) == 3, "the one sent ahead was given up, the plain GET sent anew"
+
+
+def test_an_error_answer_to_a_get_sent_ahead_is_the_get_s_error(
+        serve: Callable[[Handler], Server]) -> None:
+    server = serve(throttled(1, None))
+    client = api(server.url)
+    client.send_ahead(["/x"])
+    with pytest.raises(ApiError) as caught:
+        client.get_json("/x")
+    assert caught.value.status == 429 and "slow down" in str(caught.value)
+    assert server.accepted == 1
+
+
+def test_a_get_sent_ahead_on_a_kept_connection_that_broke_is_sent_again(
+        serve: Callable[[Handler], Server]) -> None:
+    """As any GET on a kept-alive connection reset before an answer byte (Go's rule)."""
+    server = serve(answer_then(rst))
+    client = counted(server.url)
+    client.get_json("/api/v1/x")
+    client.send_ahead(["/api/v1/x"])  # on connection 0, which resets it
+    assert client.get_json("/api/v1/x") == {"kind": "ConfigMap"}
+    assert server.accepted == 2 and client.waits == []
+
+
+def test_a_get_sent_ahead_that_cannot_be_sent_is_made_as_any_other() -> None:
+    sock = socket.create_server(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    client = api(f"http://127.0.0.1:{port}")
+    client.send_ahead(["/x"])  # nothing listening: nothing sent, nothing raised
+    with pytest.raises(ApiError) as caught:
+        client.get_json("/x")
+    assert caught.value.reason == "ConnectionError"
+
+
+def test_a_get_sent_ahead_has_the_deadline_it_got_when_sent(
+        serve: Callable[[Handler], Server]) -> None:
+    def late(conn: socket.socket, _index: int) -> None:
+        read_request(conn)
+        time.sleep(3)
+        answer(conn, b"{}")
+
+    server = serve(late)
+    client = KubeApi(Connection(server=server.url, ssl_context=None,
+                                authorization=lambda: "Bearer t", source="test"), timeout=1.0)
+    client.send_ahead(["/x"])
+    time.sleep(1.2)  # its 1 s have passed before the GET asks for the answer
+    asked = time.monotonic()
+    with pytest.raises(ApiError) as caught:
+        client.get_json("/x")
+    assert caught.value.reason == "Timeout"
+    assert time.monotonic() - asked < 0.9, "not another second from when it was asked for"
