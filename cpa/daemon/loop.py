@@ -159,6 +159,7 @@ class Autoscaler:
         self.consecutive_failures = 0
         self.polls = 0
         self._send_ahead = False  # the last poll succeeded: this one sends its reads ahead
+        self._reads: list[str] | None = None  # what it sends (_send_reads_ahead)
 
     def add_observer(self, observer: Observer) -> None:
         self._observers.append(observer)
@@ -242,11 +243,13 @@ class Autoscaler:
         wake-up for them all, not one each (a steady poll's CPU: 1.16 -> 1.04 ms at 1,000
         Nodes). Only after a poll that succeeded: one that failed may not read them all,
         and the next one makes its requests one by one, as upstream does."""
-        namespace = self._config.namespace
-        first = self._params.source.first_read
-        paths = [first] if first is not None else []
-        paths.extend(writer_for(target).first_read(namespace, target)
-                     for target in self._config.targets)
+        paths = self._reads
+        if paths is None:  # the same every poll: the source and the targets are fixed
+            namespace = self._config.namespace
+            first = self._params.source.first_read
+            paths = self._reads = [first] if first is not None else []
+            paths.extend(writer_for(target).first_read(namespace, target)
+                         for target in self._config.targets)
         send_ahead(self._api, paths)
 
     def _cluster_status(self, result: PollResult) -> ClusterCounts:
