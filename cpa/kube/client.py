@@ -32,6 +32,7 @@ from cpa.kube.api import RETRY_AFTER_CAP, ApiError, StreamResponse
 from cpa.kube.config import ConfigError, Connection
 from cpa.kube.tokenfile import TokenFileError
 from cpa.kube.transport import (
+    MAX_IDLE,
     ConnectError,
     DeadlineExceeded,
     Pool,
@@ -50,6 +51,10 @@ CONNECT_TIMEOUT = 5.0  # an API server that does not accept in 5 s is unreachabl
 MAX_RETRIES = 10  # client-go's default for Retry-After
 RESET_RETRY_SECONDS = 1.0  # client-go's artificial Retry-After for a GET's reset or EOF
 MAX_KEPT = 64  # decoded answers kept (the ConfigMap and each target's scale: a handful)
+MAX_AHEAD = MAX_IDLE - 1
+"""GETs sent ahead at once: each has a connection of its own, and all of them, with one
+more for the node watch's renewals, the Lease and Events, are kept alive after (more
+would be closed and opened again every poll)."""
 T = TypeVar("T")
 ABORT_GRACE = 1.0  # after abort(): what a request may still take (the Lease release)
 
@@ -239,14 +244,15 @@ class KubeApi:
         ConfigMap, each target's first read) together and reads their answers after, one
         wake-up for them all instead of one each. A GET that cannot be sent is left out,
         with those after it (each is then made, and its failure handled, as any other);
-        an answer nobody took is given up by :meth:`drop_ahead`."""
+        so are those beyond the first :data:`MAX_AHEAD`. An answer nobody took is given
+        up by :meth:`drop_ahead`."""
         limit = self.timeout
         end = self._clock() + limit
         try:
             headers = self._headers()
         except ApiError:  # no credentials: each request says so
             return
-        for path in paths:
+        for path in paths[:MAX_AHEAD]:
             if path in self._ahead:
                 continue
             try:

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpa.kube.api import ApiError
-from cpa.kube.client import KubeApi
+from cpa.kube.client import MAX_AHEAD, KubeApi
 from cpa.kube.config import Connection
 from cpa.kube.transport import (
     ConnectError,
@@ -1375,3 +1375,20 @@ def test_a_get_sent_ahead_has_the_deadline_it_got_when_sent(
         client.get_json("/x")
     assert caught.value.reason == "Timeout"
     assert time.monotonic() - asked < 0.9, "not another second from when it was asked for"
+
+
+def test_no_more_gets_are_sent_ahead_than_connections_are_kept(
+        serve: Callable[[Handler], Server]) -> None:
+    """Those beyond MAX_AHEAD are made one by one: every connection of a poll is kept
+    alive after it, none opened again at the next."""
+    log: list[tuple[int, bytes]] = []
+    server = serve(by_path(log))
+    client = api(server.url)
+    paths = [f"/p{i}" for i in range(MAX_AHEAD + 2)]
+    for _ in range(2):  # two polls
+        client.send_ahead(paths)
+        for path in paths:
+            assert client.get_json(path) == {"path": path}
+        client.drop_ahead()
+    assert len(log) == 2 * len(paths), "each GET sent once"
+    assert server.accepted == MAX_AHEAD, "the second poll opened no connection"
