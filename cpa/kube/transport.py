@@ -51,8 +51,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
-MAX_IDLE = 4  # kept-alive connections: the poll's reads sent ahead, the node watch, Events,
-# the Lease
+MAX_IDLE = 4  # kept alive: the poll's reads sent ahead, the node watch, Events, the Lease
 
 
 class ReadTimeoutError(TimeoutError):
