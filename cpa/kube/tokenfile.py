@@ -86,8 +86,7 @@ class FileToken:
         self._clock = clock
         self._stat = stat
         self._lock = threading.Lock()
-        self._value: str | None = None  # the last good token
-        self._header = ""  # "Bearer <the last good token>"
+        self._header = ""  # "Bearer <the last good token>"; empty until one was read
         self._read_at = 0.0
         self._read_stamp: Stamp | None = None
         self._refused = False
@@ -107,7 +106,7 @@ class FileToken:
             except OSError:
                 stamp = None
             now = self._clock()
-            reason = reason_to_read(cached=self._value is not None, refused=self._refused,
+            reason = reason_to_read(cached=bool(self._header), refused=self._refused,
                                     stamp=stamp, read_stamp=self._read_stamp,
                                     age=now - self._read_at)
             if reason is None:
@@ -128,7 +127,7 @@ class FileToken:
         the file again before the next request, unless the token held now is another one
         (read since that request went out), so one 401 costs at most one read."""
         with self._lock:
-            if self._value is not None and refused == self._header:
+            if self._header and refused == self._header:
                 self._refused = True
 
     def _read(self, stamp: Stamp | None, now: float, said: list[dict[str, str]]) -> None:
@@ -146,9 +145,9 @@ class FileToken:
         if problem is None:
             if self._unusable is not None:
                 said.append({"became": "usable", "after": self._unusable})
-            self._value, self._header, self._unusable = token, f"Bearer {token}", None
+            self._header, self._unusable = f"Bearer {token}", None
             return
-        if self._unusable is None and self._value is not None:
+        if self._unusable is None and self._header:
             said.append({"became": "unusable", "error": problem})
         self._unusable = problem
 
