@@ -346,27 +346,39 @@ def _callgrind_control(action: str, pid: int) -> None:
         raise RuntimeError(f"callgrind_control {action} {pid}: {done.stderr or done.stdout}")
 
 
+def _run_injected(variant: Variant, args: argparse.Namespace, work: Path, mode: str,
+                  script: str, out: Path, params: dict[str, float], timeout: float) -> None:
+    """Run ours through ``script`` (``--cprofile``'s, ``--sample``'s), given ``params`` as
+    ``BENCH_<MODE>_<NAME>`` and its output file as ``BENCH_<MODE>_OUT``; wait for that
+    file, stop the daemon, and copy the file to ``--keep`` (the raw data: pstats' call
+    counts and callers, the sampler's caller pairs)."""
+    assert variant.python is not None
+    prefix = f"BENCH_{mode.upper()}_"
+    env = {prefix + name: str(value) for name, value in params.items()}
+    env[prefix + "OUT"] = str(out)
+    os.environ.update(env)
+    try:
+        proc = variant.impl.start(work / f"{variant.name}-{mode}.log",
+                                  executable=[variant.python, "-P", "-c", script])
+    finally:
+        for key in env:
+            os.environ.pop(key, None)
+    try:
+        measure.wait_for(f"the {mode} output", out.exists, timeout, 0.1, proc.alive)
+    finally:
+        proc.stop()
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        shutil.copy(out, args.keep / out.name)
+
+
 def cprofile(variant: Variant, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """cProfile around ``--polls`` polls of ours, grouped by what the code does."""
     import pstats
-    assert variant.python is not None
     out = work / f"cprofile-{variant.name}.prof"
-    os.environ.update(BENCH_CPROFILE_WARM=str(args.warm + 1),
-                      BENCH_CPROFILE_POLLS=str(args.polls), BENCH_CPROFILE_OUT=str(out))
-    try:
-        proc = variant.impl.start(work / f"{variant.name}-cprofile.log",
-                                  executable=[variant.python, "-P", "-c", _CPROFILE])
-    finally:
-        for key in ("BENCH_CPROFILE_WARM", "BENCH_CPROFILE_POLLS", "BENCH_CPROFILE_OUT"):
-            os.environ.pop(key, None)
-    try:
-        measure.wait_for("the cProfile dump", out.exists,
-                         args.period * (args.warm + args.polls + 5) + 60, 0.1, proc.alive)
-    finally:
-        proc.stop()
-    if args.keep is not None:  # for pstats: call counts, callers
-        args.keep.mkdir(parents=True, exist_ok=True)
-        shutil.copy(out, args.keep / out.name)
+    _run_injected(variant, args, work, "cprofile", _CPROFILE, out,
+                  {"WARM": args.warm + 1, "POLLS": args.polls},
+                  args.period * (args.warm + args.polls + 5) + 60)
     stats = pstats.Stats(str(out))
     raw: dict[tuple[str, int, str], tuple[int, int, float, float, Any]] = \
         stats.stats  # type: ignore[attr-defined]
@@ -393,27 +405,11 @@ def cprofile(variant: Variant, args: argparse.Namespace, work: Path) -> dict[str
 def sample(variant: Variant, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """``--sample`` back-to-back polls of ours: CPU per poll (the sampler's signals cost
     a little of it) and where it goes, by function."""
-    assert variant.python is not None
     out = work / f"sample-{variant.name}.json"
-    os.environ.update(BENCH_SAMPLE_WARM=str(args.warm + 1), BENCH_SAMPLE_GAP=str(args.gap),
-                      BENCH_SAMPLE_POLLS=str(args.sample), BENCH_SAMPLE_OUT=str(out))
-    try:
-        proc = variant.impl.start(work / f"{variant.name}-sample.log",
-                                  executable=[variant.python, "-P", "-c", _SAMPLE])
-    finally:
-        for key in ("BENCH_SAMPLE_WARM", "BENCH_SAMPLE_GAP", "BENCH_SAMPLE_POLLS",
-                    "BENCH_SAMPLE_OUT"):
-            os.environ.pop(key, None)
-    try:
-        measure.wait_for("the samples", out.exists,
-                         args.period * (args.warm + 5) + args.sample * (args.gap + 0.05) + 60,
-                         0.1, proc.alive)
-    finally:
-        proc.stop()
+    _run_injected(variant, args, work, "sample", _SAMPLE, out,
+                  {"WARM": args.warm + 1, "GAP": args.gap, "POLLS": args.sample},
+                  args.period * (args.warm + 5) + args.sample * (args.gap + 0.05) + 60)
     got = json.loads(out.read_text())
-    if args.keep is not None:
-        args.keep.mkdir(parents=True, exist_ok=True)
-        shutil.copy(out, args.keep / out.name)
     total = sum(got["own"].values()) or 1
     polls = got["polls"]
     def top(counter: dict[str, int]) -> list[str]:
