@@ -21,8 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from cpa import logs
 from cpa.daemon.configdir import ConfigDir, ConfigDirError
@@ -40,7 +39,7 @@ from cpa.kube.targets import ScaleResult, Target
 from cpa.kube.writers import writer_for
 from cpa.nodes.counts import ClusterCounts, CountingPolicy
 from cpa.nodes.watch import WatchStatus
-from cpa.runtime.polls import PollRecord, report
+from cpa.runtime.polls import FRESH, PollRecord, report
 from cpa.runtime.stalecounts import StaleCounts
 from cpa.runtime.ticker import Ticker
 
@@ -53,32 +52,60 @@ class PollError(Exception):
     """A poll that could not do its job; the message is what /last-poll reports."""
 
 
-@dataclass(slots=True)
 class PollResult(PollRecord):
-    """Everything one poll saw and did."""
+    """Everything one poll saw and did. (A plain class, not a dataclass: the first poll
+    imports this module while the Node list is decoded, and a dataclass costs ~1 ms to
+    create; ``==`` and ``repr`` are :class:`PollRecord`'s, over ``_FIELDS``.)"""
 
-    counts: ClusterCounts | None = None
-    params: Params | None = None
-    params_version: str | None = None  # the ConfigMap's resourceVersion
-    params_invalid: str | None = None  # why that version's parameters are invalid
-    configmap_defaults: DefaultsReport | None = None
-    """Ours, ``--update-configmap-from-defaults``: the ConfigMap against the defaults."""
-    decision: Decision | None = None
-    scales: list[ScaleResult] = field(default_factory=list)
-    overwritten: list[Overwrite] = field(default_factory=list)  # another writer's changes
-    behavior: dict[Target, Outcome] = field(default_factory=dict)
-    """Ours: what ``behavior`` made of the decision per target (empty without it)."""
-    early: bool = False
-    """Ours: run between the period's polls because the node counts changed the decision
-    (``--react-to-node-changes``)."""
-    load: dict[Target, LoadAxis] = field(default_factory=dict)
-    """Ours: the load axis per target (parameters with a ``load`` key; empty without)."""
-    decisions: dict[Target, Decision] = field(default_factory=dict)
-    """Ours, with ``load`` or ``targetPlacement``: each target's decision (the load axis
-    and the placement are per target); ``decision`` is then the first target's."""
-    target_counts: dict[Target, ClusterCounts] = field(default_factory=dict)
-    """Ours, with ``targetPlacement``: the counts of the Nodes each target fits on
-    (empty without the key: every target decides on ``counts``)."""
+    __slots__ = ("behavior", "configmap_defaults", "counts", "decision", "decisions", "early",
+                 "load", "overwritten", "params", "params_invalid", "params_version",
+                 "scales", "target_counts")
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        *PollRecord._FIELDS, "counts", "params", "params_version", "params_invalid",
+        "configmap_defaults", "decision", "scales", "overwritten", "behavior", "early",
+        "load", "decisions", "target_counts")
+
+    def __init__(self, started: float, duration: float = 0.0, error: str | None = None,
+                 stale: str | None = None, counts: ClusterCounts | None = None,
+                 params: Params | None = None, params_version: str | None = None,
+                 params_invalid: str | None = None,
+                 configmap_defaults: DefaultsReport | None = None,
+                 decision: Decision | None = None, scales: list[ScaleResult] = FRESH,
+                 overwritten: list[Overwrite] = FRESH,
+                 behavior: dict[Target, Outcome] = FRESH, early: bool = False,
+                 load: dict[Target, LoadAxis] = FRESH,
+                 decisions: dict[Target, Decision] = FRESH,
+                 target_counts: dict[Target, ClusterCounts] = FRESH) -> None:
+        # The base's fields set here rather than by PollRecord.__init__: one call fewer
+        # per poll, as the dataclass's __init__ did.
+        self.started = started
+        self.duration = duration
+        self.error = error
+        self.stale = stale
+        self.counts = counts
+        self.params = params
+        self.params_version = params_version  # the ConfigMap's resourceVersion
+        self.params_invalid = params_invalid  # why that version's parameters are invalid
+        self.configmap_defaults = configmap_defaults
+        """Ours, ``--update-configmap-from-defaults``: the ConfigMap against the defaults."""
+        self.decision = decision
+        self.scales: list[ScaleResult] = [] if scales is FRESH else scales
+        self.overwritten: list[Overwrite] = (  # another writer's changes
+            [] if overwritten is FRESH else overwritten)
+        self.behavior: dict[Target, Outcome] = {} if behavior is FRESH else behavior
+        """Ours: what ``behavior`` made of the decision per target (empty without it)."""
+        self.early = early
+        """Ours: run between the period's polls because the node counts changed the decision
+        (``--react-to-node-changes``)."""
+        self.load: dict[Target, LoadAxis] = {} if load is FRESH else load
+        """Ours: the load axis per target (parameters with a ``load`` key; empty without)."""
+        self.decisions: dict[Target, Decision] = {} if decisions is FRESH else decisions
+        """Ours, with ``load`` or ``targetPlacement``: each target's decision (the load axis
+        and the placement are per target); ``decision`` is then the first target's."""
+        self.target_counts: dict[Target, ClusterCounts] = (
+            {} if target_counts is FRESH else target_counts)
+        """Ours, with ``targetPlacement``: the counts of the Nodes each target fits on
+        (empty without the key: every target decides on ``counts``)."""
 
 
 Observer = Callable[[PollResult], None]

@@ -27,8 +27,7 @@ a panic window of 1-100 % of it, a panic threshold of 110-1000 %).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from cpa.go.json import (
     JsonValue,
@@ -61,9 +60,10 @@ _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _PATH = re.compile(r"/[!-~]*")  # printable ASCII, no space: it goes into a request line
 
 
-@dataclass(frozen=True, slots=True)
-class Prometheus:
-    """The optional second source: one instant query whose scalar is the rate."""
+class Prometheus(NamedTuple):
+    """The optional second source: one instant query whose scalar is the rate. (A
+    NamedTuple, not a dataclass: the first poll imports this module while the Node list is
+    decoded, and a dataclass costs ~1 ms to create.)"""
 
     url: str
     query: str
@@ -82,9 +82,10 @@ class Prometheus:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class Load:
-    """The ``load`` key of one parameters value, validated."""
+class Load(NamedTuple):
+    """The ``load`` key of one parameters value, validated. (A NamedTuple, not a dataclass:
+    the first poll imports this module while the Node list is decoded, and a dataclass
+    costs ~1 ms to create.)"""
 
     target_per_replica: float
     metric: str = ""

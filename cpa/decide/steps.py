@@ -8,8 +8,7 @@ write counts and numbers the same way (:func:`show`, :func:`plural`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from cpa.go.json import format_go_float
 
@@ -20,9 +19,10 @@ INFINITE: Final = 2**1100
 larger than any finite result, so every comparison still orders it correctly."""
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One step of the reasoning: a stable greppable ``key`` and a full sentence."""
+class Step(NamedTuple):
+    """One step of the reasoning: a stable greppable ``key`` and a full sentence. (A
+    NamedTuple, not a dataclass: the first poll imports this module while the Node list is
+    decoded, and a dataclass costs ~1 ms to create.)"""
 
     key: str
     text: str

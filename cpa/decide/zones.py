@@ -35,8 +35,7 @@ earlier one).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from cpa.decide.steps import Step, plural
 from cpa.go.json import (
@@ -68,9 +67,10 @@ def _label_key(key: str) -> bool:
             and (not slash or (len(prefix) <= 253 and _PREFIX.fullmatch(prefix) is not None)))
 
 
-@dataclass(frozen=True, slots=True)
-class Zones:
-    """The ``zones`` key of one parameters value."""
+class Zones(NamedTuple):
+    """The ``zones`` key of one parameters value. (A NamedTuple, not a dataclass: the first
+    poll imports this module while the Node list is decoded, and a dataclass costs ~1 ms to
+    create.)"""
 
     topology_key: str = DEFAULT_TOPOLOGY_KEY
     min_per_zone: int = 1

@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final, TypeAlias, final
 
@@ -56,22 +55,54 @@ class GoJsonError(ValueError):
     """A JSON document that Go's ``encoding/json`` would refuse to decode."""
 
 
-@dataclass(frozen=True, slots=True)
 class Number:
-    """A JSON number kept as its literal text, so int fields can reject ``2.0``."""
+    """A JSON number kept as its literal text, so int fields can reject ``2.0``.
 
-    literal: str
+    A plain class, not a dataclass: this module is on the daemon's start-up path (the
+    flags' ``--default-params``), where a frozen dataclass costs ~1 ms to make and the
+    ``dataclasses`` module ~10 ms to import; nor a NamedTuple: a JSON array is the one
+    tuple among JSON values."""
+
+    __slots__ = ("literal",)
+
+    def __init__(self, literal: str) -> None:
+        self.literal: Final[str] = literal
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is Number:
+            return self.literal == other.literal
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((Number, self.literal))
+
+    def __repr__(self) -> str:
+        return f"Number(literal={self.literal!r})"
 
 
-@dataclass(frozen=True, slots=True)
 class JsonObject:
     """A JSON object with its members in document order, duplicates included.
 
     Go decodes every member in order (a later duplicate overwrites an earlier one, but a
     type error in the earlier one still fails the decode), so a dict would lose facts.
+    A plain class for the reasons :class:`Number` is one.
     """
 
-    members: tuple[tuple[str, JsonValue], ...]
+    __slots__ = ("members",)
+
+    def __init__(self, members: tuple[tuple[str, JsonValue], ...]) -> None:
+        self.members: Final[tuple[tuple[str, JsonValue], ...]] = members
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is JsonObject:
+            return self.members == other.members
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((JsonObject, self.members))
+
+    def __repr__(self) -> str:
+        return f"JsonObject(members={self.members!r})"
 
 
 JsonArray: TypeAlias = tuple["JsonValue", ...]

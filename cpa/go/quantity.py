@@ -22,7 +22,6 @@ representation to keep. This module is pure: no I/O, no logging.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
 from typing import Final
@@ -256,7 +255,6 @@ def _cmp_int(mantissa: int, exponent: int, n: int) -> int:
     return (mantissa > scaled_n) - (mantissa < scaled_n)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class Quantity:
     """A ``resource.Quantity``: value ``unscaled * 10**exponent`` in Go's representation.
 
@@ -266,13 +264,26 @@ class Quantity:
     instead of the canonical form. Equality is by value and format, as two quantities that
     print alike after a fresh canonicalisation are interchangeable; ``text`` and the
     representation do not take part.
+
+    A plain class, not a dataclass: this module is on the daemon's start-up path, where a
+    frozen dataclass costs ~1 ms to make and the ``dataclasses`` module ~10 ms to import;
+    nor a NamedTuple, whose equality is the tuple's, not the value's.
     """
 
-    unscaled: int
-    exponent: int
-    format: Format
-    dec: bool = False
-    text: str | None = None
+    __slots__ = ("dec", "exponent", "format", "text", "unscaled")
+
+    def __init__(self, unscaled: int, exponent: int, format: Format,
+                 dec: bool = False, text: str | None = None) -> None:
+        self.unscaled: Final[int] = unscaled
+        self.exponent: Final[int] = exponent
+        self.format: Final[Format] = format
+        self.dec: Final[bool] = dec
+        self.text: Final[str | None] = text
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__qualname__}(unscaled={self.unscaled!r}, "
+                f"exponent={self.exponent!r}, format={self.format!r}, dec={self.dec!r}, "
+                f"text={self.text!r})")
 
     # --- construction ---------------------------------------------------------------
     @classmethod

@@ -18,7 +18,6 @@ import binascii
 import os
 import ssl
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,20 +30,28 @@ class ConfigError(Exception):
     """No usable API server configuration; the message says what to provide."""
 
 
-@dataclass(slots=True)
 class Connection:
-    """Everything an HTTP client needs to reach the API server."""
+    """Everything an HTTP client needs to reach the API server. (A plain class, not a
+    dataclass: this module is on the daemon's start-up path, where a dataclass costs ~1 ms
+    to make and the ``dataclasses`` module ~10 ms to import.)"""
 
-    server: str
-    ssl_context: ssl.SSLContext | None
-    authorization: Callable[[], str | None]  # the Authorization header value, or None
-    source: str  # "in-cluster" or the kubeconfig path, for logs
-    server_name: str | None = None
-    """The name the server's certificate must carry, when not the server's host (a
-    kubeconfig's ``tls-server-name``); also sent as SNI."""
-    unauthorized: Callable[[str | None], None] | None = None
-    """Told the ``Authorization`` header of a request the API server answered 401: a token
-    file is read again, an exec plugin run again, before the next request."""
+    __slots__ = ("authorization", "server", "server_name", "source", "ssl_context",
+                 "unauthorized")
+
+    def __init__(self, server: str, ssl_context: ssl.SSLContext | None,
+                 authorization: Callable[[], str | None], source: str,
+                 server_name: str | None = None,
+                 unauthorized: Callable[[str | None], None] | None = None) -> None:
+        self.server = server
+        self.ssl_context = ssl_context
+        self.authorization = authorization  # the Authorization header value, or None
+        self.source = source  # "in-cluster" or the kubeconfig path, for logs
+        self.server_name = server_name
+        """The name the server's certificate must carry, when not the server's host (a
+        kubeconfig's ``tls-server-name``); also sent as SNI."""
+        self.unauthorized = unauthorized
+        """Told the ``Authorization`` header of a request the API server answered 401: a
+        token file is read again, an exec plugin run again, before the next request."""
 
 
 def _context(ca_file: str | None, ca_data: bytes | None, insecure: bool,

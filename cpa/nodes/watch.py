@@ -49,7 +49,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cpa import logs
 from cpa.kube.api import RETRY_AFTER_CAP, ApiError, StreamingApi, StreamResponse
@@ -98,9 +98,10 @@ class _StreamEnded(ApiError):
     ``sendInitialEvents``)."""
 
 
-@dataclass(frozen=True, slots=True)
-class WatchStatus:
-    """Whether the store follows the cluster, for logs, metrics and ``/last-poll``."""
+class WatchStatus(NamedTuple):
+    """Whether the store follows the cluster, for logs, metrics and ``/last-poll``. (A
+    NamedTuple: this module is on the daemon's start-up path, where a frozen dataclass
+    costs ~1 ms to make and the ``dataclasses`` module ~10 ms to import.)"""
 
     synced: bool
     up: bool  # a list or watch is open and delivering, as far as we can tell

@@ -10,7 +10,6 @@ each logs at which level), so it is made by :func:`verbosity_flag`.
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
 
 from cpa.go.duration import parse_duration
 from cpa.go.pflag import Flag, parse_str
@@ -21,31 +20,40 @@ __all__ = ["GLOG_FLAGS", "KUBECONFIG_FLAG", "LEADER_ELECT_FLAG", "LEASE_FLAGS", 
            "verbosity_flag"]
 
 
-@dataclass
 class GlogOptions:
-    """glog's flags: accepted for compatibility; only ``--v`` changes what we do."""
+    """glog's flags: accepted for compatibility; only ``--v`` changes what we do. (A plain
+    class, not a dataclass: the options are made on the daemons' start-up path, where a
+    dataclass costs ~1 ms to make and the ``dataclasses`` module ~10 ms to import.)"""
 
-    v: int = 0
-    vmodule: str = ""
-    logtostderr: bool = False
-    alsologtostderr: bool = False
-    stderrthreshold: int = 2
-    log_dir: str = ""
-    log_link: str = ""
-    logbuflevel: int = 0
-    log_backtrace_at: str = ""
+    def __init__(self, v: int = 0, vmodule: str = "", logtostderr: bool = False,
+                 alsologtostderr: bool = False, stderrthreshold: int = 2, log_dir: str = "",
+                 log_link: str = "", logbuflevel: int = 0, log_backtrace_at: str = "") -> None:
+        self.v = v
+        self.vmodule = vmodule
+        self.logtostderr = logtostderr
+        self.alsologtostderr = alsologtostderr
+        self.stderrthreshold = stderrthreshold
+        self.log_dir = log_dir
+        self.log_link = log_link
+        self.logbuflevel = logbuflevel
+        self.log_backtrace_at = log_backtrace_at
 
 
-@dataclass
 class LeaderElectionOptions:
-    """``--leader-elect`` and its Lease (ours): client-go's defaults."""
+    """``--leader-elect`` and its Lease (ours): client-go's defaults. (A plain class, not a
+    dataclass: the options are made on the daemons' start-up path, where a dataclass costs
+    ~1 ms to make and the ``dataclasses`` module ~10 ms to import.)"""
 
-    leader_elect: bool = False
-    leader_elect_lease_name: str = ""  # default: per program
-    leader_elect_namespace: str = ""  # default: --namespace
-    leader_elect_lease_duration: float = 15.0
-    leader_elect_renew_deadline: float = 10.0
-    leader_elect_retry_period: float = 2.0
+    def __init__(self, leader_elect: bool = False, leader_elect_lease_name: str = "",
+                 leader_elect_namespace: str = "", leader_elect_lease_duration: float = 15.0,
+                 leader_elect_renew_deadline: float = 10.0,
+                 leader_elect_retry_period: float = 2.0) -> None:
+        self.leader_elect = leader_elect
+        self.leader_elect_lease_name = leader_elect_lease_name  # default: per program
+        self.leader_elect_namespace = leader_elect_namespace  # default: --namespace
+        self.leader_elect_lease_duration = leader_elect_lease_duration
+        self.leader_elect_renew_deadline = leader_elect_renew_deadline
+        self.leader_elect_retry_period = leader_elect_retry_period
 
 
 def validate_leader_election(opts: LeaderElectionOptions) -> list[str]:

@@ -306,3 +306,21 @@ def test_custom_targets_wait_for_discovery() -> None:
     assert custom.custom and custom.resolved is None
     with pytest.raises(ValueError, match="not been resolved through API discovery"):
         assert custom.api
+
+
+def test_options_take_every_field_by_keyword_with_its_default() -> None:
+    """Options is a plain class (start-up time): its constructor keeps the dataclass's
+    signature, the bases' fields included, with upstream's logtostderr default."""
+    opts = Options()
+    assert (opts.logtostderr, opts.v, opts.stderrthreshold, opts.leader_elect) == (
+        True, 0, 2, False)
+    assert (opts.leader_elect_lease_duration, opts.leader_elect_renew_deadline,
+            opts.leader_elect_retry_period) == (15.0, 10.0, 2.0)
+    assert (opts.poll_period_seconds, opts.health_port, opts.log_format, opts.targets) == (
+        10, 8080, "text", ())
+    target = Target("deployment", "x")
+    opts = Options(v=2, logtostderr=False, leader_elect=True, leader_elect_lease_name="l",
+                   configmap="cm", targets=(target,))
+    assert (opts.v, opts.logtostderr, opts.leader_elect, opts.lease_name) == (2, False, True,
+                                                                              "l")
+    assert opts.targets == (target,) and Options().targets == ()

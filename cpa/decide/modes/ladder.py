@@ -12,8 +12,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Final, overload
+from typing import Final, NamedTuple, overload
 
 from cpa.decide.modes.mode import Mode, larger_reading
 from cpa.decide.steps import Step, plural
@@ -80,9 +79,10 @@ class Table(Sequence[tuple[int, int]]):
 _EMPTY: Final = Table()
 
 
-@dataclass(frozen=True, slots=True)
-class LadderParams:
-    """Ladder mode's own keys; each table is ``(threshold, replicas)`` pairs, stably sorted."""
+class LadderParams(NamedTuple):
+    """Ladder mode's own keys; each table is ``(threshold, replicas)`` pairs, stably sorted.
+    (A NamedTuple, not a dataclass: the first poll imports this module while the Node list
+    is decoded, and a dataclass costs ~1 ms to create.)"""
 
     cores_to_replicas: Table = _EMPTY
     nodes_to_replicas: Table = _EMPTY

@@ -12,8 +12,7 @@ the ``max`` clamp, so it can exceed ``max``. ``min`` 0 means 1, ``max`` 0 means 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from cpa.decide.modes.mode import Mode, larger_reading
 from cpa.decide.steps import INFINITE, Step, plural, show
@@ -22,9 +21,10 @@ from cpa.go.json import JsonValue, format_go_float, go_bool, go_float, go_int
 __all__ = ["MODE", "LinearParams", "replicas"]
 
 
-@dataclass(frozen=True, slots=True)
-class LinearParams:
-    """Linear mode's own keys; ``min`` is already lifted from 0 to 1, ``max`` 0 means no cap."""
+class LinearParams(NamedTuple):
+    """Linear mode's own keys; ``min`` is already lifted from 0 to 1, ``max`` 0 means no cap.
+    (A NamedTuple, not a dataclass: the first poll imports this module while the Node list
+    is decoded, and a dataclass costs ~1 ms to create.)"""
 
     cores_per_replica: float
     nodes_per_replica: float

@@ -16,7 +16,6 @@ applies a formula to its parameters is :meth:`Configured.replicas`, type-checked
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from cpa.decide.params import (
@@ -34,7 +33,7 @@ __all__ = ["Configured", "Decoder", "Mode", "ModeParams", "Params", "larger_read
 
 
 class ModeParams(Protocol):
-    """A mode's own parameters (a frozen dataclass)."""
+    """A mode's own parameters (a NamedTuple)."""
 
     def fields(self) -> dict[str, object]:
         """The parameters as the ConfigMap spells them, for logs and ``explain``."""
@@ -59,9 +58,10 @@ class Decoder(Protocol[P_co]):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class Mode(Generic[P]):
-    """One way to compute replicas, named by its ConfigMap key."""
+class Mode(NamedTuple, Generic[P]):
+    """One way to compute replicas, named by its ConfigMap key. (A NamedTuple, not a
+    dataclass: the first poll imports this module while the Node list is decoded, and a
+    dataclass costs ~1 ms to create.)"""
 
     name: str
     keys: tuple[str, ...]

@@ -6,7 +6,6 @@ comparisons written straight from the contract, so a bug would have to be made t
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -186,7 +185,7 @@ def test_linear_params_round_trip_through_json(
 ) -> None:
     own = params.params
     if own.cores_per_replica == 0 and own.nodes_per_replica == 0:
-        own = dataclasses.replace(own, cores_per_replica=1.0)
+        own = own._replace(cores_per_replica=1.0)
         params = params._replace(params=own)
     document = {
         _spell("coresPerReplica", style): own.cores_per_replica,

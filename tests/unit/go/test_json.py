@@ -49,6 +49,21 @@ def test_parse_valid(text: str, expected: JsonValue) -> None:
     assert parse(text) == expected
 
 
+def test_numbers_and_objects_compare_by_value_and_are_no_tuples() -> None:
+    """A JSON array is the one tuple among JSON values (``isinstance(v, tuple)`` tells it):
+    an object, even an empty one, is never equal to an array."""
+    assert Number("1") == Number("1") and hash(Number("1")) == hash(Number("1"))
+    assert Number("1") != Number("1.0") and Number("1") != "1"
+    members = (("a", Number("1")), ("b", (Number("2"), None)))
+    assert JsonObject(members) == JsonObject(tuple(members))
+    assert hash(JsonObject(members)) == hash(JsonObject(tuple(members)))
+    assert JsonObject(members) != JsonObject(members[:1])
+    assert JsonObject(()) != () and parse("{}") != parse("[]")
+    assert not isinstance(Number("1"), tuple) and not isinstance(JsonObject(()), tuple)
+    assert {Number("1"): 1}[Number("1")] == 1
+    assert repr(parse('{"a":[1]}')) == "JsonObject(members=(('a', (Number(literal='1'),)),))"
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -162,6 +162,14 @@ def test_equality_is_value_and_format() -> None:
     assert Quantity.from_milli(1000, D) != Quantity.from_milli(1000, B)
     assert Quantity.parse("1Ki") != Quantity.parse("1024")  # BinarySI vs DecimalSI
     assert Quantity.parse("1Ki").normalized() == Quantity.parse("1024").normalized()
+    # neither the cached text nor the representation (int64Amount or inf.Dec) takes part
+    cached, plain, dec = Quantity.parse("1.500"), Quantity(15, -1, D), Quantity(1500, -3, D,
+                                                                                 dec=True)
+    assert cached.text == "1.500" and plain.text is None
+    assert cached == plain == dec and hash(cached) == hash(plain) == hash(dec)
+    assert plain != (15, -1, D, False, None) and plain != "1500m"
+    assert repr(cached) == ("Quantity(unscaled=1500, exponent=-3, format=<Format.DECIMAL_SI: "
+                            "'DecimalSI'>, dec=False, text='1.500')")
 
 
 def test_trim_space_is_gos_not_pythons() -> None:

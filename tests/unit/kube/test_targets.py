@@ -224,3 +224,22 @@ def test_a_writer_s_first_read_is_the_get_its_ensure_makes_first(target: Target,
     assert writer_for(target).first_read(NS, target) == path
     ensure_replicas(api, NS, target, 3)
     assert api.calls[0] == ("GET", path)
+
+
+def test_a_target_is_the_same_target_resolved_or_not() -> None:
+    """``resolved`` takes no part in equality or hashing: the resolved target is the one
+    ``--target`` named (a dict keyed by either finds the other)."""
+    clone = Kind("Clone", "/apis/example.com/v1", "clones", False)
+    bare = Target("clones.example.com", "x")
+    resolved = Target("clones.example.com", "x", clone)
+    assert resolved == bare and hash(resolved) == hash(bare)
+    assert {bare: 1}[resolved] == 1 and len({bare, resolved}) == 1
+    assert resolved != Target("clones.example.com", "y", clone)
+    assert resolved != Target("clones.example.org", "x", clone)
+    assert bare != ("clones.example.com", "x") and bare != "clones.example.com/x"
+    assert repr(resolved) == (
+        "Target(kind='clones.example.com', name='x', resolved=Kind(name='Clone', "
+        "api_prefix='/apis/example.com/v1', plural='clones', upstream=False, floor=False, "
+        "namespaced=True))")
+    assert repr(HPA) == "Target(kind='horizontalpodautoscaler', name='coredns', resolved=None)"
+    assert str(resolved) == "clones.example.com/x"

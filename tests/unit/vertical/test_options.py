@@ -149,3 +149,16 @@ def test_the_autoscalers_entry_point_recognises_a_cpva_command_line(
 def test_default_config_json_is_carried_verbatim() -> None:
     text = json.dumps({"c": {"limits": {"memory": {"base": "1Gi"}}}}, indent=2)
     assert valid(f"--default-config={text}").default_config == text
+
+
+def test_options_take_every_field_by_keyword_with_its_default() -> None:
+    """VerticalOptions is a plain class (start-up time): its constructor keeps the
+    dataclass's signature, the bases' fields included."""
+    opts = options.VerticalOptions(namespace="ns", kubeconfig="kc")
+    assert (opts.namespace, opts.kubeconfig, opts.logtostderr, opts.v) == ("ns", "kc", False,
+                                                                           0)
+    assert (opts.leader_elect, opts.leader_elect_lease_duration, opts.resize_mode,
+            opts.invalid_config, opts.health_port) == (False, 15.0, "template", "refuse", 0)
+    assert (opts.patch_target, opts.patch_targets, opts.default_scale_configs) == (None, (), ())
+    opts = options.VerticalOptions(v=4, leader_elect_lease_name="l", stderrthreshold=0)
+    assert (opts.v, opts.lease_name, opts.stderrthreshold) == (4, "l", 0)
