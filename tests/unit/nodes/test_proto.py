@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cpa.kube import wire
 from cpa.kube.wire import Status, api_error, frames, lines
@@ -359,3 +361,109 @@ def test_full_taints_in_any_order() -> None:
     assert got == NodeInfo("n", "9", True, False, None, ("pool", "bare"),
                            labels=(("k", "v"),),
                            taint_details=(("pool", "gpu", "NoSchedule"), ("bare", "", "")))
+
+
+# --- generated: the reader against a plain reading of every field -------------------------
+# The reader reads keys and lengths inline and stops in NodeStatus once allocatable and
+# conditions were read; a plain reader that parses every field of every message is the
+# reference. Messages are generated as an encoder may write them: fields in any order,
+# each repeated field's elements in one run, unknown fields of every wire type, lengths of
+# one, two and three bytes.
+
+def _parse(data: bytes) -> list[tuple[int, int | bytes]]:
+    """Every field of a message: (field number, varint value or payload)."""
+    out: list[tuple[int, int | bytes]] = []
+    pos = 0
+    while pos < len(data):
+        key, pos = wire.varint(data, pos)
+        kind = key & 7
+        if kind == 0:
+            value, pos = wire.varint(data, pos)
+            out.append((key >> 3, value))
+        elif kind == 2:
+            n, pos = wire.varint(data, pos)
+            out.append((key >> 3, data[pos:pos + n]))
+            pos += n
+        else:
+            pos += 8 if kind == 1 else 4
+    return out
+
+
+def _strings(data: bytes, field: int) -> list[str]:
+    return [v.decode() for f, v in _parse(data) if f == field and isinstance(v, bytes)]
+
+
+def _reference(raw: bytes) -> NodeInfo:
+    name = rv = ""
+    unschedulable = ready = False
+    taints: list[str] = []
+    cpu = None
+    for field, value in _parse(raw):
+        if not isinstance(value, bytes):
+            continue
+        if field == 1:
+            name = (_strings(value, 1) or [name])[-1]
+            rv = (_strings(value, 6) or [rv])[-1]
+        elif field == 2:
+            for f, v in _parse(value):
+                if f == 4 and isinstance(v, int):
+                    unschedulable = v != 0
+                elif f == 5 and isinstance(v, bytes):
+                    taints.append((_strings(v, 1) or [""])[-1])
+        elif field == 3:
+            for f, v in _parse(value):
+                if f == 2 and isinstance(v, bytes) and _strings(v, 1)[:1] == ["cpu"]:
+                    quantities = [q for k, q in _parse(v) if k == 2 and isinstance(q, bytes)]
+                    cpu = (_strings(quantities[-1], 1) or [""])[-1] if quantities else None
+                elif f == 4 and isinstance(v, bytes):
+                    ready = ready or (_strings(v, 1) == ["Ready"] and _strings(v, 2) == ["True"])
+    return NodeInfo(name, rv, unschedulable, ready, cpu, tuple(taints))
+
+
+def _unknown(draw: st.DrawFn) -> bytes:
+    field = draw(st.sampled_from([7, 9, 15, 16, 17, 99, 2047]))  # none that is read
+    kind = draw(st.sampled_from([0, 1, 2, 5]))
+    if kind == 0:
+        return vi(field, draw(st.integers(0, 2**63)))
+    if kind == 1:
+        return varint(field << 3 | 1) + b"\x01" * 8
+    if kind == 5:
+        return varint(field << 3 | 5) + b"\x02" * 4
+    return ld(field, b"x" * draw(st.sampled_from([0, 1, 127, 128, 300, 16383, 16384, 20000])))
+
+
+def _runs(draw: st.DrawFn, runs: list[bytes]) -> bytes:
+    """Some runs of fields (each a repeated field's elements, or one field), in any order."""
+    return b"".join(draw(st.permutations(runs)))
+
+
+@st.composite
+def generated_nodes(draw: st.DrawFn) -> bytes:
+    meta = [ld(1, draw(st.text(min_size=1, max_size=5))), ld(6, str(draw(st.integers(1))))]
+    meta += [_unknown(draw) for _ in range(draw(st.integers(0, 2)))]
+    spec = [vi(4, draw(st.integers(0, 2)))] if draw(st.booleans()) else []
+    taints = [ld(5, b"".join(draw(st.permutations([ld(1, draw(st.sampled_from(["a", "b"]))),
+                                                    ld(3, "NoSchedule")]))))
+              for _ in range(draw(st.integers(0, 2)))]
+    spec += [b"".join(taints), _unknown(draw)]
+    keys = st.sampled_from(["cpu", "cpx", "pods", "memory", "c"])
+    entries = [allocatable(draw(keys), draw(st.sampled_from(["1", "3920m", "64"])),
+                           draw(st.booleans()))
+               for _ in range(draw(st.integers(0, 4)))]
+    types = st.sampled_from(["Ready", "Ready", "Reads", "ReadyX", "MemoryPressure", ""])
+    conditions = [condition(draw(types), draw(st.sampled_from(["True", "False"])),
+                            draw(st.booleans()))
+                  for _ in range(draw(st.integers(0, 4)))]
+    capacity = b"".join(ld(1, ld(1, "cpu") + ld(2, ld(1, "99"))) for _ in range(2))
+    status = [b"".join(entries), b"".join(conditions), capacity, ld(3, "Running"),
+              b"".join(ld(8, "image" * draw(st.integers(1, 80))) for _ in range(3)),
+              _unknown(draw), _unknown(draw)]
+    return node(_runs(draw, meta), _runs(draw, spec), _runs(draw, status))
+
+
+@settings(max_examples=400, deadline=None)
+@given(generated_nodes())
+def test_generated_nodes_read_as_a_plain_reading_of_every_field(raw: bytes) -> None:
+    assert decode_node(raw) == _reference(raw)
+    page = wire.MAGIC + ld(2, ld(2, raw) + ld(2, raw))  # a NodeList of two
+    assert nodeproto.decode_list_page(page).items == [_reference(raw)] * 2
