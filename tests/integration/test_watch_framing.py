@@ -105,7 +105,7 @@ def test_an_added_event_without_a_name_is_no_phantom_node(
     proc = start(*args(namespace), poll_period=1, kubeconfig=kubeconfig)
     wait_replicas(admin, namespace, "deployment", "coredns", 3, proc=proc)
     proc.wait_poll_ok()
-    writes = len(proc.events("scale.changed"))
+    writes = len(wait_until("the first write logged", lambda: proc.events("scale.changed")))
 
     rule = proxy.add(Rule("phantom", short_watch, Inject(nameless_added_frame()), times=1))
     proxy.drop_connections()
