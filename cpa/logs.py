@@ -31,7 +31,6 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, MutableMapping
-from datetime import UTC, datetime
 from typing import Any
 
 _verbosity = 0
@@ -39,7 +38,7 @@ _format = "text"
 _ready = False  # structlog imported and configured for _format
 _ready_lock = threading.Lock()
 _held: list[tuple[str, str, str, dict[str, Any]]] | None = None  # see hold()
-_HELD_AT = "_cpa_held_at"  # the event's own time, carried to _stamp()
+_HELD_AT = "_cpa_held_at"  # the event's own time (ns since the epoch), carried to _stamp()
 HOLD_SECONDS = 1.0
 _PLAIN = frozenset({"debug", "info", "warning", "warn", "error", "critical", "msg"})
 BUFFER_LINES = 5000
@@ -120,8 +119,7 @@ def _stamp(_logger: Any, name: str, event: MutableMapping[str, Any]
     event["level"] = "warning" if name == "warn" else "error" if name == "exception" \
         else name
     at = event.pop(_HELD_AT, None)
-    event["timestamp"] = utc_stamp(time.time_ns()) if at is None \
-        else at.isoformat().replace("+00:00", "Z")
+    event["timestamp"] = utc_stamp(time.time_ns() if at is None else at)
     if "stack_info" in event or "exc_info" in event:
         import structlog
 
@@ -459,7 +457,7 @@ class _Holder:
 
     def __call__(self, event: str, **fields: Any) -> None:
         if "exc_info" not in fields:
-            fields[_HELD_AT] = datetime.now(tz=UTC)
+            fields[_HELD_AT] = time.time_ns()
             with _ready_lock:
                 held = _held
                 if held is not None:

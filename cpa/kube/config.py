@@ -18,12 +18,16 @@ import binascii
 import os
 import ssl
 from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cpa.kube.tokenfile import FileToken, TokenFileError
 
-SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+if TYPE_CHECKING:
+    from pathlib import Path
+
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+"""A text, not a Path: ``pathlib`` (with ``urllib.parse`` and ``ipaddress``, ~3 ms) is
+loaded only for a kubeconfig, never on a Pod's way to its first Node list."""
 
 
 class ConfigError(Exception):
@@ -91,9 +95,9 @@ def in_cluster() -> Connection:
         raise ConfigError(
             "not running in a cluster (KUBERNETES_SERVICE_HOST/PORT are unset): pass "
             "--kubeconfig or set KUBECONFIG to run outside a cluster")
-    token_path = SA_DIR / "token"
-    ca_path = SA_DIR / "ca.crt"
-    if not token_path.exists() or not ca_path.exists():
+    token_path = os.path.join(SA_DIR, "token")
+    ca_path = os.path.join(SA_DIR, "ca.crt")
+    if not os.path.exists(token_path) or not os.path.exists(ca_path):
         raise ConfigError(
             f"service-account files missing in {SA_DIR}: is automountServiceAccountToken "
             "disabled for this pod?")
@@ -105,11 +109,13 @@ def in_cluster() -> Connection:
     except TokenFileError as exc:
         raise ConfigError(f"the service account's {exc}") from None
     return Connection(f"https://{host}:{port}",
-                      _context(str(ca_path), None, False, f"the service account's {ca_path}"),
+                      _context(ca_path, None, False, f"the service account's {ca_path}"),
                       token, "in-cluster", unauthorized=token.unauthorized)
 
 
 def _resolve(base: Path, path: str) -> str:
+    from pathlib import Path  # a kubeconfig's: not on a Pod's path (SA_DIR)
+
     p = Path(os.path.expanduser(path))
     return str(p if p.is_absolute() else base / p)
 
@@ -268,6 +274,8 @@ def _check_cluster(cluster: _Fields) -> tuple[str | None, bytes | None, bool]:
 def from_kubeconfig(path: str, context_name: str = "") -> Connection:
     """Load the current context of a kubeconfig file (``context_name``, when given,
     instead)."""
+    from pathlib import Path
+
     import yaml
 
     file = Path(os.path.expanduser(path.split(os.pathsep)[0]))
@@ -316,7 +324,7 @@ def from_kubeconfig(path: str, context_name: str = "") -> Connection:
         header = f"Bearer {user.string('token')}"
         conn.authorization = lambda: header
     elif user.string("tokenFile"):
-        source = FileToken(Path(_resolve(base, user.string("tokenFile"))))
+        source = FileToken(_resolve(base, user.string("tokenFile")))
         conn.authorization, conn.unauthorized = source, source.unauthorized
     elif user.string("username") or user.string("password"):
         basic = base64.b64encode(
@@ -393,7 +401,8 @@ def _load_client_cert(ctx: ssl.SSLContext, user: _Fields, base: Path) -> None:
 
 def _read(base: Path, name: str, what: str) -> bytes:
     try:
-        return Path(_resolve(base, name)).read_bytes()
+        with open(_resolve(base, name), "rb") as fh:
+            return fh.read()
     except OSError as exc:
         raise ConfigError(f"{what}: cannot read {name}: {exc.strerror or exc}") from None
 
@@ -401,6 +410,7 @@ def _read(base: Path, name: str, what: str) -> bytes:
 def _load_pair(ctx: ssl.SSLContext, cert: bytes, key: bytes, what: str) -> None:
     """ssl can only load a key pair from files; keep them only as long as loading takes."""
     import tempfile  # only for a kubeconfig with inline client certificates
+    from pathlib import Path
 
     with tempfile.TemporaryDirectory() as tmp:
         cert_path, key_path = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
@@ -462,6 +472,8 @@ def kubectl_paths(explicit: str, environ: Mapping[str, str], home: Path) -> list
     """The kubeconfig files kubectl would read, in order: ``--kubeconfig`` alone; else every
     file of ``KUBECONFIG`` (a list, merged, missing files skipped); else
     ``~/.kube/config`` when it exists; else none (then in-cluster)."""
+    from pathlib import Path
+
     if explicit:
         return [Path(os.path.expanduser(explicit))]
     listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
@@ -565,6 +577,8 @@ def load_like_kubectl(kubeconfig: str = "", context: str = "",
     """The connection kubectl would use: ``--kubeconfig``, else ``KUBECONFIG``, else
     ``~/.kube/config``, else the in-cluster service account; ``context`` instead of the
     current context. Every problem is a :class:`ConfigError` naming the file."""
+    from pathlib import Path
+
     env = os.environ if environ is None else environ
     paths = kubectl_paths(kubeconfig, env, home if home is not None else Path.home())
     if not paths:
@@ -605,6 +619,7 @@ def _from_merged(doc: dict[str, Any], context: str, shown: str) -> Connection:
     """Load one merged document (entries from several KUBECONFIG files) through a private
     file that exists only while it is read."""
     import tempfile
+    from pathlib import Path
 
     import yaml
 

@@ -22,7 +22,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from cpa import logs
@@ -79,10 +78,12 @@ class FileToken:
     the API server answered 401. Thread-safe: the poll, the node watch and the Lease share
     one."""
 
-    def __init__(self, path: Path, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, path: str | os.PathLike[str],
+                 clock: Callable[[], float] = time.monotonic,
                  stat: Callable[[str], os.stat_result] = os.stat) -> None:
-        self._path = path
-        self._where = os.fspath(path)  # stat's argument on every request, made once
+        # Text, made once: stat's argument on every request (and no pathlib on the
+        # daemon's start-up path).
+        self._path = os.fspath(path)
         self._clock = clock
         self._stat = stat
         self._lock = threading.Lock()
@@ -94,7 +95,7 @@ class FileToken:
         self._log: Any = None
 
     @property
-    def path(self) -> Path:
+    def path(self) -> str:
         return self._path
 
     def __call__(self) -> str:
@@ -102,7 +103,7 @@ class FileToken:
         a usable token."""
         with self._lock:
             try:
-                stamp: Stamp | None = Stamp.of(self._stat(self._where))
+                stamp: Stamp | None = Stamp.of(self._stat(self._path))
             except OSError:
                 stamp = None
             now = self._clock()
@@ -137,7 +138,8 @@ class FileToken:
         self._read_at, self._read_stamp, self._refused = now, stamp, False
         problem: str | None
         try:
-            token = token_of(self._path.read_bytes())
+            with open(self._path, "rb") as fh:
+                token = token_of(fh.read())
         except OSError as exc:
             token, problem = "", f"cannot read token file {self._path}: {exc.strerror or exc}"
         else:
@@ -156,9 +158,9 @@ class FileToken:
             if self._log is None:
                 self._log = logs.get_logger("credentials")
             if change["became"] == "unusable":
-                self._log.warning("token.file_unusable", path=str(self._path),
+                self._log.warning("token.file_unusable", path=self._path,
                                   error=change["error"], hint="the last good token is sent "
                                   "until the file holds one again")
             else:
-                self._log.info("token.file_usable", path=str(self._path),
+                self._log.info("token.file_usable", path=self._path,
                                after=change["after"])

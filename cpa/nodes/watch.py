@@ -55,17 +55,15 @@ from cpa import logs
 from cpa.kube.api import RETRY_AFTER_CAP, ApiError, StreamingApi, StreamResponse
 from cpa.kube.wire import ACCEPT_PROTOBUF, JSON, Status, frames, is_protobuf, lines
 from cpa.nodes import proto as nodeproto
+from cpa.nodes.listing import NODES_PATH, READ_IDLE_SECONDS, streaming_list_query
 from cpa.nodes.records import Event, ListPage
 from cpa.nodes.store import NodeSink, NodeStore
 
 __all__ = ["WATCH_PACE_REACTING_SECONDS", "WATCH_PACE_SECONDS", "NodeReflector",
            "WatchStatus", "watch_pace"]
 
-NODES_PATH = "/api/v1/nodes"
 PAGE_SIZE = 250  # ~3 MB of JSON per page for GKE-sized nodes
 WATCH_SECONDS = (40, 50)  # the server ends each watch after this long (jittered)
-STREAMING_LIST_SECONDS = 600  # a streaming list may take long; we end it at the last bookmark
-READ_IDLE_SECONDS = 60.0  # silence longer than any healthy watch has: the connection is dead
 WATCH_PACE_SECONDS = 0.1
 """A watch's reads wake up at most this often while events keep coming (the first after a
 quiet spell is read at once): a burst, or steady churn, is read a batch per wake-up through
@@ -356,9 +354,7 @@ class NodeReflector:
         ``k8s.io/initial-events-end``; we close the stream there and go on with short
         watches from that bookmark's resourceVersion.
         """
-        q = self._query(watch="1", sendInitialEvents="true", allowWatchBookmarks="true",
-                        resourceVersionMatch="NotOlderThan",
-                        timeoutSeconds=str(STREAMING_LIST_SECONDS))
+        q = streaming_list_query(self._selector)  # as the daemon sends it first
         try:
             resp = self._api.stream(NODES_PATH, q, read_timeout=READ_IDLE_SECONDS,
                                     accept=self._accept)

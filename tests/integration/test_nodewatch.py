@@ -14,8 +14,9 @@ from cpa.kube.api import ApiError
 from cpa.kube.client import KubeApi
 from cpa.kube.config import from_kubeconfig
 from cpa.nodes import proto as nodeproto
+from cpa.nodes.listing import NODES_PATH
 from cpa.nodes.store import NodeStore
-from cpa.nodes.watch import NODES_PATH, NodeReflector
+from cpa.nodes.watch import NodeReflector
 from tests.controlplane import ControlPlane
 from tests.integration.support import (
     cordon,

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from cpa import logs
 from cpa.kube.api import ApiError, StreamingApi
 from cpa.kube.wire import ACCEPT_PROTOBUF
-from cpa.nodes.watch import NODES_PATH, NodeReflector, WatchStatus
+from cpa.nodes.listing import NODES_PATH
+from cpa.nodes.watch import NodeReflector, WatchStatus
 from cpa.vertical.daemon.capacity import CapacityStore
 
 __all__ = ["NodeCounts"]

@@ -7,13 +7,14 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpa import logs
+from cpa.kube import tokenfile
 from cpa.kube.api import ApiError
 from cpa.kube.client import KubeApi
 from cpa.kube.config import Connection
@@ -121,14 +122,13 @@ def test_a_401_to_a_file_that_did_not_change_reads_it_once_per_401(tmp_path: Pat
     path.write_text("revoked")
     reads: list[int] = []
     source = FileToken(path)
-    real = Path.read_bytes
 
-    def counting(self: Path) -> bytes:
+    def counting(file: str, mode: str) -> IO[bytes]:
         reads.append(1)
-        return real(self)
+        return open(file, mode)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Path, "read_bytes", counting)
+        mp.setattr(tokenfile, "open", counting, raising=False)
         source()
         for _ in range(3):
             source.unauthorized("Bearer revoked")

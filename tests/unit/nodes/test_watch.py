@@ -17,10 +17,10 @@ import pytest
 from cpa.kube.api import ApiError, StreamResponse
 from cpa.kube.wire import ACCEPT_PROTOBUF, JSON, frames
 from cpa.nodes import proto as nodeproto
+from cpa.nodes.listing import READ_IDLE_SECONDS
 from cpa.nodes.store import NodeStore
 from cpa.nodes.watch import (
     BACKOFF_MAX,
-    READ_IDLE_SECONDS,
     WATCH_PACE_REACTING_SECONDS,
     WATCH_PACE_SECONDS,
     WATCH_SECONDS,
