@@ -108,12 +108,18 @@ class _Ahead(NamedTuple):
     end: float
 
 
-class _StreamAhead(NamedTuple):
-    """A stream's GET sent ahead (:meth:`KubeApi.send_stream_ahead`)."""
+class _StreamAhead:
+    """A stream's GET sent ahead from a thread of its own (:meth:`KubeApi.send_stream_ahead`):
+    ``sent`` once it went out (None if it could not), ``ready`` set then."""
 
-    sent: Sent
-    headers: dict[str, str]
-    read_timeout: float
+    __slots__ = ("abandoned", "headers", "read_timeout", "ready", "sent")
+
+    def __init__(self, headers: dict[str, str], read_timeout: float) -> None:
+        self.headers = headers
+        self.read_timeout = read_timeout
+        self.sent: Sent | None = None
+        self.ready = threading.Event()
+        self.abandoned = False  # the stream stopped waiting for it: its sender closes it
 
 
 class KubeApi:
@@ -130,6 +136,7 @@ class KubeApi:
         self._kept: dict[str, tuple[bytes, Callable[[dict[str, Any]], Any], Any]] = {}
         self._ahead: dict[str, _Ahead] = {}  # GETs sent ahead (send_ahead), by path
         self._streams_ahead: dict[tuple[str, str], _StreamAhead] = {}  # by target, Accept
+        self._lock = threading.Lock()
 
     def abort(self, grace: float = ABORT_GRACE) -> None:
         """Cut every request in flight and end every Retry-After wait (SIGTERM); requests
@@ -289,27 +296,58 @@ class KubeApi:
 
     def send_stream_ahead(self, path: str, query: Mapping[str, str], read_timeout: float,
                           accept: str = JSON) -> None:
-        """Send a stream's GET now; the next :meth:`stream` of the same path, query and
-        ``accept`` (with no deadline and no pace) takes its answer, from any thread. The
-        daemon sends its first Node list so as soon as it has a client: the API server
-        prepares the list while the rest of the daemon loads. A GET that cannot be sent
-        is left out: the :meth:`stream` call then makes it, and meets its failure, as
-        any other."""
+        """Send a stream's GET now, from a thread of its own (the caller goes on at once:
+        connecting and the TLS handshake wait on the network); the next :meth:`stream` of
+        the same path, query and ``accept`` (with no deadline and no pace) takes its
+        answer, from any thread, waiting for the send if it is not done. The daemon sends
+        its first Node list so as soon as it has a client: the API server prepares the
+        list while the rest of the daemon loads. A GET that cannot be sent is left out:
+        the :meth:`stream` call then makes it, and meets its failure, as any other."""
         try:
             headers = self._headers(accept=accept)
         except ApiError:  # no credentials: the stream says so
             return
         target = _target(path, query)
-        try:
-            sent = self._pool.send("GET", target, body=None, headers=headers,
-                                   connect_timeout=min(CONNECT_TIMEOUT, self.timeout),
-                                   read_timeout=read_timeout)
-        except (OSError, ProtocolError):  # OSError: timeouts and ConnectError too
-            return
-        old = self._streams_ahead.pop((target, accept), None)
-        self._streams_ahead[(target, accept)] = _StreamAhead(sent, headers, read_timeout)
-        if old is not None:
-            old.sent.close()
+        ahead = _StreamAhead(headers, read_timeout)
+        if self._streams_ahead.setdefault((target, accept), ahead) is not ahead:
+            return  # one is on its way already
+
+        def send() -> None:
+            try:
+                sent = self._pool.send("GET", target, body=None, headers=headers,
+                                       connect_timeout=min(CONNECT_TIMEOUT, self.timeout),
+                                       read_timeout=read_timeout)
+            except (OSError, ProtocolError):  # OSError: timeouts and ConnectError too
+                ahead.ready.set()
+                return
+            with self._lock:
+                ahead.sent = sent
+                abandoned = ahead.abandoned
+            ahead.ready.set()
+            if abandoned:
+                sent.close()
+
+        threading.Thread(target=send, name="send-ahead", daemon=True).start()
+
+    def _take_stream_ahead(self, target: str, accept: str, read_timeout: float,
+                           deadline: float | None, pace: float) -> _StreamAhead | None:
+        """The stream sent ahead for this one, its send done; None when there is none (or
+        it could not be sent, or this stream is not the same request)."""
+        ahead = self._streams_ahead.pop((target, accept), None) if self._streams_ahead \
+            else None
+        if ahead is None:
+            return None
+        if not ahead.ready.wait(CONNECT_TIMEOUT + read_timeout):
+            with self._lock:
+                ahead.abandoned = True
+                if ahead.sent is None:
+                    return None
+        sent = ahead.sent
+        if sent is not None and (deadline is not None or pace
+                                 or ahead.read_timeout != read_timeout):
+            sent.close()  # not the stream that was sent ahead
+            return None
+        return ahead if sent is not None else None
 
     def preconnect(self, count: int) -> None:
         """Have ``count`` connections to the API server open and idle (TLS handshakes
@@ -368,14 +406,9 @@ class KubeApi:
         keeps coming (:meth:`cpa.kube.transport.Pool.request`).
         """
         target = _target(path, query)
-        ahead = self._streams_ahead.pop((target, accept), None) if self._streams_ahead \
-            else None
-        if ahead is not None and (deadline is not None or pace
-                                  or ahead.read_timeout != read_timeout):
-            ahead.sent.close()  # not the stream that was sent ahead
-            ahead = None
+        ahead = self._take_stream_ahead(target, accept, read_timeout, deadline, pace)
         try:
-            if ahead is not None:
+            if ahead is not None and ahead.sent is not None:
                 headers = ahead.headers
                 resp = ahead.sent.answer()
             else:

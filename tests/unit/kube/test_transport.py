@@ -1497,3 +1497,26 @@ def test_connections_made_ahead_stop_at_the_first_that_fails() -> None:
     with pytest.raises(ApiError) as caught:
         client.get_json("/x")
     assert caught.value.reason == "ConnectionError"
+
+
+def test_a_stream_waits_for_the_stream_sent_ahead_still_on_its_way(
+        serve: Callable[[Handler], Server], monkeypatch: pytest.MonkeyPatch) -> None:
+    log: list[tuple[int, bytes]] = []
+    server = serve(by_path(log))
+    client = api(server.url)
+    pool = client._pool
+    real = pool.send
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.3)  # a slow connect and TLS handshake
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pool, "send", slow)
+    began = time.monotonic()
+    client.send_stream_ahead("/w", {"watch": "1"}, 60.0)
+    assert time.monotonic() - began < 0.2, "the caller goes on while it is sent"
+    monkeypatch.setattr(pool, "send", real)
+    resp = client.stream("/w", {"watch": "1"}, read_timeout=60.0)
+    assert json.loads(b"".join(resp.stream(65536))) == {"path": "/w?watch=1"}
+    resp.release_conn()
+    assert len(log) == 1 and server.accepted == 1, "it waited for the one on its way"
