@@ -330,9 +330,10 @@ class KubeApi:
         threading.Thread(target=send, name="send-ahead", daemon=True).start()
 
     def _take_stream_ahead(self, target: str, accept: str, read_timeout: float,
-                           deadline: float | None, pace: float) -> _StreamAhead | None:
-        """The stream sent ahead for this one, its send done; None when there is none (or
-        it could not be sent, or this stream is not the same request)."""
+                           deadline: float | None, pace: float
+                           ) -> tuple[Sent, dict[str, str]] | None:
+        """The stream sent ahead for this one and its headers, its send done; None when
+        there is none (or it could not be sent, or this stream is not the same request)."""
         ahead = self._streams_ahead.pop((target, accept), None) if self._streams_ahead \
             else None
         if ahead is None:
@@ -343,16 +344,21 @@ class KubeApi:
                 if ahead.sent is None:
                     return None
         sent = ahead.sent
-        if sent is not None and (deadline is not None or pace
-                                 or ahead.read_timeout != read_timeout):
+        if sent is None:
+            return None
+        if deadline is not None or pace or ahead.read_timeout != read_timeout:
             sent.close()  # not the stream that was sent ahead
             return None
-        return ahead if sent is not None else None
+        return sent, ahead.headers
 
     def preconnect(self, count: int) -> None:
         """Have ``count`` connections to the API server open and idle (TLS handshakes
-        done), for the requests about to come (:meth:`Pool.preconnect`)."""
-        self._pool.preconnect(count, min(CONNECT_TIMEOUT, self.timeout))
+        done), for the requests about to come (:meth:`Pool.preconnect`), from a thread of
+        its own: an API server that does not answer holds neither the caller nor SIGTERM
+        for a connect timeout, and a request that comes first makes its own connection."""
+        threading.Thread(target=self._pool.preconnect,
+                         args=(count, min(CONNECT_TIMEOUT, self.timeout)),
+                         name="preconnect", daemon=True).start()
 
     def drop_ahead(self) -> None:
         """Give up the GETs sent ahead that no request took (their connections closed)."""
@@ -408,9 +414,9 @@ class KubeApi:
         target = _target(path, query)
         ahead = self._take_stream_ahead(target, accept, read_timeout, deadline, pace)
         try:
-            if ahead is not None and ahead.sent is not None:
-                headers = ahead.headers
-                resp = ahead.sent.answer()
+            if ahead is not None:
+                sent, headers = ahead
+                resp = sent.answer()
             else:
                 headers = self._headers(accept=accept)
                 resp = self._pool.request(

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cpa.kube import transport
 from cpa.kube.api import ApiError
 from cpa.kube.client import MAX_AHEAD, KubeApi
 from cpa.kube.config import Connection
@@ -1127,7 +1128,6 @@ def test_a_paced_stream_reads_a_burst_in_a_few_wakeups(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """60 chunks 5 ms apart (0.3 s): without a pace a wake-up each (a wait in poll), with a
     0.1 s pace a handful (a sleep, or a wait in poll after a quiet spell)."""
-    import cpa.kube.transport as transport
     wakeups: list[str] = []
     real_sleep, real_ready = time.sleep, transport._DeadlineIO._ready
 
@@ -1477,15 +1477,33 @@ def test_connections_made_ahead_are_used_by_the_requests_that_follow(
     server = serve(by_path(log))
     client = api(server.url)
     client.preconnect(2)
-    wait_for(lambda: server.accepted == 2)
-    assert log == [], "connected, nothing requested"
+    wait_for(lambda: len(client._pool._idle) == 2)
+    assert server.accepted == 2 and log == [], "connected, nothing requested"
     client.send_ahead(["/a", "/b"])
     assert client.get_json("/a") == {"path": "/a"} and client.get_json("/b") == {"path": "/b"}
     assert server.accepted == 2, "both GETs on the connections made ahead"
     client.preconnect(MAX_AHEAD + 5)
-    wait_for(lambda: server.accepted == MAX_AHEAD + 1)
+    wait_for(lambda: len(client._pool._idle) == MAX_AHEAD + 1)
     time.sleep(0.1)
     assert server.accepted == MAX_AHEAD + 1, "never more than the pool keeps (MAX_IDLE)"
+
+
+def test_connections_made_ahead_do_not_hold_the_caller(
+        serve: Callable[[Handler], Server], monkeypatch: pytest.MonkeyPatch) -> None:
+    server = serve(by_path([]))
+    client = api(server.url)
+    real = transport._Connection.connect
+
+    def slow(self: transport._Connection) -> None:
+        time.sleep(0.3)  # an API server slow to accept, or a TLS handshake
+        real(self)
+
+    monkeypatch.setattr(transport._Connection, "connect", slow)
+    began = time.monotonic()
+    client.preconnect(2)
+    assert time.monotonic() - began < 0.2, "the caller goes on while they are made"
+    wait_for(lambda: len(client._pool._idle) == 2)
+    assert server.accepted == 2
 
 
 def test_connections_made_ahead_stop_at_the_first_that_fails() -> None:
