@@ -14,7 +14,6 @@ once. Without the flag nothing of this runs and the ConfigMap created is upstrea
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
 
 from cpa import logs
 from cpa.kube import configmap
@@ -26,6 +25,7 @@ from cpa.kube.configmap import (
     data_hash,
     defaults_state,
 )
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["ConfigMapSource", "DefaultsReport"]
 

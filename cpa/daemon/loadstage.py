@@ -19,7 +19,6 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import NamedTuple
 
 from cpa import logs
 from cpa.decide.load import Load
@@ -28,6 +27,7 @@ from cpa.kube.api import Api
 from cpa.kube.targets import Target, scale_path
 from cpa.kube.writers import writer_for
 from cpa.load.scraper import Scraper, ScrapeStatus
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["LoadStage", "TargetLoad"]
 

@@ -5,9 +5,9 @@ the writers) is not imported yet."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
 
 from cpa.kube.targets import Target
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["LoopConfig"]
 

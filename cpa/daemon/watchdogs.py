@@ -14,10 +14,9 @@ the poll loop asks once per poll, so each can be tested on its own.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from cpa import logs
 from cpa.kube.targets import ScaleResult, Target
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["FloorClamps", "OtherWriters", "Overwrite"]
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from cpa.decide.steps import Step, plural
 from cpa.go.json import (
@@ -51,6 +51,7 @@ from cpa.go.json import (
     go_string,
     members_by_field,
 )
+from cpa.namedtuple import NamedTuple
 
 __all__ = [
     "MAX_PERIOD_SECONDS",

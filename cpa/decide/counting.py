@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Final, NamedTuple
+from typing import Final
 
 from cpa.decide.steps import Step, plural
 from cpa.go.json import (
@@ -34,6 +34,7 @@ from cpa.go.json import (
     go_float,
     go_string,
 )
+from cpa.namedtuple import NamedTuple
 from cpa.nodes.counts import DEFAULT_POLICY, CountingPolicy
 
 __all__ = ["FIELDS", "NO_COUNTING", "PRESETS", "Counting", "CountingDoc",

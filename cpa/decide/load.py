@@ -27,7 +27,7 @@ a panic window of 1-100 % of it, a panic threshold of 110-1000 %).
 from __future__ import annotations
 
 import re
-from typing import Final, NamedTuple
+from typing import Final
 
 from cpa.go.json import (
     JsonValue,
@@ -40,6 +40,7 @@ from cpa.go.json import (
     go_string,
     members_by_field,
 )
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["FIELD", "Load", "LoadDoc", "Prometheus", "decode_load", "load_problems"]
 

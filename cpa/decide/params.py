@@ -25,7 +25,7 @@ each naming the ConfigMap key, the field and the value, and saying how to fix it
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple
+from typing import Final
 
 from cpa.decide.behavior import Behavior, BehaviorDoc, behavior_problems, decode_behavior
 from cpa.decide.counting import FIELDS as COUNTING_KEYS
@@ -41,6 +41,7 @@ from cpa.decide.load import Load, LoadDoc, decode_load, load_problems
 from cpa.decide.zones import FIELD as ZONES_KEY
 from cpa.decide.zones import Zones, ZonesDoc, decode_zones, zones_problems
 from cpa.go.json import GoJsonError, JsonObject, JsonValue, as_object, go_bool, parse
+from cpa.namedtuple import NamedTuple
 from cpa.nodes.counts import CountingPolicy
 
 __all__ = ["PLACEMENT_KEY", "SHARED_KEYS", "ParamsError", "SharedDecoder", "SharedParams",

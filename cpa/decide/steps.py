@@ -8,9 +8,10 @@ write counts and numbers the same way (:func:`show`, :func:`plural`).
 from __future__ import annotations
 
 import math
-from typing import Final, NamedTuple
+from typing import Final
 
 from cpa.go.json import format_go_float
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["INFINITE", "Step", "plural", "show"]
 

@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from cpa.decide.load import Load
 from cpa.decide.steps import Step, plural
 from cpa.go.json import format_go_float
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["LoadAxis", "LoadOutcome", "PanicState", "Reading", "Sample", "read_windows",
            "scale", "start", "unavailable"]

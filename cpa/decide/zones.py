@@ -35,7 +35,7 @@ earlier one).
 from __future__ import annotations
 
 import re
-from typing import Final, NamedTuple
+from typing import Final
 
 from cpa.decide.steps import Step, plural
 from cpa.go.json import (
@@ -47,6 +47,7 @@ from cpa.go.json import (
     go_string,
     members_by_field,
 )
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["DEFAULT_TOPOLOGY_KEY", "FIELD", "Zones", "ZonesDoc", "decode_zones",
            "zones_problems"]

@@ -17,7 +17,9 @@ Two failure classes, with upstream's exit codes:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
+
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["EXIT_INVALID", "EXIT_USAGE", "Flag", "FlagTable", "UsageError", "parse_flags",
            "parse_str", "suggest", "usage"]

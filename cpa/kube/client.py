@@ -24,7 +24,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from cpa import __version__
 from cpa.kube.api import RETRY_AFTER_CAP, ApiError, StreamResponse
@@ -41,6 +41,7 @@ from cpa.kube.transport import (
     probable_eof,
 )
 from cpa.kube.wire import JSON, api_error
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["ApiError", "KubeApi"]
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
 
 from cpa import logs
 from cpa.kube.api import Api, ApiError, get_decoded
 from cpa.kube.objects import decode_configmap
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["DEFAULTS_ANNOTATION", "ConfigMapData", "DefaultsState", "data_hash",
            "defaults_state", "fetch", "get_or_create", "object_path", "replace_data"]

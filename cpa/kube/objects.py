@@ -27,9 +27,10 @@ fallback, :mod:`cpa.nodes.json`); checking a handful of fields costs microsecond
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from cpa.kube.api import ApiError
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["ConfigMapObject", "HpaObject", "LeaseSpec", "MalformedObject", "ScaleObject",
            "check_discovery", "check_pod", "check_workload", "decode_configmap",

@@ -8,7 +8,8 @@ invalid selector can never fill.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+
+from cpa.namedtuple import NamedTuple
 
 _NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Final, NamedTuple
+from typing import Final
+
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["ALIASES", "HPA", "KINDS", "TARGET_KINDS", "Current", "Kind", "ScaleResult", "Shape",
            "Target", "object_path", "parse_targets", "scale_path"]

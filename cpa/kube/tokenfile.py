@@ -22,9 +22,10 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from cpa import logs
+from cpa.namedtuple import NamedTuple
 
 TOKEN_REREAD_SECONDS = 60.0  # client-go's period for a file token source
 

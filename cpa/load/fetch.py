@@ -19,7 +19,8 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["Answer", "Request", "fetch_all"]
 

@@ -33,9 +33,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from cpa.load.exposition import Family
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["CounterBook", "PodRate", "estimate"]
 

@@ -21,7 +21,6 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import NamedTuple
 
 from cpa import logs
 from cpa.decide.load import Load
@@ -32,6 +31,7 @@ from cpa.load.exposition import ExpositionError, parse_family
 from cpa.load.fetch import Answer, Request, fetch_all
 from cpa.load.prometheus import PrometheusError, instant
 from cpa.load.rates import CounterBook, estimate
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["SELECTOR_REFRESH_SECONDS", "UNSEEN_SCRAPES", "ScrapeStatus", "Scraper"]
 

@@ -16,7 +16,9 @@ generated and compiled), a NamedTuple ~0.2 ms.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Final, NamedTuple
+from typing import Final
+
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["DEFAULT_POLICY", "ClusterCounts", "CountingPolicy"]
 

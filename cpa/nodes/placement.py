@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
+
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["EVERYWHERE", "Placement", "Requirement", "Term", "Toleration", "excluded_by",
            "fits", "placement_of"]

@@ -25,10 +25,11 @@ import threading
 from collections.abc import Callable, Iterable
 from fractions import Fraction
 from functools import lru_cache
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from cpa import logs
 from cpa.go.quantity import CpuQuantityError, cores_rounded_up, cpu_millicores
+from cpa.namedtuple import NamedTuple
 from cpa.nodes.counts import DEFAULT_POLICY, ClusterCounts, CountingPolicy
 from cpa.nodes.placement import Placement, excluded_by
 from cpa.nodes.records import ALL_LABELS, NodeInfo

@@ -49,11 +49,11 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
 
 from cpa import logs
 from cpa.kube.api import RETRY_AFTER_CAP, ApiError, StreamingApi, StreamResponse
 from cpa.kube.wire import ACCEPT_PROTOBUF, JSON, Status, frames, is_protobuf, lines
+from cpa.namedtuple import NamedTuple
 from cpa.nodes import proto as nodeproto
 from cpa.nodes.listing import NODES_PATH, READ_IDLE_SECONDS, streaming_list_query
 from cpa.nodes.records import Event, ListPage

@@ -25,10 +25,11 @@ import math
 import re
 import time
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from cpa.decide.load import Load, Prometheus
 from cpa.decide.windows import PanicState, Sample, read_windows, scale
+from cpa.namedtuple import NamedTuple
 from cpa.tools.inputs import InputError, ToolParser, answer, parse_command_line, read_text
 
 __all__ = ["Candidate", "Series", "advise", "advise_main", "load_series", "replay"]

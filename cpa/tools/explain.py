@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from cpa.decide.behavior import BehaviorState, Outcome, apply
 from cpa.decide.decision import Decision, decide
@@ -31,6 +31,7 @@ from cpa.decide.steps import Step
 from cpa.decide.windows import LoadAxis, PanicState, Reading, scale
 from cpa.kube.targets import Current, Target
 from cpa.kube.writers import writer_for
+from cpa.namedtuple import NamedTuple
 from cpa.nodes.counts import ClusterCounts
 from cpa.nodes.placement import Placement
 from cpa.tools.inputs import (

@@ -12,11 +12,12 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Final, NamedTuple, overload
+from typing import Final, overload
 
 from cpa.decide.modes.mode import Mode, larger_reading
 from cpa.decide.steps import Step, plural
 from cpa.go.json import GoJsonError, JsonValue, describe, go_int
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["MODE", "LadderParams", "Table", "replicas"]
 

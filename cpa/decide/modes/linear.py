@@ -12,11 +12,12 @@ the ``max`` clamp, so it can exceed ``max``. ``min`` 0 means 1, ``max`` 0 means 
 from __future__ import annotations
 
 import math
-from typing import Final, NamedTuple
+from typing import Final
 
 from cpa.decide.modes.mode import Mode, larger_reading
 from cpa.decide.steps import INFINITE, Step, plural, show
 from cpa.go.json import JsonValue, format_go_float, go_bool, go_float, go_int
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["MODE", "LinearParams", "replicas"]
 

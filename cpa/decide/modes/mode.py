@@ -16,7 +16,7 @@ applies a formula to its parameters is :meth:`Configured.replicas`, type-checked
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Generic, NamedTuple, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from cpa.decide.params import (
     SHARED_KEYS,
@@ -28,6 +28,7 @@ from cpa.decide.params import (
 )
 from cpa.decide.steps import Step, show
 from cpa.go.json import GoJsonError, JsonValue, members_by_field
+from cpa.namedtuple import NamedTuple
 
 __all__ = ["Configured", "Decoder", "Mode", "ModeParams", "Params", "larger_reading"]
 

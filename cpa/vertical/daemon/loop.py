@@ -26,10 +26,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 from cpa import logs
 from cpa.kube.api import ApiError
+from cpa.namedtuple import NamedTuple
 from cpa.runtime.polls import FRESH, PollRecord, report
 from cpa.runtime.ticker import Ticker
 from cpa.vertical.budget import FallbackBudget
