@@ -48,11 +48,6 @@ class ConfigDir:
     def log_fields(self) -> dict[str, str]:
         return {"config_dir": self.path}
 
-    @property
-    def first_read(self) -> None:
-        """Nothing to send ahead: the directory is read, not requested."""
-        return None
-
     def read(self, known: str | None) -> tuple[str, Mapping[str, str] | None]:
         """The parameters source (:class:`~cpa.daemon.paramscache.ParamsSource`): one
         readlink while the version is ``known``, the files only when it changed."""

@@ -75,11 +75,6 @@ class ConfigMapSource:
     def log_fields(self) -> dict[str, str]:
         return {"configmap": self.name}
 
-    @property
-    def first_read(self) -> str:
-        """The ConfigMap's path: :meth:`read` GETs it first (a poll sends it ahead)."""
-        return configmap.object_path(self.namespace, self.name)
-
     def read(self, known: str | None) -> tuple[str, Mapping[str, str] | None]:
         """GET (or create) the ConfigMap, bring it to the defaults when that is ours to do;
         (its resourceVersion, its data). Raises ApiError."""

@@ -35,6 +35,7 @@ from cpa.decide.behavior import Behavior, BehaviorStage, Outcome
 from cpa.decide.decision import Decision, decide
 from cpa.decide.modes.mode import Params
 from cpa.kube.api import ApiError, RawApi, drop_ahead, send_ahead
+from cpa.kube.configmap import object_path as configmap_path
 from cpa.kube.targets import ScaleResult, Target
 from cpa.kube.writers import writer_for
 from cpa.nodes.counts import ClusterCounts, CountingPolicy
@@ -110,6 +111,23 @@ class PollResult(PollRecord):
 
 Observer = Callable[[PollResult], None]
 
+FIRST_READS_FRESH = 1.0
+"""Seconds the first poll's reads, sent ahead while the first Node list is read
+(:func:`poll_reads`; ``reads_sent`` of :class:`Autoscaler`), stay good to take: after a
+longer list (clusters of thousands of Nodes) the poll makes them again, so that no
+decision rests on a ConfigMap or a replica count read more than this before it."""
+
+
+def poll_reads(config: LoopConfig) -> list[str]:
+    """The GETs a poll begins with, in the order it makes them: the ConfigMap (none with
+    ``--config-dir``), then each target's first read. A poll after one that succeeded
+    sends them ahead together; the daemon sends the first poll's while the first Node list
+    is read."""
+    namespace = config.namespace
+    paths = [] if config.config_dir else [configmap_path(namespace, config.configmap)]
+    paths.extend(writer_for(target).first_read(namespace, target) for target in config.targets)
+    return paths
+
 
 class LoadAxes(Protocol):
     """Ours, the ``load`` key: each target's load axis (:class:`cpa.daemon.loadstage.LoadStage`)."""
@@ -135,6 +153,7 @@ class Autoscaler:
                  load: LoadAxes | None = None,
                  placements: PlacementCounts | None = None,
                  placement_wait: float = 0.0,
+                 reads_sent: bool = False,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``may_write`` (leader election) is asked before every poll: a follower does not
         poll at all, it only keeps its node watch warm, and ``on_follower`` is called on
@@ -142,7 +161,8 @@ class Autoscaler:
         the parameters' counting policy to the node store (True when that changed the
         counts); ``placements`` (the node store) keeps the totals per placement for
         ``targetPlacement``, whose list with every label is waited for ``placement_wait``
-        seconds at most."""
+        seconds at most. ``reads_sent``: the first poll's reads (:func:`poll_reads`) were
+        sent ahead: it takes their answers, and gives up those it did not take."""
         self._config = config
         self._api = api
         self._counts = counts
@@ -185,7 +205,7 @@ class Autoscaler:
         """Ours: the windows' and policies' history, per target."""
         self.consecutive_failures = 0
         self.polls = 0
-        self._send_ahead = False  # the last poll succeeded: this one sends its reads ahead
+        self._send_ahead = reads_sent  # the last poll succeeded: this one sends its reads ahead
         self._reads: list[str] | None = None  # what it sends (_send_reads_ahead)
 
     def add_observer(self, observer: Observer) -> None:
@@ -270,14 +290,9 @@ class Autoscaler:
         wake-up for them all, not one each (a steady poll's CPU: 1.16 -> 1.04 ms at 1,000
         Nodes). Only after a poll that succeeded: one that failed may not read them all,
         and the next one makes its requests one by one, as upstream does."""
-        paths = self._reads
-        if paths is None:  # the same every poll: the source and the targets are fixed
-            namespace = self._config.namespace
-            first = self._params.source.first_read
-            paths = self._reads = [first] if first is not None else []
-            paths.extend(writer_for(target).first_read(namespace, target)
-                         for target in self._config.targets)
-        send_ahead(self._api, paths)
+        if self._reads is None:  # the same every poll: the source and the targets are fixed
+            self._reads = poll_reads(self._config)
+        send_ahead(self._api, self._reads)
 
     def _cluster_status(self, result: PollResult) -> ClusterCounts:
         """The node store's running totals (no request), and whether they may be stale."""

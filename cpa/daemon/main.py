@@ -102,12 +102,17 @@ def _run(argv: Sequence[str], prog: str) -> int:
     _log_start(opts, conn)
     if opts.dry_run:
         _dry_run(opts)
-    from cpa.daemon.loop import Autoscaler
+    from cpa.daemon.loop import FIRST_READS_FRESH, Autoscaler, poll_reads
 
-    # While the list is read: a connection each for the first poll and for the watch the
-    # reflector opens once the list is whole, both wanted at that moment (their TLS
-    # handshakes were ~8 ms of the time to the first write at 1,000 Nodes).
-    api.preconnect(2)
+    # While the list is read: the first poll's GETs (the ConfigMap, each target's replicas),
+    # whose answers wait on their connections until it reads them (the API server's
+    # ~9 ms for them came after the list at 1,000 Nodes), and a connection for the watch
+    # the reflector opens once the list is whole (its TLS handshake, ~4 ms, too). Not for
+    # a leader-elect follower, which does not poll, nor for RESOURCE.GROUP targets, which
+    # are resolved first.
+    reads = ([] if opts.leader_elect or any(target.custom for target in config.targets)
+             else poll_reads(config))
+    api.preconnect(1 if reads else 2, reads, FIRST_READS_FRESH)
     ready = _ready(config, api, watch, stopper.event, health, metrics)
     if isinstance(ready, str):
         if ready:
@@ -123,7 +128,7 @@ def _run(argv: Sequence[str], prog: str) -> int:
         metrics.watch_lease(election.status)
         health.record(None)  # a follower has no poll of its own to report
     autoscaler = _autoscaler(Autoscaler, opts, ready, election.writer if election else api,
-                             store, watch, health, metrics, election, load)
+                             store, watch, health, metrics, election, load, bool(reads))
     stopper.also_interrupt(autoscaler.interrupt)
     code = _poll(autoscaler, stopper.event, health, metrics, election, load)
     watch.stop()
@@ -180,7 +185,8 @@ def _ready(config: LoopConfig, api: Api, watch: NodeReflector, stop: threading.E
 
 def _autoscaler(autoscaler: type[Autoscaler], opts: flags.Options, config: LoopConfig,
                 writer: RawApi, store: NodeStore, watch: NodeReflector, health: HealthState,
-                metrics: LateMetrics, election: Election | None, load: LateLoad) -> Autoscaler:
+                metrics: LateMetrics, election: Election | None, load: LateLoad,
+                reads_sent: bool) -> Autoscaler:
     """The poll loop, its observers, the node store's changes and the load's scrapes
     handed to it."""
     loop = autoscaler(config, writer, store.counts,
@@ -190,7 +196,8 @@ def _autoscaler(autoscaler: type[Autoscaler], opts: flags.Options, config: LoopC
                       on_follower=(lambda: election.follower_report(
                           health.record, metrics.failed_lease)) if election else None,
                       count_by=lambda policy: store.set_policy(policy, LABEL_LIST_WAIT),
-                      load=load, placements=store, placement_wait=LABEL_LIST_WAIT)
+                      load=load, placements=store, placement_wait=LABEL_LIST_WAIT,
+                      reads_sent=reads_sent)
     load.wake = loop.wake  # a scrape that makes a panic likely polls now
     store.on_change = loop.node_listener
     if opts.events:

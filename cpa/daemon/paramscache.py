@@ -75,12 +75,6 @@ class ParamsSource(Protocol):
         """How log events name it: ``configmap=NAME``, ``config_dir=DIR``."""
         ...
 
-    @property
-    def first_read(self) -> str | None:
-        """The path :meth:`read` GETs first (a poll sends it ahead with the targets'
-        reads); None for a source read without a request."""
-        ...
-
     def read(self, known: str | None) -> tuple[str, Mapping[str, str] | None]:
         """(its version, its data); the data may be left unread (anything) when the version
         is ``known``. Raises what the poll reports (ApiError, ConfigDirError)."""

@@ -7,6 +7,7 @@ a real kube-apiserver in tests/integration.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cpa.daemon.loop import Autoscaler
+from cpa.daemon.loop import Autoscaler, poll_reads
 from cpa.daemon.main import loop_config
 from cpa.flags import parse_args, validate
 from cpa.nodes.counts import ClusterCounts
@@ -75,7 +76,7 @@ def test_no_write_when_replicas_already_right() -> None:
 class AheadApi(FakeApi):
     """The fake, with what the poll sends ahead and drops recorded among its requests."""
 
-    def send_ahead(self, paths: Sequence[str]) -> None:
+    def send_ahead(self, paths: Sequence[str], fresh_for: float = math.inf) -> None:
         self.calls.extend(("AHEAD", path) for path in paths)
 
     def drop_ahead(self) -> None:
@@ -94,6 +95,38 @@ def test_after_a_poll_that_succeeded_the_next_sends_its_reads_ahead() -> None:
     a.poll_once()
     assert api.calls == [("AHEAD", CM), ("AHEAD", COREDNS), ("GET", CM), ("GET", COREDNS),
                          ("DROP", "")]
+
+
+def test_a_first_poll_whose_reads_were_sent_takes_them_and_drops_the_rest() -> None:
+    """The daemon sends the first poll's reads while the first Node list is read
+    (``reads_sent``): the poll sends none again that wait (the client skips those), reads
+    them, and gives up what it did not take, as any poll after one that succeeded."""
+    api = AheadApi()
+    api.add_scale(COREDNS, 2)
+    a = make(api, counts(16, 128), f"--default-params={DEFAULTS}", reads_sent=True)
+    a.poll_once()
+    assert api.calls == [("AHEAD", CM), ("AHEAD", COREDNS), ("GET", CM),
+                         ("POST", "/api/v1/namespaces/kube-system/configmaps"),
+                         ("GET", COREDNS), ("DROP", "")]
+
+
+@pytest.mark.parametrize("extra, target, reads", [
+    ((), "Deployment/coredns",
+     ["/api/v1/namespaces/kube-system/configmaps/kube-dns-autoscaler",
+      "/apis/apps/v1/namespaces/kube-system/deployments/coredns/scale"]),
+    (("--config-dir=/etc/cpa",), "Deployment/coredns",
+     ["/apis/apps/v1/namespaces/kube-system/deployments/coredns/scale"]),
+    ((), "Deployment/coredns,statefulset/typha",
+     ["/api/v1/namespaces/kube-system/configmaps/kube-dns-autoscaler",
+      "/apis/apps/v1/namespaces/kube-system/deployments/coredns/scale",
+      "/apis/apps/v1/namespaces/kube-system/statefulsets/typha/scale"]),
+])
+def test_poll_reads_are_the_gets_a_poll_begins_with(extra: tuple[str, ...], target: str,
+                                                     reads: list[str]) -> None:
+    opts = parse_args(["--namespace=kube-system", "--configmap=kube-dns-autoscaler",
+                       f"--target={target}", *extra], {})
+    assert validate(opts) == []
+    assert poll_reads(loop_config(opts)) == reads
 
 
 def test_after_a_poll_that_failed_the_next_makes_its_requests_one_by_one() -> None:
