@@ -22,7 +22,6 @@ parser ignores unknown keys, so the same ConfigMap still works there.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from typing import Final
 
 from cpa.decide.steps import Step, plural
@@ -100,6 +99,8 @@ class Counting(NamedTuple):
             return DEFAULT_POLICY
         cap = None
         if self.max_cores_per_node is not None:
+            from fractions import Fraction  # here: only with maxCoresPerNode (opt-in)
+
             millicores = Fraction(format_go_float(self.max_cores_per_node)) * 1000
             cap = int(millicores) if millicores.denominator == 1 else millicores
         return CountingPolicy(frozenset(expand_taints(self.exclude_taints)), cap)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
-from decimal import Decimal
 from typing import Any, Final, TypeAlias, final
 
 __all__ = [
@@ -485,11 +484,16 @@ def format_go_float(number: float) -> str:
     magnitude = abs(number)
     if magnitude == 0:
         return sign + "0"
-    # repr() gives the shortest digits that round-trip, the same digits Go's 'f'/-1 uses.
-    _, digit_tuple, exponent = Decimal(repr(magnitude)).as_tuple()
-    digits = "".join(map(str, digit_tuple)).rstrip("0")
-    assert isinstance(exponent, int)
-    exponent += len(digit_tuple) - len(digits)  # value == int(digits) * 10**exponent
+    # repr() gives the shortest digits that round-trip, the same digits Go's 'f'/-1 uses:
+    # "256.0", "1.5e-07", "1e+21" read as significant digits and a power of ten (by hand,
+    # not through decimal: --default-params is written at every start, and decimal's
+    # import costs ~1 ms of it).
+    mantissa, _, power = repr(magnitude).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    significant = (whole + fraction).lstrip("0")
+    digits = significant.rstrip("0")
+    # value == int(digits) * 10**exponent
+    exponent = int(power or 0) - len(fraction) + len(significant) - len(digits)
     if 1e-6 <= magnitude < 1e21:
         if exponent >= 0:
             return sign + digits + "0" * exponent

@@ -15,10 +15,12 @@ generated and compiled), a NamedTuple ~0.2 ms.
 
 from __future__ import annotations
 
-from fractions import Fraction
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from cpa.namedtuple import NamedTuple
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 __all__ = ["DEFAULT_POLICY", "ClusterCounts", "CountingPolicy"]
 

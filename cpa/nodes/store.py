@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from fractions import Fraction
 from functools import lru_cache
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from cpa import logs
 from cpa.go.quantity import CpuQuantityError, cores_rounded_up, cpu_millicores
@@ -33,6 +32,9 @@ from cpa.namedtuple import NamedTuple
 from cpa.nodes.counts import DEFAULT_POLICY, ClusterCounts, CountingPolicy
 from cpa.nodes.placement import Placement, excluded_by
 from cpa.nodes.records import ALL_LABELS, NodeInfo
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 __all__ = ["NodeRecord", "NodeSink", "NodeStore"]
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cpa.go.quantity import QuantityError, cores_rounded_up, cpu_millicores
 
@@ -96,6 +98,36 @@ def test_invalid_quantities(text: str) -> None:
 def test_error_message_says_what_is_expected() -> None:
     with pytest.raises(QuantityError, match=r"'abc' is not a Kubernetes quantity.*3920m"):
         cpu_millicores("abc")
+
+
+def exact_millicores(sign: str, whole: str, frac: str, suffix: str) -> Fraction:
+    """The quantity's exact value in cores, its magnitude rounded up to a nanocore (as
+    resource.ParseQuantity keeps it), in millicores: the plain reading with Fractions."""
+    binary = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+    decimal = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15,
+               "E": 18}
+    cores = Fraction(int((whole or "0") + frac), 10 ** len(frac))
+    if suffix in binary:
+        cores *= 2 ** binary[suffix]
+    else:
+        cores *= Fraction(10) ** (decimal[suffix] if suffix in decimal else int(suffix[1:]))
+    nanos = -((-cores * 10**9) // 1)
+    return Fraction(-nanos if sign == "-" else nanos, 10**6)
+
+
+@given(st.sampled_from(["", "+", "-"]), st.text("0123456789", max_size=6),
+       st.text("0123456789", max_size=12),
+       st.sampled_from(["n", "u", "m", "", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi",
+                        "Ti", "Pi", "Ei", "e-12", "e-9", "E-4", "e0", "e3", "E+7", "e21"]))
+def test_every_quantity_is_its_exact_value_rounded_up_to_a_nanocore(
+        sign: str, whole: str, frac: str, suffix: str) -> None:
+    if not whole and not frac:
+        whole = "0"
+    value = cpu_millicores(f"{sign}{whole}.{frac}{suffix}" if frac else
+                           f"{sign}{whole}{suffix}")
+    expected = exact_millicores(sign, whole, frac, suffix)
+    assert value == expected
+    assert isinstance(value, int) == (expected.denominator == 1)
 
 
 def test_sub_nanocore_rounds_up_like_kubernetes() -> None:
