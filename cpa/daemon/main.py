@@ -68,9 +68,9 @@ def _run(argv: Sequence[str], prog: str) -> int:
     # The Node list goes out first: the API server prepares it while the rest of the
     # daemon loads (its reflector takes the answer); the rest is imported while it is in
     # flight.
-    from cpa.nodes.listing import send_streaming_list
+    from cpa.nodes.listing import ONE_PAGE_NODES, send_first_list
 
-    send_streaming_list(api, opts.nodelabels)
+    send_first_list(api, opts.nodelabels)
     from cpa.daemon.lateload import LateLoad
     from cpa.daemon.latemetrics import LateMetrics
     from cpa.nodes.store import NodeStore
@@ -79,7 +79,7 @@ def _run(argv: Sequence[str], prog: str) -> int:
 
     try:
         store = NodeStore()
-        watch = NodeReflector(api, store, opts.nodelabels,
+        watch = NodeReflector(api, store, opts.nodelabels, first_page=ONE_PAGE_NODES,
                               pace=watch_pace(opts.react_to_node_changes))
         # The health server answers while the first list is read (ours: upstream serves
         # nothing until its informer synced): /healthz 200, /last-poll 500 saying why we

@@ -11,7 +11,7 @@ from __future__ import annotations
 from cpa.kube.wire import Status
 from cpa.namedtuple import NamedTuple
 
-__all__ = ["ALL_LABELS", "Event", "ListPage", "NodeInfo"]
+__all__ = ["ALL_LABELS", "Event", "ListHead", "ListPage", "NodeInfo"]
 
 ALL_LABELS = "*"
 """The label a decoder is asked for when some target counts by its placement
@@ -44,6 +44,14 @@ class NodeInfo(NamedTuple):
 
 class ListPage(NamedTuple):
     items: list[NodeInfo]
+    resource_version: str
+    continue_token: str
+
+
+class ListHead(NamedTuple):
+    """A NodeList's ListMeta, as a list read while it arrives yields it
+    (:func:`cpa.nodes.proto.read_list`): before the Nodes, in Go's field order."""
+
     resource_version: str
     continue_token: str
 

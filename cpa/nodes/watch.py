@@ -2,8 +2,10 @@
 
 The reflector half of client-go's Store/Reflector split:
 
-* the initial sync never holds a whole NodeList: a streaming list (``sendInitialEvents``)
-  where the server supports it, else ``limit``/``continue`` pages;
+* the initial sync never holds a whole NodeList: with ``first_page`` (the daemon's), one page
+  of that many Nodes decoded as it arrives, which lists any cluster of up to that size in
+  one answer (:mod:`cpa.nodes.listing`); for a larger one (or without it), a streaming list
+  (``sendInitialEvents``) where the server supports it, else ``limit``/``continue`` pages;
 * then short watches from the last resourceVersion (bookmarks on), one after the other;
 * every failure is retried with jittered exponential backoff; ``410 Gone`` relists.
 
@@ -55,8 +57,13 @@ from cpa.kube.api import RETRY_AFTER_CAP, ApiError, StreamingApi, StreamResponse
 from cpa.kube.wire import ACCEPT_PROTOBUF, JSON, Status, frames, is_protobuf, lines
 from cpa.namedtuple import NamedTuple
 from cpa.nodes import proto as nodeproto
-from cpa.nodes.listing import NODES_PATH, READ_IDLE_SECONDS, streaming_list_query
-from cpa.nodes.records import Event, ListPage
+from cpa.nodes.listing import (
+    NODES_PATH,
+    READ_IDLE_SECONDS,
+    one_page_query,
+    streaming_list_query,
+)
+from cpa.nodes.records import Event, ListHead, ListPage
 from cpa.nodes.store import NodeSink, NodeStore
 
 __all__ = ["WATCH_PACE_REACTING_SECONDS", "WATCH_PACE_SECONDS", "NodeReflector",
@@ -91,6 +98,10 @@ class _Corrupt(Exception):
     """The stream carried bytes we cannot apply as a Node event: list again."""
 
 
+class _Stopped(Exception):
+    """stop() came while a list was being read."""
+
+
 class _StreamEnded(ApiError):
     """A streaming list that ended before its last bookmark (a server that ignores
     ``sendInitialEvents``)."""
@@ -120,12 +131,16 @@ class NodeReflector:
                  protobuf: bool = True, clock: Callable[[], float] = time.monotonic,
                  rng: random.Random | None = None,
                  wait: Callable[[threading.Event, float], bool] | None = None,
-                 capacity: bool = False, pace: float = WATCH_PACE_SECONDS) -> None:
+                 capacity: bool = False, pace: float = WATCH_PACE_SECONDS,
+                 first_page: int = 0) -> None:
         """``clock``, ``rng`` and ``wait`` (a backoff pause: wait on the stop event up to
         N seconds, True when stopped) are injected so tests run the real loop on a fake
         clock. ``capacity``: decode each Node's capacity cpu too (the vertical autoscaler);
         the decoders are chosen here, once. ``pace``: the watch's reads wake up at most
-        this often while events keep coming (:data:`WATCH_PACE_SECONDS`; 0: at each)."""
+        this often while events keep coming (:data:`WATCH_PACE_SECONDS`; 0: at each).
+        ``first_page``: list as one protobuf page of up to that many Nodes first (0: not;
+        the daemon's :data:`~cpa.nodes.listing.ONE_PAGE_NODES`, the request it sends
+        ahead); once the cluster proves larger, or an answer comes in JSON, never again."""
         self._capacity = capacity
         self._pace = pace
         self._decode_page = (nodeproto.decode_list_page_capacity if capacity
@@ -139,6 +154,7 @@ class NodeReflector:
         self._selector = selector
         self._page_size = page_size
         self._streaming = use_streaming_list
+        self._first_page = first_page if protobuf else 0
         self._clock = clock
         self._rng = rng or random.Random()
         self._log = logs.get_logger("nodewatch")
@@ -156,6 +172,7 @@ class NodeReflector:
         self.sync_seconds = 0.0
         self.encoding = ""  # of the last list or watch response: "protobuf" or "json"
         self.lists = 0  # complete lists of the Nodes: the initial sync, then each relist
+        self._first_page_off = ""  # why the first page is not used (any more)
         self._label = ""  # the label decoded into the records (the store's, at the list)
         self._relist = threading.Event()
         # The autoscaler's store may ask for a label (zones); the vertical one never does.
@@ -273,6 +290,13 @@ class NodeReflector:
     def _sync(self) -> None:
         """(Re)build the store: streaming list if possible, else pages; then synced."""
         self._label = self._labelled.label_key if self._labelled is not None else ""
+        if self._first_page:
+            if self._one_page():
+                self._mark_synced("one-page-list")
+                return
+            if logs.v(1):
+                self._log.info("nodes.one_page_list_skipped", reason=self._first_page_off,
+                               next="streaming list" if self._streaming else "paginated list")
         if self._streaming:
             if self._stream_initial():
                 return
@@ -281,6 +305,55 @@ class NodeReflector:
                 self._log.info("nodes.streaming_list_unsupported", fallback="paginated list")
         self._list_pages()
         self._mark_synced("paginated-list")
+
+    def _one_page(self) -> bool:
+        """The Nodes as one page of up to ``first_page``, decoded as it arrives; False (and
+        never again) when the cluster has more, seen in the ListMeta before any Node is
+        read, or when the answer is JSON: the caller then lists as it would without."""
+        q = one_page_query(self._selector, self._first_page)  # as the daemon sends it first
+        resp = self._api.stream(NODES_PATH, q, read_timeout=READ_IDLE_SECONDS,
+                                accept=self._accept)
+        self._resp = resp
+        seen: set[str] = set()
+        rv = ""
+        whole = False
+        try:
+            if self._stop.is_set():  # as in _consume: stop() shuts down self._resp
+                raise _Stopped()
+            if not is_protobuf(resp.headers.get("Content-Type")):
+                self._first_page_off = "a JSON answer"
+                self._first_page = 0
+                return False
+            self.encoding = "protobuf"
+            store = self._store
+            try:
+                for item in nodeproto.read_list(resp.stream(65536, decode_content=True),
+                                                self._capacity, self._label):
+                    if isinstance(item, ListHead):
+                        if item.continue_token:
+                            self._first_page_off = f"more than {self._first_page} Nodes"
+                            self._first_page = 0
+                            return False
+                        rv = item.resource_version
+                    elif item.name:
+                        store.upsert(item)
+                        seen.add(item.name)
+                    else:
+                        raise _Corrupt("the Node list holds a Node without metadata.name")
+            except ValueError as exc:  # ProtoError, bad UTF-8
+                raise _Corrupt(f"a Node list that does not decode: {exc}") from exc
+            whole = not self._stop.is_set()
+        finally:
+            self._resp = None
+            if whole:
+                resp.release_conn()
+            else:
+                _discard(resp)
+        if not whole:
+            raise _Stopped()
+        self._store.retain(seen)
+        self._rv = rv
+        return True
 
     def _list_pages(self) -> None:
         """Paginated list: at most one page of raw JSON is alive at a time.

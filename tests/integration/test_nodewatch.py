@@ -37,20 +37,27 @@ def api(controlplane: ControlPlane) -> Iterator[KubeApi]:
 
 
 @pytest.mark.parametrize("protobuf", [True, False], ids=["protobuf", "json"])
-@pytest.mark.parametrize("streaming", [True, False], ids=["streaming-list", "paginated"])
+@pytest.mark.parametrize(("streaming", "first_page"), [
+    (True, 0), (False, 0),
+    (True, 100),  # the daemon's: 23 Nodes fit one page of 100
+    (True, 10), (False, 10),  # they do not fit one of 10: the page is dropped at its head
+], ids=["streaming-list", "paginated", "one-page", "page-then-streaming",
+        "page-then-paginated"])
 def test_initial_sync_then_watch(controlplane: ControlPlane, api: KubeApi,
-                                 streaming: bool, protobuf: bool) -> None:
+                                 streaming: bool, protobuf: bool, first_page: int) -> None:
     admin = controlplane.admin()
     names = create_nodes(admin, "nc", 23, cpu="3920m")
     create_nodes(admin, "other", 4, cpu="1", labels={"pool": "x"})
     store = NodeStore()
     cache = NodeReflector(api, store, "!pool", page_size=5, use_streaming_list=streaming,
-                          protobuf=protobuf)
+                          protobuf=protobuf, first_page=first_page)
     cache.start()
     try:
         assert cache.wait_synced(30)
         print(f"synced by {cache.sync_method} ({cache.encoding}) in {cache.sync_seconds:.3f}s")
-        assert cache.sync_method == ("streaming-list" if streaming else "paginated-list")
+        one_page = protobuf and first_page >= 23  # JSON never asks for the page
+        assert cache.sync_method == ("one-page-list" if one_page else
+                                     "streaming-list" if streaming else "paginated-list")
         assert cache.encoding == ("protobuf" if protobuf else "json")
         counts = store.counts()
         assert (counts.total_nodes, counts.total_cores) == (23, 91)  # 90160m -> 91

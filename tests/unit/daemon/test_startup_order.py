@@ -1,8 +1,9 @@
 """The daemon's start-up order, a measured goal (docs/performance.md): the first Node list
-goes out before the reflector, the store, the decoder, the health server and the first
-poll's code are imported (they load while the API server prepares the list), and nothing
-on the way to the first write imports what costs start-up time for no use there
-(``dataclasses`` with ``inspect``, ``urllib.parse`` with ``ipaddress``, the IDNA codec).
+goes out (the very request the reflector then makes) before the reflector, the store, the
+decoder, the health server and the first poll's code are imported (they load while the API
+server prepares the list), and nothing on the way to the first write imports what costs
+start-up time for no use there (``dataclasses`` with ``inspect``, ``urllib.parse`` with
+``ipaddress``, the IDNA codec, ``fractions`` and ``decimal``).
 
 Run in a fresh interpreter, in-cluster as in a Pod (the ServiceAccount directory moved to a
 temporary one), against an address where nothing listens: the request is attempted, which
@@ -27,13 +28,28 @@ config.SA_DIR = sys.argv[1]
 import cpa.nodes.listing as listing
 import cpa.daemon.main as main
 seen = {}
-send = listing.send_streaming_list
+send = listing.send_first_list
 def spy(api, selector):
     seen["at_send"] = sorted(sys.modules)
+    ahead = api.send_stream_ahead
+    def record(path, query, read_timeout, accept):
+        seen["ahead"] = [path, dict(query), read_timeout, accept]
+        ahead(path, query, read_timeout, accept)
+    api.send_stream_ahead = record
     send(api, selector)
     import cpa.nodes.watch as watch
-    watch.NodeReflector.start = lambda self: None  # only the main thread's imports count
-listing.send_streaming_list = spy
+    class First:  # the reflector's first request, recorded and not made
+        def stream(self, path, query, read_timeout, accept, deadline=None, pace=0.0):
+            seen["first_stream"] = [path, dict(query), read_timeout, accept, deadline, pace]
+            raise KeyboardInterrupt
+    def start(self):  # only the main thread's imports count: no thread
+        self._api = First()
+        try:
+            self._sync()
+        except KeyboardInterrupt:
+            pass
+    watch.NodeReflector.start = start
+listing.send_first_list = spy
 ready = main._ready
 def stop(*args, **kwargs):
     seen["at_wait"] = sorted(sys.modules)
@@ -46,7 +62,7 @@ sys.exit(main.run(sys.argv[2:]))
 LATER = ("cpa.nodes.store", "cpa.nodes.watch", "cpa.nodes.proto", "cpa.runtime.health",
          "cpa.daemon.loop", "cpa.decide.decision")
 NEVER = ("dataclasses", "inspect", "urllib.parse", "ipaddress", "encodings.idna",
-         "cpa.kube.selector", "structlog", "prometheus_client")
+         "cpa.kube.selector", "structlog", "prometheus_client", "fractions", "decimal")
 
 
 def test_the_list_goes_out_first_and_nothing_costly_is_loaded(tmp_path: Path) -> None:
@@ -72,6 +88,9 @@ def test_the_list_goes_out_first_and_nothing_costly_is_loaded(tmp_path: Path) ->
     assert [m for m in LATER if m in at_send] == [], "loaded before the list went out"
     assert [m for m in LATER if m not in at_wait] == [], "loaded while the list is read"
     assert [m for m in NEVER if m in at_wait] == []
+    # The reflector's first request is the one sent ahead (else its answer is never taken).
+    assert seen["first_stream"] == seen["ahead"] + [None, 0.0]
+    assert seen["ahead"][1] == {"limit": "5000"}
 
 
 def free_port() -> int:

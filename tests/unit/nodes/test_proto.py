@@ -5,6 +5,8 @@ order, unknown fields of every wire type, long lengths, truncation)."""
 from __future__ import annotations
 
 import json
+import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from cpa.kube import wire
 from cpa.kube.wire import Status, api_error, frames, lines
 from cpa.nodes import json as nodejson
 from cpa.nodes import proto as nodeproto
-from cpa.nodes.records import Event, NodeInfo
+from cpa.nodes.records import Event, ListHead, NodeInfo
 from tests.fakes import FakeResponse
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "protobuf"
@@ -223,6 +225,111 @@ def test_a_list_body_that_is_a_status_says_so() -> None:
         nodeproto.decode_list_page(body)
     with pytest.raises(wire.ProtoError, match="expected a Node"):
         nodeproto.decode_node(body)
+
+
+# --- a list read as it arrives (the first list) ---------------------------------------------
+
+
+def read_list(body: bytes, size: int, **kwargs: object) -> list[NodeInfo | ListHead]:
+    """:func:`nodeproto.read_list` over ``body`` cut into reads of ``size`` bytes."""
+    chunks = [body[i:i + size] for i in range(0, len(body), size)]
+    return list(nodeproto.read_list(chunks, **kwargs))  # type: ignore[arg-type]
+
+
+def test_a_recorded_list_read_as_it_arrives_is_the_whole_pages_decoding() -> None:
+    body = fixture("list-page.pb")
+    page = nodeproto.decode_list_page(bytearray(body))
+    for size in (1, 2, 3, 5, 11, 64, 4096, len(body)):
+        got = read_list(body, size)
+        # Go writes ListMeta first: the head comes before any Node.
+        assert got[0] == ListHead(page.resource_version, page.continue_token), size
+        assert got[1:] == page.items, size
+    capacity = nodeproto.decode_list_page_capacity(bytearray(body))
+    assert read_list(body, 100, capacity=True)[1:] == capacity.items
+    zoned = nodeproto.decode_list_page(bytearray(body), label=ZONE)
+    assert read_list(body, 100, label=ZONE)[1:] == zoned.items
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=400), min_size=1, max_size=40))
+def test_any_cut_of_the_reads_gives_the_same_list(sizes: list[int]) -> None:
+    body = fixture("list-page.pb")
+    chunks, pos, i = [], 0, 0
+    while pos < len(body):
+        n = sizes[i % len(sizes)]
+        chunks.append(body[pos:pos + n])
+        pos, i = pos + n, i + 1
+    page = nodeproto.decode_list_page(bytearray(body))
+    assert list(nodeproto.read_list(chunks))[1:] == page.items
+
+
+def test_a_long_list_is_decoded_as_it_comes_and_never_held_whole() -> None:
+    """Each Node is yielded once its own bytes are in, and decoded bytes are dropped as the
+    list goes on: the reader's memory stays far below the list's size."""
+    items = b"".join(ld(2, node(ld(1, f"n{i:04}") + ld(6, "9") + UNKNOWN, b"",
+                                condition("Ready", "True") + allocatable("cpu", "2")))
+                     for i in range(600))
+    body = envelope(ld(1, ld(2, "9")) + items, "NodeList")
+    assert len(body) > 4 * (1 << 16)
+    seen: list[int] = []
+
+    def reads() -> Iterator[bytes]:
+        for i in range(0, len(body), 1000):
+            seen.append(i)
+            yield body[i:i + 1000]
+
+    got = nodeproto.read_list(reads())
+    assert next(got) == ListHead("9", "")
+    first = next(got)
+    assert isinstance(first, NodeInfo) and first.name == "n0000" and first.cpu == "2"
+    assert len(seen) < 10  # the first Node came after its own bytes, not the list's
+    rest = list(got)
+    assert [n.name for n in rest if isinstance(n, NodeInfo)][-1] == "n0599"
+    assert len(rest) == 599
+    tracemalloc.start()
+    try:
+        for _ in nodeproto.read_list(body[i:i + 1000] for i in range(0, len(body), 1000)):
+            pass
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < len(body) // 3, (peak, len(body))
+
+
+def test_the_head_after_the_items_and_fields_it_does_not_know() -> None:
+    """Any field order reads the same; without a ListMeta, an empty head ends the list."""
+    one = ld(2, node(ld(1, "a") + ld(6, "3"), vi(4, 1)))
+    raw = vi(7, 1) + one + ld(1, ld(3, "tok") + ld(2, "8") + vi(4, 12)) + ld(9, "x" * 200)
+    body = wire.MAGIC + vi(5, 3) + ld(1, ld(2, "NodeList")) + ld(2, raw) + ld(3, "")
+    got = read_list(body, 7)
+    assert got == [NodeInfo("a", "3", True, False, None, ()), ListHead("8", "tok")]
+    bare = wire.MAGIC + ld(2, one)
+    assert read_list(bare, 3) == [NodeInfo("a", "3", True, False, None, ()), ListHead("", "")]
+    assert read_list(wire.MAGIC, 1) == [ListHead("", "")]
+
+
+@pytest.mark.parametrize("data", [
+    b"k8s",  # shorter than the magic
+    b"json" + ld(2, b""),  # wrong magic
+    wire.MAGIC + varint(2 << 3 | 2) + varint(50) + b"short",  # raw runs past the end
+    wire.MAGIC + ld(2, ld(2, varint(1 << 3 | 3))),  # a group: unsupported wire type
+    wire.MAGIC + ld(2, ld(2, node(ld(1, "n"))[:-1])),  # an item runs past its list
+    wire.MAGIC + ld(2, b"\x12\x05\x1a\x83"),  # truncated length varint inside an item
+    wire.MAGIC + ld(2, ld(2, node(ld(1, "n")))[:-3]),  # the body ends inside an item
+    wire.MAGIC + ld(2, ld(2, node(ld(1, "n"))))[:-1] + b"",  # ... one byte short
+    wire.MAGIC + ld(1, ld(2, "NodeList"))[:-2],  # ... inside the envelope
+    wire.MAGIC + ld(2, ld(2, ld(1, b"\xff\xfe"))),  # a name that is not UTF-8
+])
+def test_malformed_lists_read_as_they_arrive_raise_value_errors(data: bytes) -> None:
+    with pytest.raises(ValueError):
+        read_list(data, 3)
+
+
+def test_a_status_or_another_kind_is_no_node_list() -> None:
+    with pytest.raises(wire.ProtoError, match="expected a NodeList, got a Status"):
+        read_list(envelope(ld(3, "forbidden") + vi(6, 403), "Status"), 5)
+    with pytest.raises(wire.ProtoError, match="got a PodList"):
+        read_list(envelope(b"", "PodList"), 5)
 
 
 # --- the one label asked for (zones, opt-in) ------------------------------------------------

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from cpa.kube.api import ApiError, StreamResponse
-from cpa.kube.wire import ACCEPT_PROTOBUF, JSON, frames
+from cpa.kube.wire import ACCEPT_PROTOBUF, JSON, PROTOBUF, frames
 from cpa.nodes import proto as nodeproto
-from cpa.nodes.listing import READ_IDLE_SECONDS
+from cpa.nodes.listing import READ_IDLE_SECONDS, one_page_query
 from cpa.nodes.store import NodeStore
 from cpa.nodes.watch import (
     BACKOFF_MAX,
@@ -28,7 +28,7 @@ from cpa.nodes.watch import (
     WatchStatus,
 )
 from tests.fakes import FakeResponse, ScriptedApi
-from tests.unit.nodes.test_proto import condition, envelope, fixture, ld, node
+from tests.unit.nodes.test_proto import allocatable, condition, envelope, fixture, ld, node
 from tests.unit.nodes.test_store import node_json
 
 
@@ -54,7 +54,7 @@ class Harness:
     """A reflector on a ScriptedApi with a fake clock that its backoff pauses advance."""
 
     def __init__(self, api: ScriptedApi, *, streaming: bool = True, selector: str = "",
-                 page_size: int = 250, protobuf: bool = True) -> None:
+                 page_size: int = 250, protobuf: bool = True, first_page: int = 0) -> None:
         self.now = 0.0
         self.waits: list[float] = []
         self.store = NodeStore()
@@ -63,7 +63,7 @@ class Harness:
         self.reflector = NodeReflector(api, self.store, selector, page_size=page_size,
                                        use_streaming_list=streaming, protobuf=protobuf,
                                        clock=lambda: self.now, rng=random.Random(7),
-                                       wait=self._pause)
+                                       wait=self._pause, first_page=first_page)
         # The script is over: end the loop, so run() returns.
         api.when_done = lambda: self.reflector.stop(timeout=0)
         api.on_stream = lambda: self.statuses.append(self.reflector.status())
@@ -275,6 +275,114 @@ def test_stop_while_a_watch_is_being_opened_does_not_wait_for_the_watch() -> Non
     h.run()
     assert h.names() == ["a"]
     assert never_read.closed
+
+
+# --- the first list as one page (the daemon's) ----------------------------------------------
+
+
+def pb_page(names: list[str], rv: str, cont: str = "", cpu: str = "2", chunk: int = 50,
+            head_last: bool = False) -> FakeResponse:
+    """A protobuf NodeList answer, ListMeta first as Go writes it (or last)."""
+    items = b"".join(ld(2, node(ld(1, n) + ld(6, rv), b"",
+                                condition("Ready", "True") + allocatable("cpu", cpu)))
+                     for n in names)
+    head = ld(1, ld(2, rv) + ld(3, cont))
+    return FakeResponse(envelope(items + head if head_last else head + items, "NodeList"),
+                        chunk=chunk, content_type=PROTOBUF)
+
+
+def test_a_cluster_that_fits_one_page_is_listed_by_it_then_watched_from_its_version() -> None:
+    api = ScriptedApi([pb_page(["a", "b"], "5"),
+                       FakeResponse(event("MODIFIED", node_json("a", "1", rv="11"))),
+                       ApiError(410, "Expired", "too old"),
+                       pb_page(["c"], "20")])
+    h = Harness(api, selector="x=y", first_page=100)
+    h.run()
+    first, read_timeout = api.stream_calls[0]
+    # The request the daemon sends ahead (cpa.nodes.listing.send_first_list): the same.
+    assert first == one_page_query("x=y", 100) == {"limit": "100", "labelSelector": "x=y"}
+    assert read_timeout == READ_IDLE_SECONDS and api.accepts[0] == ACCEPT_PROTOBUF
+    assert api.paces[0] == 0.0
+    assert h.reflector.sync_method == "one-page-list" and h.reflector.encoding == "protobuf"
+    assert api.responses[0].released and not api.responses[0].closed  # read to its end
+    watch = api.stream_calls[1][0]
+    assert watch["resourceVersion"] == "5" and watch["watch"] == "1"
+    # A 410 relists the same way: the cluster still fits.
+    assert api.stream_calls[2][0].get("resourceVersion") == "11"
+    assert api.stream_calls[3][0] == first
+    assert h.names() == ["c"] and h.reflector.resource_version == "20"
+    assert h.reflector.lists == 2
+
+
+def test_a_page_whose_head_comes_last_is_read_all_the_same() -> None:
+    api = ScriptedApi([pb_page(["a", "b", "c"], "7", chunk=3, head_last=True)])
+    h = Harness(api, first_page=100)
+    h.run()
+    assert h.reflector.sync_method == "one-page-list" and h.names() == ["a", "b", "c"]
+    assert h.store.counts().total_cores == 6 and h.reflector.resource_version == "7"
+
+
+def test_a_larger_cluster_drops_the_page_at_its_head_and_streams_from_then_on() -> None:
+    page = pb_page(["a", "b"], "5", cont="tok")
+    api = ScriptedApi([page,
+                       streaming_list(node_json("s1"), node_json("s2"), node_json("s3")),
+                       ApiError(410, "Expired", "too old"),
+                       streaming_list(node_json("s1"), rv="30")])
+    h = Harness(api, first_page=2)
+    h.run()
+    assert api.stream_calls[0][0] == {"limit": "2"}
+    assert page.closed  # dropped unread: closed, its connection is not reused
+    assert api.stream_calls[1][0]["sendInitialEvents"] == "true"
+    assert h.reflector.sync_method == "streaming-list"
+    # None of the page's Nodes was applied (its head came first), and a relist streams.
+    assert api.stream_calls[3][0]["sendInitialEvents"] == "true"
+    assert h.names() == ["s1"] and h.reflector.lists == 2
+
+
+def test_a_larger_cluster_without_the_streaming_list_goes_on_with_pages() -> None:
+    api = ScriptedApi([pb_page(["a"], "5", cont="tok")],
+                      [{"metadata": {"resourceVersion": "6"},
+                        "items": [node_json("p1"), node_json("p2")]}])
+    h = Harness(api, streaming=False, first_page=1)
+    h.run()
+    assert h.reflector.sync_method == "paginated-list" and h.names() == ["p1", "p2"]
+    assert api.page_calls[0] == {"limit": "250"}
+
+
+def test_a_json_answer_to_the_page_is_dropped_and_the_page_never_asked_for_again() -> None:
+    body = json.dumps({"kind": "NodeList", "metadata": {"resourceVersion": "5"},
+                       "items": [node_json("a")]}).encode()
+    page = FakeResponse(body, content_type=JSON)
+    api = ScriptedApi([page, streaming_list(node_json("a"), node_json("b")),
+                       ApiError(410, "Expired", "too old"), streaming_list(node_json("a"))])
+    h = Harness(api, first_page=100)
+    h.run()
+    assert page.closed and h.reflector.sync_method == "streaming-list"
+    assert "sendInitialEvents" in api.stream_calls[3][0]
+    assert h.names() == ["a"]
+
+
+def test_json_only_never_asks_for_the_page() -> None:
+    api = ScriptedApi([streaming_list(node_json("a"))])
+    h = Harness(api, protobuf=False, first_page=100)
+    h.run()
+    assert "sendInitialEvents" in api.stream_calls[0][0]
+
+
+@pytest.mark.parametrize("bad", [pb_page(["a", ""], "5"),  # a Node without a name
+                                 FakeResponse(b"k8s\x00\x12\x05\x1a\x83", chunk=2,
+                                              content_type=PROTOBUF)])
+def test_a_page_that_does_not_decode_is_never_applied_and_listed_again(
+        bad: FakeResponse) -> None:
+    api = ScriptedApi([bad, pb_page(["c"], "9")])
+    h = Harness(api, first_page=100)
+    h.run()
+    assert bad.closed
+    assert h.waits and h.statuses[1].error is not None
+    assert "does not decode" in h.statuses[1].error or "without metadata.name" in \
+        h.statuses[1].error
+    assert api.stream_calls[1][0] == {"limit": "100"}  # the page again: the cluster fits
+    assert h.reflector.sync_method == "one-page-list" and h.names() == ["c"]
 
 
 # --- encodings -----------------------------------------------------------------------------
