@@ -31,7 +31,6 @@ from cpa.daemon.paramscache import InvalidParams, ParamsCache
 from cpa.daemon.placements import PlacementCounts, TargetPlacements
 from cpa.daemon.react import EarlyPolls
 from cpa.daemon.watchdogs import FloorClamps, OtherWriters, Overwrite
-from cpa.decide.behavior import Behavior, BehaviorStage, Outcome
 from cpa.decide.decision import Decision, decide
 from cpa.decide.modes.mode import Params
 from cpa.kube.api import ApiError, RawApi, drop_ahead, send_ahead
@@ -45,6 +44,7 @@ from cpa.runtime.stalecounts import StaleCounts
 from cpa.runtime.ticker import Ticker
 
 if TYPE_CHECKING:
+    from cpa.decide.behavior import Behavior, BehaviorStage, Outcome
     from cpa.decide.load import Load
     from cpa.decide.windows import LoadAxis
 
@@ -201,14 +201,23 @@ class Autoscaler:
                                   lambda: (self._params.params, self._last_desired),
                                   lambda: self.poll_once(early=True), may_write)
                        if config.react_to_node_changes else None)
-        self.behavior = BehaviorStage()
-        """Ours: the windows' and policies' history, per target."""
+        self._behavior: BehaviorStage | None = None
         self.consecutive_failures = 0
         self.polls = 0
         # The last poll succeeded (or, before the first, the daemon sent its reads): this
         # one sends its reads ahead, and the client skips those waiting already.
         self._send_ahead = reads_sent
         self._reads: list[str] | None = None  # what it sends (_send_reads_ahead)
+
+    @property
+    def behavior(self) -> BehaviorStage:
+        """Ours: the windows' and policies' history, per target; made at the first poll
+        whose parameters have a ``behavior`` (its module is not loaded without one)."""
+        if self._behavior is None:
+            from cpa.decide.behavior import BehaviorStage
+
+            self._behavior = BehaviorStage()
+        return self._behavior
 
     def add_observer(self, observer: Observer) -> None:
         self._observers.append(observer)
@@ -401,8 +410,8 @@ class Autoscaler:
                         result: PollResult) -> None:
         """Every target is attempted (ours: upstream stops at the first failure), each with
         its own decision where the load axis made one."""
-        if behavior is None:
-            self.behavior.reset()
+        if behavior is None and self._behavior is not None:
+            self._behavior.reset()
         failures: list[str] = []
         for target in self._config.targets:
             decision = with_load.get(target, proportional)

@@ -12,7 +12,7 @@ pass over the Nodes (:meth:`cpa.nodes.store.NodeStore.set_placements`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from cpa import logs
 from cpa.daemon.paramscache import InvalidParams
@@ -21,7 +21,9 @@ from cpa.kube.api import Api
 from cpa.kube.targets import Target
 from cpa.kube.template import NoTemplate, pod_template_spec
 from cpa.nodes.counts import ClusterCounts
-from cpa.nodes.placement import Placement, placement_of
+
+if TYPE_CHECKING:
+    from cpa.nodes.placement import Placement
 
 __all__ = ["PlacementCounts", "TargetPlacements"]
 
@@ -67,6 +69,8 @@ class TargetPlacements:
                 self._log.info("placement.off", reason="the parameters have no "
                                                        "targetPlacement")
             return {}
+        from cpa.nodes.placement import placement_of  # here: the key is opt-in
+
         placements: dict[Target, Placement] = {}
         for target in targets:
             try:

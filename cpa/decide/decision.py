@@ -24,13 +24,15 @@ target's current replicas (:mod:`cpa.decide.behavior`).
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from cpa.decide.modes.mode import Params
 from cpa.decide.steps import Step, plural, show
-from cpa.decide.windows import LoadAxis
 from cpa.namedtuple import NamedTuple
 from cpa.nodes.counts import ClusterCounts
+
+if TYPE_CHECKING:
+    from cpa.decide.windows import LoadAxis
 
 __all__ = ["INT32_MAX", "ClusterCounts", "Decision", "combine", "counts_step", "decide",
            "range_error"]

@@ -25,9 +25,8 @@ each naming the ConfigMap key, the field and the value, and saying how to fix it
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from cpa.decide.behavior import Behavior, BehaviorDoc, behavior_problems, decode_behavior
 from cpa.decide.counting import FIELDS as COUNTING_KEYS
 from cpa.decide.counting import (
     NO_COUNTING,
@@ -36,13 +35,14 @@ from cpa.decide.counting import (
     counting_problems,
     decode_counting_field,
 )
-from cpa.decide.load import FIELD as LOAD_KEY
-from cpa.decide.load import Load, LoadDoc, decode_load, load_problems
-from cpa.decide.zones import FIELD as ZONES_KEY
-from cpa.decide.zones import Zones, ZonesDoc, decode_zones, zones_problems
 from cpa.go.json import GoJsonError, JsonObject, JsonValue, as_object, go_bool, parse
 from cpa.namedtuple import NamedTuple
 from cpa.nodes.counts import CountingPolicy
+
+if TYPE_CHECKING:  # opt-in keys: their modules load with the first value that has one
+    from cpa.decide.behavior import Behavior, BehaviorDoc
+    from cpa.decide.load import Load, LoadDoc
+    from cpa.decide.zones import Zones, ZonesDoc
 
 __all__ = ["PLACEMENT_KEY", "SHARED_KEYS", "ParamsError", "SharedDecoder", "SharedParams",
            "decode_error", "document"]
@@ -93,6 +93,8 @@ class SharedParams(NamedTuple):
 
 
 PLACEMENT_KEY: Final = "targetPlacement"
+ZONES_KEY: Final = "zones"  # cpa.decide.zones.FIELD
+LOAD_KEY: Final = "load"  # cpa.decide.load.FIELD
 SHARED_KEYS: Final = ("includeUnschedulableNodes", "behavior", *COUNTING_KEYS, ZONES_KEY,
                       LOAD_KEY, PLACEMENT_KEY)
 
@@ -114,10 +116,16 @@ class SharedDecoder:
     def decode(self, key: str, value: JsonValue, where: str) -> None:
         """One member of a shared key (type errors raise :class:`GoJsonError`)."""
         if key == "behavior":  # a pointer: null makes it nil
+            from cpa.decide.behavior import decode_behavior
+
             self._behavior = decode_behavior(value, where, self._behavior)
         elif key == ZONES_KEY:  # a pointer too
+            from cpa.decide.zones import decode_zones
+
             self._zones = decode_zones(value, where, self._zones)
         elif key == LOAD_KEY:  # a pointer too
+            from cpa.decide.load import decode_load
+
             self._load = decode_load(value, where, self._load)
         elif key == "includeUnschedulableNodes":
             if value is not None:  # null leaves the field as it was
@@ -131,10 +139,25 @@ class SharedDecoder:
     def finish(self) -> tuple[SharedParams, list[str]]:
         """The validated keys, and every problem found (behavior's first, then counting's,
         then the zones', then the load's)."""
-        behavior, problems = behavior_problems(self._behavior)
+        behavior: Behavior | None = None
+        zones: Zones | None = None
+        load: Load | None = None
+        problems: list[str] = []
+        zones_errors: list[str] = []
+        load_errors: list[str] = []
+        if self._behavior is not None:
+            from cpa.decide.behavior import behavior_problems
+
+            behavior, problems = behavior_problems(self._behavior)
         counting, counting_errors = counting_problems(self._counting)
-        zones, zones_errors = zones_problems(self._zones)
-        load, load_errors = load_problems(self._load)
+        if self._zones is not None:
+            from cpa.decide.zones import zones_problems
+
+            zones, zones_errors = zones_problems(self._zones)
+        if self._load is not None:
+            from cpa.decide.load import load_problems
+
+            load, load_errors = load_problems(self._load)
         return (SharedParams(self._include, behavior, counting, zones, load, self._placement),
                 problems + counting_errors + zones_errors + load_errors)
 

@@ -75,6 +75,12 @@ class Placement(NamedTuple):
     """The required node affinity's terms; None when the template has none (every Node)."""
     tolerations: tuple[Toleration, ...] = ()
 
+    def excludes(self, name: str, labels: Mapping[str, str],
+                 taints: Iterable[tuple[str, str, str]]) -> str | None:
+        """:func:`excluded_by` this placement: a method, so that the node store (on the
+        daemon's start-up path) needs no import of this module (opt-in) to call it."""
+        return excluded_by(self, name, labels, taints)
+
 
 EVERYWHERE: Final = Placement()
 """A template without selector, affinity or tolerations: every untainted Node."""

@@ -30,11 +30,12 @@ from cpa import logs
 from cpa.go.quantity import CpuQuantityError, cores_rounded_up, cpu_millicores
 from cpa.namedtuple import NamedTuple
 from cpa.nodes.counts import DEFAULT_POLICY, ClusterCounts, CountingPolicy
-from cpa.nodes.placement import Placement, excluded_by
 from cpa.nodes.records import ALL_LABELS, NodeInfo
 
 if TYPE_CHECKING:
     from fractions import Fraction
+
+    from cpa.nodes.placement import Placement
 
 __all__ = ["NodeRecord", "NodeSink", "NodeStore"]
 
@@ -173,8 +174,8 @@ class NodeStore:
             if self._listed_label != ALL_LABELS:
                 return None
             for name, record in self._records.items():
-                rule = excluded_by(placement, name, dict(record.labels or ()),
-                                   record.taint_details)
+                rule = placement.excludes(name, dict(record.labels or ()),
+                                          record.taint_details)
                 if rule is not None:
                     out[rule] = out.get(rule, 0) + 1
         return out
@@ -378,8 +379,8 @@ class NodeStore:
         if policy.exclude_taints and record.taints & policy.exclude_taints:
             placed.excluded += sign
             return
-        if excluded_by(placed.placement, name, dict(record.labels or ()),
-                       record.taint_details) is not None:
+        if placed.placement.excludes(name, dict(record.labels or ()),
+                                     record.taint_details) is not None:
             return
         milli = record.millicores
         cap = policy.max_millicores_per_node

@@ -3,7 +3,8 @@ goes out (the very request the reflector then makes) before the reflector, the s
 decoder, the health server and the first poll's code are imported (they load while the API
 server prepares the list), and nothing on the way to the first write imports what costs
 start-up time for no use there (``dataclasses`` with ``inspect``, ``urllib.parse`` with
-``ipaddress``, the IDNA codec, ``fractions`` and ``decimal``).
+``ipaddress``, the IDNA codec, ``fractions`` and ``decimal``, the modules of opt-in keys
+the parameters do not have).
 
 Run in a fresh interpreter, in-cluster as in a Pod (the ServiceAccount directory moved to a
 temporary one), against an address where nothing listens: the request is attempted, which
@@ -62,7 +63,10 @@ sys.exit(main.run(sys.argv[2:]))
 LATER = ("cpa.nodes.store", "cpa.nodes.watch", "cpa.nodes.proto", "cpa.runtime.health",
          "cpa.daemon.loop", "cpa.decide.decision")
 NEVER = ("dataclasses", "inspect", "urllib.parse", "ipaddress", "encodings.idna",
-         "cpa.kube.selector", "structlog", "prometheus_client", "fractions", "decimal")
+         "cpa.kube.selector", "structlog", "prometheus_client", "fractions", "decimal",
+         # the opt-in keys' modules, without those keys in the parameters:
+         "cpa.decide.behavior", "cpa.decide.windows", "cpa.decide.load", "cpa.decide.zones",
+         "cpa.nodes.placement")
 
 
 def test_the_list_goes_out_first_and_nothing_costly_is_loaded(tmp_path: Path) -> None:

@@ -284,3 +284,12 @@ def test_default_params_rejects(text: str) -> None:
 def test_default_params_round_trip_into_parse() -> None:
     data = default_params_to_data('{"linear":' + KUBE_DNS + "}")
     assert parse_configmap_data(data) == lin(256, 16, spof=True, include=True)
+
+
+def test_the_opt_in_keys_are_their_modules_fields() -> None:
+    """params names the zones and load keys itself, so that their modules load only with a
+    value that has one (the daemon's start-up path does not import them)."""
+    from cpa.decide import load, params, zones
+
+    assert params.ZONES_KEY == zones.FIELD and params.LOAD_KEY == load.FIELD
+    assert {"behavior", zones.FIELD, load.FIELD} <= set(params.SHARED_KEYS)

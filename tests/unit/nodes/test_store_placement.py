@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cpa.nodes import store as store_module
+from cpa.nodes import placement as placement_module
 from cpa.nodes.counts import CountingPolicy
 from cpa.nodes.placement import EVERYWHERE, Placement, Requirement, Term, Toleration, fits
 from cpa.nodes.records import ALL_LABELS, NodeInfo
@@ -67,13 +67,13 @@ def test_counts_per_placement_and_the_relist_they_need() -> None:
 
 def test_a_kept_placement_costs_no_pass_and_a_new_one_one(monkeypatch: Any) -> None:
     calls = [0]
-    real = store_module.excluded_by  # type: ignore[attr-defined]
+    real = placement_module.excluded_by
 
     def counting(*args: Any) -> str | None:
         calls[0] += 1
         return real(*args)
 
-    monkeypatch.setattr(store_module, "excluded_by", counting)
+    monkeypatch.setattr(placement_module, "excluded_by", counting)
     store = NodeStore()
     store.set_placements([CORE])
     for i in range(100):
