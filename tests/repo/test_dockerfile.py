@@ -202,6 +202,51 @@ def test_cpvpa_links_the_vertical_console_script() -> None:
     assert python.ENTRYPOINTS[0] == SCRIPT  # the image's entrypoint stays the CPA
 
 
+def _fake_install(root: Path) -> Path:
+    """A site-packages under ``root`` with one distribution and its console scripts."""
+    from ocibuild import python
+
+    site = root / python.SITE.lstrip("/")
+    (site / "pkg").mkdir(parents=True)
+    (site / "pkg" / "__init__.py").write_text(
+        "import sys\ndef main():\n    print('site' in sys.modules, sys.flags.no_site)\n"
+        "    return 3\n")
+    (site / "pkg-1.dist-info").mkdir()
+    (site / "pkg-1.dist-info" / "entry_points.txt").write_text(
+        "[console_scripts]\n" + "".join(f"{name} = pkg:main\n"
+                                         for name in python.ENTRYPOINTS))
+    (root / python.VENV.lstrip("/") / "bin").mkdir(parents=True)
+    return site
+
+
+def test_console_scripts_run_without_site_and_find_the_venvs_packages(
+        tmp_path: Path) -> None:
+    """The image's scripts start the interpreter with -S (no site module: ~2 ms of every
+    start) and put the venv's site-packages on the path themselves."""
+    from ocibuild import python
+
+    site = _fake_install(tmp_path)
+    names = python.write_scripts(tmp_path)
+    assert sorted(names) == sorted(python.ENTRYPOINTS)
+    script = (tmp_path / python.VENV.lstrip("/") / "bin" / SCRIPT).read_text()
+    assert script.splitlines()[0] == f"#!{python.VENV}/bin/python3 -S"
+    assert f'sys.path.append("{python.SITE}")' in script
+    # Run as the image runs it, the in-image path standing for this test's.
+    local = script.replace(python.SITE, str(site))
+    proc = subprocess.run([sys.executable, "-S", "-c", local], capture_output=True, text=True,
+                          check=False, env={"PATH": "/usr/bin:/bin"})
+    assert (proc.returncode, proc.stdout) == (3, "False 1\n"), proc.stderr
+
+
+def test_a_pth_file_stops_the_build_since_the_scripts_skip_site(tmp_path: Path) -> None:
+    from ocibuild import python
+
+    site = _fake_install(tmp_path)
+    (site / "hook.pth").write_text("import os\n")
+    with pytest.raises(SystemExit, match=r"\.pth files \(hook\.pth\)"):
+        python.write_scripts(tmp_path)
+
+
 def test_environment_prevents_writes(final: Stage) -> None:
     env: dict[str, str] = {}
     for args in final.all("ENV"):
