@@ -288,7 +288,8 @@ class NodeReflector:
         return q
 
     def _sync(self) -> None:
-        """(Re)build the store: streaming list if possible, else pages; then synced."""
+        """(Re)build the store: one page while the cluster fits one (``first_page``), else
+        the streaming list if the server has it, else pages; then synced."""
         self._label = self._labelled.label_key if self._labelled is not None else ""
         if self._first_page:
             if self._one_page():

@@ -206,14 +206,17 @@ def test_error_event_with_a_negative_code_and_an_unknown_event_type() -> None:
         "SOMETHING")
 
 
-@pytest.mark.parametrize("data", [
+MALFORMED_LISTS = [
     b"k8s",  # shorter than the magic
     b"json" + ld(2, b""),  # wrong magic
     wire.MAGIC + varint(2 << 3 | 2) + varint(50) + b"short",  # raw runs past the end
     wire.MAGIC + ld(2, ld(2, varint(1 << 3 | 3))),  # a group: unsupported wire type
     wire.MAGIC + ld(2, ld(2, node(ld(1, "n"))[:-1])),  # an item runs past its list
     wire.MAGIC + ld(2, b"\x12\x05\x1a\x83"),  # truncated length varint inside an item
-])
+]
+
+
+@pytest.mark.parametrize("data", MALFORMED_LISTS)
 def test_malformed_bodies_raise_proto_error(data: bytes) -> None:
     with pytest.raises(wire.ProtoError):
         nodeproto.decode_list_page(data)
@@ -309,12 +312,7 @@ def test_the_head_after_the_items_and_fields_it_does_not_know() -> None:
 
 
 @pytest.mark.parametrize("data", [
-    b"k8s",  # shorter than the magic
-    b"json" + ld(2, b""),  # wrong magic
-    wire.MAGIC + varint(2 << 3 | 2) + varint(50) + b"short",  # raw runs past the end
-    wire.MAGIC + ld(2, ld(2, varint(1 << 3 | 3))),  # a group: unsupported wire type
-    wire.MAGIC + ld(2, ld(2, node(ld(1, "n"))[:-1])),  # an item runs past its list
-    wire.MAGIC + ld(2, b"\x12\x05\x1a\x83"),  # truncated length varint inside an item
+    *MALFORMED_LISTS,
     wire.MAGIC + ld(2, ld(2, node(ld(1, "n")))[:-3]),  # the body ends inside an item
     wire.MAGIC + ld(2, ld(2, node(ld(1, "n"))))[:-1] + b"",  # ... one byte short
     wire.MAGIC + ld(1, ld(2, "NodeList"))[:-2],  # ... inside the envelope
