@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NoReturn
 
 MAX_IDLE = 4  # kept alive: the poll's reads sent ahead, the node watch, Events, the Lease
+READER_BUFFER = 8192  # a connection's buffered reader's size (io's default)
 
 
 class ReadTimeoutError(TimeoutError):
@@ -285,7 +286,7 @@ class _Connection:
                 tls.settimeout(left if self.timeout is None else min(self.timeout, left))
             tls.do_handshake()
         if self.sock is not None:
-            self.reader = io.BufferedReader(_DeadlineIO(self.sock, self))
+            self.reader = io.BufferedReader(_DeadlineIO(self.sock, self), READER_BUFFER)
 
     def dropped(self) -> bool:
         """An idle kept-alive connection the server closed: its socket reads as ready (EOF
@@ -416,7 +417,7 @@ class _Answer:
             return b""
         if self.chunked:
             try:
-                return b"".join(_dechunked(fp.read1, 65536))
+                return b"".join(_dechunked(functools.partial(fp.read1, 65536)))
             finally:
                 self.close()
         length = self.length
@@ -671,7 +672,11 @@ def _read_answer(conn: _Connection, method: str) -> _Answer:
 
 
 class _Dechunker:
-    """HTTP/1.1 chunked transfer coding (RFC 9112, 7.1), decoded incrementally."""
+    """HTTP/1.1 chunked transfer coding (RFC 9112, 7.1), decoded incrementally.
+
+    A read wholly inside a chunk's data (half the reads of a Node list: the API server
+    writes each Node as a 2 KiB chunk and a ~7 KiB one, and TLS hands them over in ~4-5 KiB
+    records) is given back as it is, without a copy or a pass of the state loop."""
 
     MAX_LINE = 4096  # a chunk-size or trailer line; anything longer is not HTTP
 
@@ -679,13 +684,19 @@ class _Dechunker:
         self._buf = b""
         self._left = 0  # data bytes of the current chunk still to come
         self._state = "size"  # size, data, crlf, trailer, done
-
-    @property
-    def done(self) -> bool:
-        return self._state == "done"
+        self.done = False
 
     def feed(self, data: bytes) -> bytes:
         """The body bytes in ``data`` (and what was pending before it)."""
+        if self._state == "data":
+            left = self._left - len(data)
+            if left > 0:
+                self._left = left
+                return data
+            if not left:
+                self._left = 0
+                self._state = "crlf"
+                return data
         buf = self._buf + data if self._buf else data
         out: list[bytes] = []
         pos, end = 0, len(buf)
@@ -716,6 +727,7 @@ class _Dechunker:
                 if state == "trailer":
                     if not line:
                         self._state = "done"
+                        self.done = True
                         break
                     continue
                 try:
@@ -736,17 +748,34 @@ class _Dechunker:
         return out[0] if len(out) == 1 else b"".join(out)
 
 
-def _dechunked(read1: Callable[[int], bytes], amt: int) -> Iterator[bytes]:
-    """A chunked body's data as it arrives, from reads of up to ``amt`` bytes (for a whole
-    body and for a stream alike); :class:`IncompleteBody` if the connection ends inside it."""
+def _dechunked(read: Callable[[], bytes], first: bytes | None = None) -> Iterator[bytes]:
+    """A chunked body's data as it arrives, from ``first`` (when given) and then ``read``
+    (one read each; a TLS connection's ragged end reads as its end); :class:`IncompleteBody`
+    if the connection ends inside it."""
     decoder = _Dechunker()
-    while not decoder.done:
-        data = read1(amt)
+    feed = decoder.feed
+    data = read() if first is None else first
+    while True:
         if not data:
             raise IncompleteBody("the connection closed inside a chunked body")
-        out = decoder.feed(data)
+        out = feed(data)
         if out:
             yield out
+        if decoder.done:
+            return
+        try:
+            data = read()
+        except ssl.SSLEOFError:
+            data = b""
+
+
+def _direct_read(sock: socket.socket, amt: int) -> Callable[[], bytes]:
+    """One read of up to ``amt`` bytes from the socket itself: for TLS, the TLS object's
+    read without ``SSLSocket``'s Python frames (see :func:`_tls_read`)."""
+    tls = getattr(sock, "_sslobj", None)
+    if tls is None:
+        return functools.partial(sock.recv, amt)
+    return functools.partial(tls.read, amt)
 
 
 class Response:
@@ -798,8 +827,28 @@ class Response:
         fp = self._resp.fp
         if fp is None:
             return
+        conn, sock = self._conn, self._sock
         try:
-            yield from _dechunked(functools.partial(self._read1, fp.read1), amt)
+            if (conn is None or sock is None or conn.pace or conn.deadline != math.inf
+                    or amt < READER_BUFFER):
+                yield from _dechunked(functools.partial(self._read1, fp.read1, amt))
+            else:
+                # No deadline and not paced (a list; the first read empties the reader's
+                # buffer, as amt is at least its size): read the socket itself, two
+                # Python frames fewer per read (a 1,000-Node list is ~2,000 reads).
+                first = self._read1(fp.read1, amt)
+                try:
+                    yield from _dechunked(_direct_read(sock, amt), first)
+                except TimeoutError as exc:
+                    raise self._timeout() from exc
+                except ValueError as exc:  # the socket was closed by shutdown()
+                    if self._expired():
+                        raise _deadline_error() from exc
+                    raise ConnectError(f"the connection was closed: {exc}") from exc
+                except (OSError, ProtocolError) as exc:
+                    if isinstance(exc, ConnectError | IncompleteBody) or not self._expired():
+                        raise
+                    raise _deadline_error() from exc
         except IncompleteBody as exc:
             if self._expired():
                 raise _deadline_error() from exc

@@ -185,7 +185,14 @@ def test_a_chunked_stream_yields_each_chunk_as_it_arrives(
     resp.release_conn()
 
 
-def test_a_silent_stream_raises_a_read_timeout(serve: Callable[[Handler], Server]) -> None:
+# Reads of at least the reader's buffer (a list's, a watch's 65536) go to the socket itself
+# once the reader's buffer is empty; smaller ones through the reader: both are tested.
+AMTS = pytest.mark.parametrize("amt", [1024, 65536], ids=["reader", "direct"])
+
+
+@AMTS
+def test_a_silent_stream_raises_a_read_timeout(serve: Callable[[Handler], Server],
+                                               amt: int) -> None:
     def handler(conn: socket.socket, _index: int) -> None:
         read_request(conn)
         conn.sendall(CHUNKED_HEAD)
@@ -194,13 +201,14 @@ def test_a_silent_stream_raises_a_read_timeout(serve: Callable[[Handler], Server
     server = serve(handler)
     resp = get(Pool(server.url, None), "/watch", 0.3)
     with pytest.raises(ReadTimeoutError, match="Read timed out"):
-        list(resp.stream(1024))
+        list(resp.stream(amt))
     resp.close()
 
 
+@AMTS
 @pytest.mark.parametrize("pace", [0.0, 0.1], ids=["blocking", "paced"])
 def test_shutdown_from_another_thread_ends_a_blocked_read(
-        serve: Callable[[Handler], Server], pace: float) -> None:
+        serve: Callable[[Handler], Server], pace: float, amt: int) -> None:
     def handler(conn: socket.socket, _index: int) -> None:
         read_request(conn)
         conn.sendall(CHUNKED_HEAD + b"1\r\na\r\n")
@@ -212,7 +220,7 @@ def test_shutdown_from_another_thread_ends_a_blocked_read(
     threading.Timer(0.3, resp.shutdown).start()
     began = time.monotonic()
     with pytest.raises(Exception):  # noqa: B017 - EOF inside a chunked body, or a closed fd
-        list(resp.stream(1024))
+        list(resp.stream(amt))
     assert time.monotonic() - began < 5
     resp.close()
 
@@ -487,7 +495,9 @@ def test_a_malformed_chunked_body_is_an_error(wire: bytes) -> None:
         _Dechunker().feed(wire)
 
 
-def test_a_stream_cut_inside_a_chunk_is_an_error(serve: Callable[[Handler], Server]) -> None:
+@AMTS
+def test_a_stream_cut_inside_a_chunk_is_an_error(serve: Callable[[Handler], Server],
+                                                amt: int) -> None:
     def handler(conn: socket.socket, _index: int) -> None:
         read_request(conn)
         conn.sendall(CHUNKED_HEAD + b"a\r\n01234")
@@ -495,12 +505,13 @@ def test_a_stream_cut_inside_a_chunk_is_an_error(serve: Callable[[Handler], Serv
     server = serve(handler)
     resp = get(Pool(server.url, None), "/watch", 5)
     with pytest.raises(ConnectError, match="closed inside a chunked body"):
-        list(resp.stream(1024))
+        list(resp.stream(amt))
     resp.close()
 
 
+@pytest.mark.parametrize("amt", [2, 65536], ids=["reader", "direct"])
 def test_a_chunked_stream_read_to_its_end_keeps_the_connection(
-        serve: Callable[[Handler], Server]) -> None:
+        serve: Callable[[Handler], Server], amt: int) -> None:
     def handler(conn: socket.socket, _index: int) -> None:
         read_request(conn)
         conn.sendall(CHUNKED_HEAD
@@ -511,7 +522,7 @@ def test_a_chunked_stream_read_to_its_end_keeps_the_connection(
     server = serve(handler)
     pool = Pool(server.url, None)
     resp = get(pool, "/a", 5)
-    assert b"".join(resp.stream(2)) == b"abcdefg"
+    assert b"".join(resp.stream(amt)) == b"abcdefg"
     resp.release_conn()
     resp = get(pool, "/b", 5)
     assert resp.read() == b"again"
@@ -867,6 +878,65 @@ def test_tls_server_name_is_the_name_verified_and_sent(
     named = KubeApi(Connection(url, ctx, lambda: None, "test", server_name="kubernetes"))
     assert named.get_json("/x") == {"ok": True}
     assert "kubernetes" in sni
+
+
+def tls_chunked(cert: tuple[str, str], pieces: list[bytes], cut: bool) -> Handler:
+    """A TLS server answering one chunked body of ``pieces``, each written as the API server
+    writes a list's Nodes (a chunk per write); ``cut``: closed after the first half, with no
+    close_notify (a ragged end)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(*cert)
+
+    def handler(conn: socket.socket, _index: int) -> None:
+        tls = ctx.wrap_socket(conn, server_side=True)
+        read_request(tls)
+        tls.sendall(CHUNKED_HEAD)
+        for i, piece in enumerate(pieces):
+            if cut and i == len(pieces) // 2:
+                tls.shutdown(socket.SHUT_RDWR)  # TCP FIN without a TLS close_notify
+                tls.close()
+                return
+            tls.sendall(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+        tls.sendall(b"0\r\n\r\n")
+        read_request(tls)
+        answer(tls, b"again")
+        tls.close()
+    return handler
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["whole", "ragged-end"])
+def test_a_tls_chunked_stream_is_read_from_the_socket_itself(
+        serve: Callable[[Handler], Server], named_cert: tuple[str, str],
+        monkeypatch: pytest.MonkeyPatch, cut: bool) -> None:
+    """A stream with no deadline and not paced reads TLS records from the socket, not
+    through the connection's buffered reader: one read through it (what it held after the
+    header), then none, and the body and the connection's reuse are as through it."""
+    pieces = [bytes([65 + i % 26]) * (2048 if i % 2 else 7125) for i in range(60)]
+    server = serve(tls_chunked(named_cert, pieces, cut))
+    ctx = ssl.create_default_context(cafile=named_cert[0])
+    pool = Pool(f"https://127.0.0.1:{server.port}", ctx, server_name="kubernetes")
+    through_reader = 0
+    readinto = transport._DeadlineIO.readinto
+
+    def counted(self: transport._DeadlineIO, buffer: Any) -> int:
+        nonlocal through_reader
+        through_reader += 1
+        return readinto(self, buffer)
+
+    resp = get(pool, "/api/v1/nodes", 5)
+    monkeypatch.setattr(transport._DeadlineIO, "readinto", counted)
+    if cut:
+        with pytest.raises(ConnectError, match="closed inside a chunked body"):
+            list(resp.stream(65536))
+        resp.close()
+    else:
+        assert b"".join(resp.stream(65536)) == b"".join(pieces)
+        resp.release_conn()
+        assert through_reader <= 1
+        resp = get(pool, "/again", 5)
+        assert resp.read() == b"again"
+        resp.release_conn()
+        assert server.accepted == 1
 
 
 # --- the request head and the answer's header, written and read without http.client's --
