@@ -23,6 +23,7 @@ Go behaviours reproduced here (all checked against Go 1.26's ``encoding/json``):
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterator
@@ -137,7 +138,6 @@ _WS = re.compile(r"[ \t\n\r]*")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _INT_LITERAL = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _STRING_CHUNK = re.compile(r'[^"\\\x00-\x1f]*')
-_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
 _SIMPLE_ESCAPES: Final = {
     '"': '"',
     "\\": "\\",
@@ -148,7 +148,18 @@ _SIMPLE_ESCAPES: Final = {
     "r": "\r",
     "t": "\t",
 }
-_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+@functools.cache
+def _hex4() -> re.Pattern[str]:
+    """Compiled at the first ``\\u`` escape (parameters seldom have one)."""
+    return re.compile(r"[0-9a-fA-F]{4}")
+
+
+@functools.cache
+def _surrogates() -> re.Pattern[str]:
+    """Compiled at the first string that is not ASCII."""
+    return re.compile("[\ud800-\udfff]")
 
 
 @final
@@ -279,7 +290,8 @@ class _Parser:
             if char == '"':
                 self.pos += 1
                 # Go reads bytes; a lone surrogate cannot be valid UTF-8 there.
-                return _SURROGATES.sub("\ufffd", "".join(parts))
+                value = "".join(parts)
+                return value if value.isascii() else _surrogates().sub("\ufffd", value)
             if char != "\\":
                 raise self.fail("no raw control characters inside a string (use an escape)")
             parts.append(self.escape())
@@ -304,7 +316,7 @@ class _Parser:
         return chr(first)
 
     def _hex4(self, at: int) -> int:
-        match = _HEX4.match(self.text, at)
+        match = _hex4().match(self.text, at)
         if match is None:
             raise self.fail("four hex digits after \\u", at)
         return int(match.group(), 16)

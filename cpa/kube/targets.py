@@ -15,6 +15,7 @@ replicas are written is its writer's business (:mod:`cpa.kube.writers`):
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Final
@@ -105,8 +106,25 @@ class Target:
 
 
 _SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_DNS1123_SUBDOMAIN = re.compile(_SUBDOMAIN)
-_RESOURCE_GROUP = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\." + _SUBDOMAIN)
+_LABEL_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+
+
+def is_dns1123_subdomain(name: str) -> bool:
+    """``name`` matches ``_SUBDOMAIN`` whole (the length limit is the caller's): labels of
+    lower-case letters, digits and '-', neither first nor last, joined by dots. A plain
+    check rather than the pattern: every start validates its targets, and compiling the
+    pattern cost ~0.4 ms of it."""
+    for label in name.split("."):
+        if not label or label[0] == "-" or label[-1] == "-" \
+                or not _LABEL_CHARACTERS.issuperset(label):
+            return False
+    return True
+
+
+@functools.cache
+def _resource_group() -> re.Pattern[str]:
+    """``RESOURCE.GROUP``, compiled for the first kind that is not a known one."""
+    return re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\." + _SUBDOMAIN)
 
 
 def parse_targets(text: str) -> tuple[tuple[Target, ...], list[str]]:
@@ -119,7 +137,7 @@ def parse_targets(text: str) -> tuple[tuple[Target, ...], list[str]]:
         item = raw.strip()
         kind, slash, name = item.partition("/")
         kind = ALIASES.get(kind, kind)
-        custom = (kind not in KINDS and _RESOURCE_GROUP.fullmatch(kind) is not None
+        custom = (kind not in KINDS and _resource_group().fullmatch(kind) is not None
                   and len(kind) <= 253)
         if not slash or (kind not in KINDS and not custom):
             problems.append(
@@ -131,7 +149,7 @@ def parse_targets(text: str) -> tuple[tuple[Target, ...], list[str]]:
         if not name:
             problems.append(f"--target: {item!r} has an empty name")
             continue
-        if len(name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(name):
+        if len(name) > 253 or not is_dns1123_subdomain(name):
             problems.append(
                 f"--target: {item!r}: {name!r} is not a valid object name (lower-case letters, "
                 "digits, '-' and '.'; separate several targets with commas, not spaces)")

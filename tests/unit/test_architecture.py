@@ -21,7 +21,7 @@ DOC = REPO / "docs" / "architecture.md"
 # What the pure core may use of the standard library: computing, no I/O, no clock.
 DECIDE_STDLIB = frozenset({"__future__", "array", "bisect", "collections", "dataclasses", "decimal",
                            "fractions", "math", "re", "typing"})
-GO_STDLIB = DECIDE_STDLIB | {"enum"}
+GO_STDLIB = DECIDE_STDLIB | {"enum", "functools"}  # functools: patterns compiled at first use
 
 
 def rule() -> dict[str, frozenset[str]]:

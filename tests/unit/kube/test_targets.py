@@ -8,6 +8,8 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cpa import logs
 from cpa.daemon.events import EventRecorder
@@ -17,7 +19,16 @@ from cpa.decide.decision import Decision
 from cpa.decide.steps import Step
 from cpa.kube.discovery import ResolveError, resolve
 from cpa.kube.hpafloor import ensure_floor, hpa_floor
-from cpa.kube.targets import Current, Kind, ScaleResult, Target, parse_targets, scale_path
+from cpa.kube.targets import (
+    _SUBDOMAIN,
+    Current,
+    Kind,
+    ScaleResult,
+    Target,
+    is_dns1123_subdomain,
+    parse_targets,
+    scale_path,
+)
 from cpa.kube.writers import ensure_replicas, read_current, writer_for
 from cpa.nodes.counts import ClusterCounts
 from cpa.tools.explain import TargetView, target_steps
@@ -243,3 +254,21 @@ def test_a_target_is_the_same_target_resolved_or_not() -> None:
         "namespaced=True))")
     assert repr(HPA) == "Target(kind='horizontalpodautoscaler', name='coredns', resolved=None)"
     assert str(resolved) == "clones.example.com/x"
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="ab09-._Z /", max_size=12) | st.from_regex(_SUBDOMAIN, fullmatch=True))
+def test_the_name_check_is_the_dns1123_subdomain_pattern(name: str) -> None:
+    """A target's name is checked without compiling the pattern at every start; the check
+    is the pattern's full match (hypothesis, with the pattern's own names among the cases)."""
+    assert is_dns1123_subdomain(name) == (re.fullmatch(_SUBDOMAIN, name) is not None)
+
+
+@pytest.mark.parametrize("name", ["coredns", "a", "a-b.c-d", "0.0", "x" * 63])
+def test_valid_names_pass(name: str) -> None:
+    assert is_dns1123_subdomain(name)
+
+
+@pytest.mark.parametrize("name", ["", "-a", "a-", "a..b", ".a", "a.", "A", "a_b", "a b", "é"])
+def test_invalid_names_fail(name: str) -> None:
+    assert not is_dns1123_subdomain(name)
