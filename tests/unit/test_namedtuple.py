@@ -4,6 +4,8 @@ annotations at run time (that check was two thirds of a record class's creation)
 from __future__ import annotations
 
 import ast
+import collections
+import inspect
 import pickle
 import typing
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Any, Generic, TypeVar
 
 import pytest
 
+from cpa import namedtuple as ours_module
 from cpa.namedtuple import NamedTuple
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,3 +152,42 @@ def test_cpa_records_use_ours() -> None:
                     node.value, ast.Name) and node.value.id == "typing":
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert found == [], "use cpa.namedtuple.NamedTuple"
+
+
+@pytest.mark.parametrize("fields", [(), ("a",), ("a", "b"), ("name", "rv", "x", "y", "z")])
+@pytest.mark.parametrize("defaults", [(), (1,), (1, 2)])
+def test_the_class_builder_is_collections_namedtuple(fields: tuple[str, ...],
+                                                     defaults: tuple[int, ...]) -> None:
+    """Field by field, method by method: the ``__new__`` made from a code compiled once
+    for the number of fields (not from source for each class) is collections'."""
+    defaults = defaults[:len(fields)]
+    built = ours_module._namedtuple("Rec", fields, defaults, __name__)  # type: ignore[attr-defined]
+    make: Any = collections.namedtuple  # fields given at run time
+    made = make("Rec", fields, defaults=list(defaults), module=__name__)
+    for attr in ("_fields", "_field_defaults", "__doc__", "__module__", "__match_args__",
+                 "__slots__", "__name__", "__qualname__"):
+        assert getattr(built, attr) == getattr(made, attr), attr
+    for name in ("__new__", "_replace", "__repr__", "_asdict", "__getnewargs__"):
+        ours, theirs = getattr(built, name), getattr(made, name)
+        for attr in ("__name__", "__qualname__", "__doc__", "__defaults__"):
+            assert getattr(ours, attr) == getattr(theirs, attr), (name, attr)
+    assert built.__new__.__module__ == made.__new__.__module__  # the others are defined here
+    assert inspect.signature(built.__new__) == inspect.signature(made.__new__)
+    assert built._make.__doc__ == made._make.__doc__
+    for name in fields:
+        assert vars(built)[name].__doc__ == vars(made)[name].__doc__
+        assert type(vars(built)[name]) is type(vars(made)[name])
+    values = tuple(range(10, 10 + len(fields)))
+    assert built(*values) == made(*values) and repr(built(*values)) == repr(made(*values))
+    assert built(**dict(zip(fields, values, strict=True))) == values
+    if fields:
+        with pytest.raises(TypeError) as ours_error:
+            built(*values, 99)
+        with pytest.raises(TypeError) as theirs_error:
+            made(*values, 99)
+        assert str(ours_error.value) == str(theirs_error.value)
+
+
+def test_a_field_with_an_underscore_is_refused_as_collections_does() -> None:
+    with pytest.raises(ValueError, match="cannot start with an underscore"):
+        ours_module._namedtuple("Rec", ("_a",), (), __name__)  # type: ignore[attr-defined]
