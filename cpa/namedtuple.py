@@ -8,8 +8,9 @@ this project's ~45 record classes on the way to the first write (``python -X imp
 Nothing at run time reads those checked annotations; a type checker reads the source.
 
 So type checkers see :class:`typing.NamedTuple` itself, and the interpreter this module's
-class statement hook, which builds the same class as typing does (the same
-``collections.namedtuple``, its defaults, methods, docstring and ``Generic`` parameters;
+class statement hook, which builds the same class as typing does (what
+``collections.namedtuple`` builds, without compiling a ``__new__`` from source for each
+class: see :func:`_namedtuple`; its defaults, methods, docstring and ``Generic`` parameters;
 the same errors for a field without a default after one with, and for an overwritten
 namedtuple attribute), with the annotations kept as written: ``typing.get_type_hints``
 resolves them as it does any class's. Only the class statement form is provided (the
