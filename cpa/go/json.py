@@ -530,7 +530,13 @@ _HTML_UNSAFE_ESCAPES: Final = {
     "\u2028": "\\u2028",
     "\u2029": "\\u2029",
 }
-_NEEDS_ESCAPE = re.compile('["\\\\\x00-\x1f<>&\u2028\u2029\ud800-\udfff]')
+_PLAIN_UNSAFE = ('"', "\\", "<", ">", "&")  # printable ASCII that Go escapes
+
+
+@functools.cache
+def _needs_escape() -> re.Pattern[str]:
+    """Compiled at the first string with something to escape or outside printable ASCII."""
+    return re.compile('["\\\\\x00-\x1f<>&\u2028\u2029\ud800-\udfff]')
 
 
 def _escape_char(match: re.Match[str]) -> str:
@@ -543,8 +549,12 @@ def _escape_char(match: re.Match[str]) -> str:
 
 
 def _encode_string(text: str) -> str:
-    """Quote a string like Go's encoder with HTML escaping on (``<`` -> ``\\u003c``)."""
-    return '"' + _NEEDS_ESCAPE.sub(_escape_char, text) + '"'
+    """Quote a string like Go's encoder with HTML escaping on (``<`` -> ``\\u003c``).
+    Printable ASCII without ``"``, ``\\``, ``<``, ``>`` or ``&`` (the parameters' keys and
+    names) needs nothing escaped: checked without the pattern."""
+    if text.isascii() and text.isprintable() and not any(c in text for c in _PLAIN_UNSAFE):
+        return '"' + text + '"'
+    return '"' + _needs_escape().sub(_escape_char, text) + '"'
 
 
 def _marshal_scalar(value: JsonValue, where: Iterator[str]) -> str:

@@ -85,3 +85,24 @@ def test_run_turns_collection_off_and_back_on_when_it_returns(
         main.run([])
     assert during == [False]
     assert gc.isenabled()
+
+
+def test_a_cpva_command_line_handed_over_collects_as_usual(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The image's autoscaler script starts with collection off; a CPVA command line goes
+    on to the vertical daemon, which has no first poll to turn it back on."""
+    from cpa import cli
+    from cpa.vertical.daemon import main as vertical
+
+    during: list[bool] = []
+
+    def run_vertical(argv: Any, prog: str) -> int:
+        during.append(gc.isenabled())
+        return 0
+
+    monkeypatch.setattr(vertical, "run_vertical", run_vertical)
+    monkeypatch.setattr("sys.argv", ["cluster-proportional-autoscaler", "--default-config={}"])
+    gc.disable()
+    with pytest.raises(SystemExit):
+        cli.daemon_main()
+    assert during == [True]

@@ -355,3 +355,12 @@ def test_go_marshal(text: str, expected: str) -> None:
 def test_go_marshal_rejects_float_overflow() -> None:
     with pytest.raises(GoJsonError, match="out of range"):
         go_marshal(parse('{"a":[1e400]}'))
+
+
+@given(st.text() | st.text(alphabet='ab"\\<>&\x7f\x1f\u2028\ud800 '))
+def test_a_string_needing_no_escape_is_quoted_as_the_pattern_quotes_it(text: str) -> None:
+    """Printable ASCII skips the escaping pattern; every string is quoted as through it."""
+    from cpa.go import json as go_json
+
+    through = '"' + go_json._needs_escape().sub(go_json._escape_char, text) + '"'
+    assert go_json._encode_string(text) == through
