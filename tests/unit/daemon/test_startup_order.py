@@ -66,7 +66,7 @@ LATER = ("cpa.nodes.store", "cpa.nodes.watch", "cpa.nodes.proto", "cpa.runtime.h
          "cpa.daemon.loop", "cpa.decide.decision")
 NEVER = ("dataclasses", "inspect", "urllib.parse", "ipaddress", "encodings.idna",
          "cpa.kube.selector", "structlog", "prometheus_client", "fractions", "decimal",
-         "fnmatch",
+         "fnmatch", "random",
          # the opt-in keys' modules, without those keys in the parameters:
          "cpa.decide.behavior", "cpa.decide.windows", "cpa.decide.load", "cpa.decide.zones",
          "cpa.nodes.placement")
