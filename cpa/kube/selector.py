@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 
+from cpa.kube.targets import is_dns1123_subdomain
 from cpa.namedtuple import NamedTuple
 
 _NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _SPECIAL = set(" \t\r\n,=!()<>")
 
 
@@ -32,7 +32,7 @@ class Requirement(NamedTuple):
 
 def _check_key(key: str) -> None:
     prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix)):
+    if slash and (not prefix or len(prefix) > 253 or not is_dns1123_subdomain(prefix)):
         raise SelectorError(f"invalid label key {key!r}: the prefix must be a DNS subdomain")
     if not name or len(name) > 63 or not _NAME.fullmatch(name):
         raise SelectorError(

@@ -839,16 +839,13 @@ class Response:
                 first = self._read1(fp.read1, amt)
                 try:
                     yield from _dechunked(_direct_read(sock, amt), first)
-                except TimeoutError as exc:
-                    raise self._timeout() from exc
-                except ValueError as exc:  # the socket was closed by shutdown()
-                    if self._expired():
-                        raise _deadline_error() from exc
-                    raise ConnectError(f"the connection was closed: {exc}") from exc
-                except (OSError, ProtocolError) as exc:
-                    if isinstance(exc, ConnectError | IncompleteBody) or not self._expired():
+                except (ConnectError, IncompleteBody):
+                    raise  # the dechunker's own, as on the reader's path
+                except (ValueError, OSError, ProtocolError) as exc:
+                    failure = self._read_failure(exc)
+                    if failure is exc:
                         raise
-                    raise _deadline_error() from exc
+                    raise failure from exc
         except IncompleteBody as exc:
             if self._expired():
                 raise _deadline_error() from exc
@@ -858,16 +855,24 @@ class Response:
     def _read1(self, read1: Callable[[int], bytes], amt: int) -> bytes:
         try:
             return read1(amt)
-        except TimeoutError as exc:
-            raise self._timeout() from exc
-        except ValueError as exc:  # read from a response closed by shutdown()
-            if self._expired():
-                raise _deadline_error() from exc
-            raise ConnectError(f"the connection was closed: {exc}") from exc
-        except (OSError, ProtocolError) as exc:
-            if self._expired():
-                raise _deadline_error() from exc
-            raise
+        except (ValueError, OSError, ProtocolError) as exc:
+            failure = self._read_failure(exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+
+    def _read_failure(self, exc: Exception) -> Exception:
+        """What a failed read of the body raises, whichever path read it: the deadline's
+        error once the deadline passed (the pool shut the socket down to end the read),
+        else a timeout as ours and a read from a closed response (``ValueError``) as a
+        closed connection; anything else as it was."""
+        if isinstance(exc, TimeoutError):
+            return self._timeout()
+        if self._expired():
+            return _deadline_error()
+        if isinstance(exc, ValueError):
+            return ConnectError(f"the connection was closed: {exc}")
+        return exc
 
     def _expired(self) -> bool:
         if self._over is not None:

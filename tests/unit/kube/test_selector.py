@@ -18,6 +18,9 @@ from cpa.kube.selector import Requirement, SelectorError, parse_selector
     ("node-role.kubernetes.io/worker=true",
      (Requirement("node-role.kubernetes.io/worker", "=", ("true",)),)),
     ("cpus>4", (Requirement("cpus", ">", ("4",)),)),
+    ("a-b.c9.io/k", (Requirement("a-b.c9.io/k", "exists", ()),)),
+    ("x" * 63 + "." + "y" * 189 + "/k=v",
+     (Requirement("x" * 63 + "." + "y" * 189 + "/k", "=", ("v",)),)),
     ("a=", (Requirement("a", "=", ("",)),)),
     (" a = b , c ", (Requirement("a", "=", ("b",)), Requirement("c", "exists", ()))),
 ])
@@ -27,7 +30,9 @@ def test_valid(text: str, expected: tuple[Requirement, ...]) -> None:
 
 @pytest.mark.parametrize("text", [
     "a==b==c", "a=b,", ",a", "a b", "a in b", "a in (b", "-a=b", "a=-b", "a>b",
-    "Bad_Prefix.com/x=y", "/x=y", "a=" + "v" * 64, "k" * 64, "a=b c", "(a)", "a<>b",
+    "Bad_Prefix.com/x=y", "/x=y", "a..b/x=y", ".a/x=y", "a./x=y", "-a.io/x=y",
+    "a-.io/x=y", "a.-b/x=y", "A.io/x=y", "a_b/x=y", "x" * 63 + "." + "y" * 190 + "/k=v",
+    "a=" + "v" * 64, "k" * 64, "a=b c", "(a)", "a<>b",
 ])
 def test_invalid(text: str) -> None:
     with pytest.raises(SelectorError):
