@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from cpa import VERSION_TEXT
+from cpa import VERSION_TEXT, redact
 from cpa.go.pflag import EXIT_INVALID, EXIT_USAGE
 from cpa.runtime.startup import usage_exit
 
@@ -114,7 +114,7 @@ def _drop_output() -> None:
 
 def _say(prog: str, message: str) -> None:
     with contextlib.suppress(OSError, ValueError):
-        print(f"{prog}: {message}", file=sys.stderr)
+        print(f"{prog}: {redact.scrub(message)}", file=sys.stderr)
 
 
 _CPA_USAGE = """usage: cpa [--version] <command> [flags]

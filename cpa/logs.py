@@ -33,6 +33,8 @@ import time
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
+from cpa import redact
+
 _verbosity = 0
 _format = "text"
 _ready = False  # structlog imported and configured for _format
@@ -158,8 +160,13 @@ def _setup() -> None:
 
     import structlog
 
+    render = json_line if _format == "json" else logfmt
+
+    def scrubbed(logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
+        return redact.scrub(render(logger, name, event))
+
     structlog.configure(
-        processors=[_stamp, json_line if _format == "json" else logfmt],
+        processors=[_stamp, scrubbed],
         wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
         logger_factory=_stderr_logger,
         cache_logger_on_first_use=True,

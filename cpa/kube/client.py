@@ -20,6 +20,7 @@ counts as ``Retry-After: 1``), within the same 10 tries and the deadline. A writ
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
@@ -39,6 +40,7 @@ from cpa.kube.transport import (
     ProtocolError,
     ReadTimeoutError,
     Sent,
+    field_value_problem,
     probable_eof,
 )
 from cpa.kube.wire import JSON, api_error
@@ -157,6 +159,11 @@ class KubeApi:
             raise ApiError(0, "Unauthorized", f"no credentials for the API server: {exc}"
                            ) from exc
         if auth:
+            problem = field_value_problem(auth)
+            if problem is not None:  # an auth-provider's token: the others are checked
+                raise ApiError(0, "Unauthorized",  # where they are read
+                               f"the credentials for the API server from {self.conn.source} "
+                               f"cannot be sent: the Authorization header {problem}")
             headers["Authorization"] = auth
         if content_type:
             headers["Content-Type"] = content_type
@@ -301,7 +308,7 @@ class KubeApi:
                 sent = self._pool.send("GET", path, body=None, headers=headers,
                                        connect_timeout=CONNECT_TIMEOUT, read_timeout=limit,
                                        deadline=end)
-            except (OSError, ProtocolError):  # OSError: timeouts and ConnectError too
+            except Exception:
                 return
             ahead = _Ahead(sent, headers, limit, end, now + fresh_for)
             if self._ahead.setdefault(path, ahead) is not ahead:
@@ -330,7 +337,7 @@ class KubeApi:
                 sent = self._pool.send("GET", target, body=None, headers=headers,
                                        connect_timeout=min(CONNECT_TIMEOUT, self.timeout),
                                        read_timeout=read_timeout)
-            except (OSError, ProtocolError):  # OSError: timeouts and ConnectError too
+            except Exception:
                 ahead.ready.set()
                 return
             with self._lock:
@@ -373,10 +380,13 @@ class KubeApi:
         SIGTERM for a connect timeout, and a request that comes first makes its own
         connection."""
         def run() -> None:
-            if reads:
-                self.send_ahead(reads, fresh_for)
-            if count:
-                self._pool.preconnect(count, min(CONNECT_TIMEOUT, self.timeout))
+            # Ahead of time only: whatever fails here, the requests themselves meet again
+            # and report; this thread must not end the process's hopes with a traceback.
+            with contextlib.suppress(Exception):
+                if reads:
+                    self.send_ahead(reads, fresh_for)
+                if count:
+                    self._pool.preconnect(count, min(CONNECT_TIMEOUT, self.timeout))
 
         threading.Thread(target=run, name="preconnect", daemon=True).start()
 

@@ -20,7 +20,9 @@ import ssl
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from cpa.kube.tokenfile import FileToken, TokenFileError
+from cpa import redact
+from cpa.kube.tokenfile import FileToken
+from cpa.kube.transport import field_value_problem
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -104,10 +106,8 @@ def in_cluster() -> Connection:
     if ":" in host:
         host = f"[{host}]"
     token = FileToken(token_path)
-    try:
-        token()
-    except TokenFileError as exc:
-        raise ConfigError(f"the service account's {exc}") from None
+    # A token file that holds no usable token is not fatal: each request says why it has
+    # no credentials (and /last-poll with it), and the first good token is used at once.
     return Connection(f"https://{host}:{port}",
                       _context(ca_path, None, False, f"the service account's {ca_path}"),
                       token, "in-cluster", unauthorized=token.unauthorized)
@@ -134,6 +134,32 @@ def _describe(value: object) -> str:
     return f"the {type(value).__name__} {value}"
 
 
+_SECRET_FIELDS = frozenset({"token", "password", "client-key-data", "value"})
+"""Fields whose value an error never shows, only its type (an exec plugin's ``env``
+``value`` may hold a secret too)."""
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, list):
+        return "list"
+    return "map" if isinstance(value, dict) else type(value).__name__
+
+
+def yaml_problem(exc: Exception) -> str:
+    """A YAML error's problem and where it is, without the snippet of the file PyYAML
+    quotes (that line may hold a token)."""
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if not problem:
+        return "it is not valid YAML"
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{problem}{where}"
+
+
 class _Fields:
     """One object of a kubeconfig (the file, a cluster, a user, a context), its fields read
     with the types client-go's ``clientcmd/api/v1`` gives them. client-go refuses a file
@@ -152,7 +178,8 @@ class _Fields:
         return f"{self.where}.{key}" if self.where else key
 
     def _wrong(self, key: str, want: str, value: object) -> ConfigError:
-        return self.error(f"{self._at(key)} must be {want}, not {_describe(value)} "
+        shown = f"a {_kind(value)}" if key in _SECRET_FIELDS else _describe(value)
+        return self.error(f"{self._at(key)} must be {want}, not {shown} "
                           "(client-go refuses this kubeconfig too)")
 
     def has(self, key: str) -> bool:
@@ -284,8 +311,7 @@ def from_kubeconfig(path: str, context_name: str = "") -> Connection:
     except OSError as exc:
         raise ConfigError(f"cannot read kubeconfig {file}: {exc}") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"cannot read kubeconfig {file}: {' '.join(str(exc).split())}"
-                          ) from exc
+        raise ConfigError(f"cannot read kubeconfig {file}: {yaml_problem(exc)}") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"kubeconfig {file} is not a map of fields ({_describe(doc)})")
     top = _Fields(doc, "", file)
@@ -321,17 +347,29 @@ def from_kubeconfig(path: str, context_name: str = "") -> Connection:
     if exec_stanza is not None:
         _use_exec_plugin(conn, exec_stanza, cluster, base)
     elif user.string("token"):
-        header = f"Bearer {user.string('token')}"
+        header = f"Bearer {_sendable(user, 'token')}"
         conn.authorization = lambda: header
     elif user.string("tokenFile"):
         source = FileToken(_resolve(base, user.string("tokenFile")))
         conn.authorization, conn.unauthorized = source, source.unauthorized
     elif user.string("username") or user.string("password"):
+        redact.remember(user.string("password"))
         basic = base64.b64encode(
             f"{user.string('username')}:{user.string('password')}".encode()).decode()
         header = f"Basic {basic}"
         conn.authorization = lambda: header
     return conn
+
+
+def _sendable(user: _Fields, key: str) -> str:
+    """A credential of the kubeconfig, remembered for :func:`cpa.redact.scrub`; one that
+    cannot be sent in a header is an error naming the field and the byte, not the value."""
+    value = user.string(key)
+    redact.remember(value)
+    problem = field_value_problem(value)
+    if problem is not None:
+        raise user.error(f"{user.where}.{key} {problem}: it must be the token alone")
+    return value
 
 
 def _use_exec_plugin(conn: Connection, stanza: _Fields, cluster: _Fields, base: Path) -> None:
@@ -493,7 +531,9 @@ def _read_doc(path: Path) -> dict[str, Any]:
 
     try:
         doc = yaml.safe_load(path.read_text()) or {}
-    except (OSError, ValueError, yaml.YAMLError) as exc:
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"cannot read kubeconfig {path}: {yaml_problem(exc)}") from None
+    except (OSError, ValueError) as exc:
         detail = " ".join(str(exc).split())
         raise ConfigError(f"cannot read kubeconfig {path}: {detail}") from None
     if not isinstance(doc, dict):
@@ -611,7 +651,7 @@ def checked(shown: str, connect: Callable[[], Connection]) -> Connection:
     except ConfigError:
         raise
     except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
-        detail = " ".join(str(exc).split())[:300] or "a field has the wrong type"
+        detail = redact.scrub(" ".join(str(exc).split()))[:300] or "a field has the wrong type"
         raise ConfigError(f"kubeconfig {shown} cannot be used: {detail}") from None
 
 

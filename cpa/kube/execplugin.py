@@ -30,6 +30,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from cpa import redact
+from cpa.kube.transport import field_value_problem
+
 API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 INTERACTIVE_MODES = ("Never", "IfAvailable", "Always")
 RUN_SECONDS = 60.0  # a plugin that has not answered in a minute is stuck
@@ -171,9 +174,9 @@ class ExecPlugin:
         try:
             doc = json.loads(stdout)
         except ValueError as exc:
-            raise PluginError(f"exec plugin {name} printed no ExecCredential JSON ({exc}): "
-                              f"{_one_line(stdout.decode('utf-8', 'replace'), 120)!r}"
-                              ) from None
+            # Not what it printed: a credential cut short is still a credential.
+            raise PluginError(f"exec plugin {name} printed {len(stdout)} bytes that are not "
+                              f"ExecCredential JSON ({exc})") from None
         if not isinstance(doc, dict):
             raise PluginError(f"exec plugin {name} printed JSON that is not an object")
         if doc.get("apiVersion") != self.config.api_version:
@@ -187,6 +190,12 @@ class ExecPlugin:
         cert, key = status.get("clientCertificateData"), status.get("clientKeyData")
         if not isinstance(token, str):
             raise PluginError(f"exec plugin {name}: status.token must be a string")
+        redact.remember(token)
+        redact.remember(key if isinstance(key, str) else None)
+        problem = field_value_problem(token)
+        if problem is not None:
+            raise PluginError(f"exec plugin {name} answered a status.token that {problem}: "
+                              "it cannot be sent")
         if bool(cert) != bool(key) or not (token or cert):
             raise PluginError(f"exec plugin {name} returned neither a token nor a client "
                               "certificate and key")

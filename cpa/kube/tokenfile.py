@@ -18,16 +18,22 @@ The rules are :func:`reason_to_read`, pure; :class:`FileToken` does the I/O.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from cpa import logs
+from cpa import logs, redact
+from cpa.kube.transport import field_value_problem
 from cpa.namedtuple import NamedTuple
 
 TOKEN_REREAD_SECONDS = 60.0  # client-go's period for a file token source
+MAX_TOKEN_BYTES = 64 * 1024
+"""A token file larger than this is not a token (a wrong path, a log file): refused, not
+read whole into every request's header."""
 
 
 class TokenFileError(Exception):
@@ -66,10 +72,40 @@ def reason_to_read(*, cached: bool, refused: bool, stamp: Stamp | None,
     return None
 
 
-def token_of(data: bytes) -> str:
-    """The token a file's bytes hold: stripped of surrounding whitespace, as client-go does;
-    empty when the file holds none."""
-    return data.decode("utf-8", "replace").strip()
+def token_of(data: bytes) -> tuple[str, str | None]:
+    """The token a file's bytes hold, stripped of surrounding whitespace as client-go does
+    (empty when the file holds none), and why it cannot be sent, else None: a second line
+    (a comment written under the token) or any other control character would end the
+    header early, so it is refused by the byte where it is, never sent and never shown."""
+    token = data.strip()
+    problem = field_value_problem(token, offset=len(data) - len(data.lstrip()))
+    return token.decode("ascii", "replace"), problem
+
+
+def read_regular_file(path: str, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the regular file at ``path`` (symlinks followed). Anything
+    else is refused at once rather than read: a FIFO would block the reader until someone
+    writes to it, a device could be endless."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(limit)
+    finally:
+        os.close(fd)
+
+
+def _problem(path: str, token: str, unsendable: str | None) -> str | None:
+    """Why the token read from ``path`` is not usable, in the operator's words."""
+    if unsendable is not None:
+        return (f"token file {path} {unsendable}: it must hold the token alone (no second "
+                "line, no comment)")
+    if len(token) > MAX_TOKEN_BYTES:
+        return f"token file {path} is larger than {MAX_TOKEN_BYTES} bytes: not a token"
+    if not token:
+        return f"token file {path} is empty"
+    return None
 
 
 class FileToken:
@@ -139,13 +175,13 @@ class FileToken:
         self._read_at, self._read_stamp, self._refused = now, stamp, False
         problem: str | None
         try:
-            with open(self._path, "rb") as fh:
-                token = token_of(fh.read())
+            token, unsendable = token_of(read_regular_file(self._path, MAX_TOKEN_BYTES + 1))
         except OSError as exc:
             token, problem = "", f"cannot read token file {self._path}: {exc.strerror or exc}"
         else:
-            problem = None if token else f"token file {self._path} is empty"
+            problem = _problem(self._path, token, unsendable)
         if problem is None:
+            redact.remember(token)
             if self._unusable is not None:
                 said.append({"became": "usable", "after": self._unusable})
             self._header, self._unusable = f"Bearer {token}", None

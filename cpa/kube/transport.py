@@ -592,7 +592,7 @@ def _fields_of(lines: list[str]) -> _Fields:
 
 
 _BAD_TARGET = re.compile(r"[\x00-\x20\x7f]")
-_BAD_VALUE = re.compile(r"[\r\n\x00]")
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _BODY_METHODS = ("POST", "PUT", "PATCH")
 
 
@@ -603,13 +603,41 @@ def _host_field(conn: _Connection) -> str:
     return host if conn.port == 80 else f"{host}:{conn.port}"
 
 
+def field_value_problem(value: str | bytes, offset: int = 0) -> str | None:
+    """Why ``value`` cannot be sent as a header field's value, else None: a line break
+    or another control character (Go's ``net/http`` refuses the same, tab aside), or a
+    character that is not ASCII. The reason names the byte (``offset`` more, for a value
+    read from a file after leading whitespace), never the value: a field may be a
+    credential."""
+    data = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+    if data.isascii() and not _CONTROL.search(data):
+        return None
+    for index, byte in enumerate(data, offset):
+        if byte in (0x0A, 0x0D):
+            return f"contains a line break at byte {index}"
+        if (byte < 0x20 and byte != 0x09) or byte == 0x7F:
+            return f"contains a control character (0x{byte:02x}) at byte {index}"
+        if byte > 0x7F:
+            return f"contains a character that is not ASCII at byte {index}"
+    return None
+
+
+class HeaderError(ValueError):
+    """A header field that cannot be sent; the message names the field, not its value."""
+
+
 def _field_lines(headers: Mapping[str, Any]) -> str:
-    """The caller's fields as header lines, each value refused if it could end the line."""
+    """The caller's fields as header lines, each value refused if it could end the line
+    or is not ASCII; the error names the field and the reason, never the value."""
     parts = []
     for name, value in headers.items():
         value = str(value)
-        if _BAD_VALUE.search(value) or _BAD_TARGET.search(name):
-            raise ValueError(f"Invalid header {name!r}: {value!r}")
+        if _BAD_TARGET.search(name):
+            raise HeaderError(f"a header name with a control character or a space: "
+                              f"{name[:40]!r}")
+        problem = field_value_problem(value)
+        if problem is not None:
+            raise HeaderError(f"the {name} header's value {problem}: not sent")
         parts.append(f"{name}: {value}\r\n")
     return "".join(parts)
 

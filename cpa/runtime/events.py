@@ -17,12 +17,16 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from cpa import logs
+from cpa import logs, redact
 from cpa.kube.api import Api, ApiError
 
 __all__ = ["NOTE_LIMIT", "RETRY_FORBIDDEN_SECONDS", "EventSink"]
 
 NOTE_LIMIT = 1024  # the API refuses longer notes
+
+
+def _fit(note: str) -> str:
+    return note if len(note) <= NOTE_LIMIT else note[:NOTE_LIMIT - 3] + "..."
 RETRY_FORBIDDEN_SECONDS = 3600.0
 RBAC_HINT = ("grant create on events.k8s.io events in this namespace (see "
              "manifests/examples/events-rbac.yaml), or drop --events; {what} goes on "
@@ -65,7 +69,7 @@ class EventSink:
             "reportingInstance": self._instance,
             "action": action, "reason": reason, "type": type_,
             "regarding": dict(regarding),
-            "note": note if len(note) <= NOTE_LIMIT else note[:NOTE_LIMIT - 3] + "...",
+            "note": _fit(redact.scrub(note)),
         }
         try:
             self._api.send_json(

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from cpa import logs
+from cpa import logs, redact
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 TEXT = "text/plain; charset=utf-8"
@@ -303,7 +303,8 @@ class HealthServer:
             error = self._state.error
             if error is None:
                 return 200, b"", None
-            return 500, f"Encountered error at last poll cycle: {error}".encode(), TEXT
+            text = redact.scrub(f"Encountered error at last poll cycle: {error}")
+            return 500, text.encode(), TEXT
         if path == "/metrics" and self._metrics is not None:
             try:
                 return 200, self._metrics(), METRICS_CONTENT_TYPE

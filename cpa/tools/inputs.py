@@ -21,6 +21,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
+from cpa import redact
 from cpa.decide.defaults import default_params_to_data
 from cpa.decide.modes.mode import Params
 from cpa.decide.modes.registry import parse_configmap_data
@@ -393,7 +394,7 @@ def answer(prog: str, output: str, compute: Callable[[], tuple[str, int]]) -> in
         return _fail(prog, output, missing_module(exc))
     except Exception as exc:
         return _fail(prog, output, internal_error(exc))
-    print(out)
+    print(redact.scrub(out))
     return code
 
 
@@ -436,6 +437,7 @@ def internal_error(exc: BaseException) -> str:
 
 
 def _fail(prog: str, output: str, message: str) -> int:
+    message = redact.scrub(message)
     if output == "json":
         print(json.dumps({"error": message}))
     else:

@@ -15,6 +15,7 @@ import yaml
 
 from cpa.kube import config as kubeconfig
 from cpa.kube.config import ConfigError, from_kubeconfig, in_cluster
+from cpa.kube.tokenfile import TokenFileError
 
 
 @pytest.fixture(scope="module")
@@ -114,15 +115,24 @@ def test_in_cluster_reads_service_account_files(monkeypatch: pytest.MonkeyPatch,
     assert conn.authorization() == "Bearer t1"
 
 
-def test_an_empty_service_account_token_is_an_error_at_start(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tls: dict[str, Path]) -> None:
-    (tmp_path / "token").write_text("\n")
+@pytest.mark.parametrize(("content", "problem"), [
+    ("\n", "is empty"), ("CANARY-sa-token\n# rotated by ops\n", "line break at byte 15")])
+def test_an_unusable_service_account_token_is_said_by_each_request_until_it_is_fixed(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tls: dict[str, Path],
+        content: str, problem: str) -> None:
+    """The daemon starts, and every request fails naming the file and why (never its
+    content), until the kubelet writes a good token; then that one is used at once."""
+    (tmp_path / "token").write_text(content)
     (tmp_path / "ca.crt").write_bytes(tls["crt"].read_bytes())
     monkeypatch.setattr(kubeconfig, "SA_DIR", tmp_path)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
-    with pytest.raises(ConfigError, match=r"service account's token file .* is empty"):
-        in_cluster()
+    conn = in_cluster()
+    with pytest.raises(TokenFileError, match=problem) as info:
+        conn.authorization()
+    assert "CANARY" not in str(info.value)
+    (tmp_path / "token").write_text("good-token-0123\n")
+    assert conn.authorization() == "Bearer good-token-0123"
 
 
 def test_file_tokens_are_told_of_a_401(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -263,7 +273,7 @@ def test_a_missing_exec_plugin_gives_its_install_hint(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("body", "fragment"), [
-    ("print('hello')\n", "printed no ExecCredential JSON"),
+    ("print('hello')\n", "printed 6 bytes that are not ExecCredential JSON"),
     ("print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1beta1', "
      "'status': {'token': 't'}}))\n", "configured for API version"),
     ("print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'status': {}}))\n",
@@ -331,3 +341,49 @@ def test_v1beta1_plugins_default_to_if_available(tmp_path: Path) -> None:
                                         "command": command}}
     conn = from_kubeconfig(str(write_config(tmp_path, {"server": "https://h:1"}, user)))
     assert conn.authorization() == "Bearer t"
+
+
+# --- credentials never shown (issue 47, defect 1) -------------------------------------------
+
+CANARY = "CANARYsecret0123456789"
+
+
+@pytest.mark.parametrize(("user", "fragment"), [
+    ({"token": CANARY + "\n# rotated by ops"}, "token contains a line break at byte 22"),
+    ({"token": CANARY + "\x01"}, "token contains a control character (0x01) at byte 22"),
+    ({"token": 1234567890123}, "token must be a string, not a number"),
+    ({"password": 1234567890123, "username": "u"}, "password must be a string, not a number"),
+    ({"client-key-data": ["CANARY"]}, "client-key-data must be a string, not a list"),
+])
+def test_a_kubeconfig_credential_that_cannot_be_used_is_named_never_shown(
+        tmp_path: Path, user: dict[str, object], fragment: str) -> None:
+    path = write_config(tmp_path, {"server": "https://127.0.0.1:6443"}, user)
+    with pytest.raises(ConfigError) as info:
+        kubeconfig.load(str(path))
+    message = str(info.value)
+    assert fragment in message
+    assert "CANARY" not in message and "1234567890123" not in message
+
+
+def test_a_kubeconfig_that_is_not_yaml_is_named_without_its_lines(tmp_path: Path) -> None:
+    """PyYAML quotes the line it stopped at; that line may be a token's."""
+    path = tmp_path / "config"
+    path.write_text(f"users:\n- name: u\n  user:\n    token: {CANARY}\n      bad: [\n")
+    with pytest.raises(ConfigError, match=r"at line \d+, column \d+") as info:
+        kubeconfig.load(str(path))
+    assert "CANARY" not in str(info.value)
+
+
+@pytest.mark.parametrize("body", [
+    f"print('{{\"status\": {{\"token\": \"{CANARY}')\n",  # JSON cut short
+    "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', "
+    f"'kind': 'ExecCredential', 'status': {{'token': '{CANARY}\\n# second line'}}}}))\n",
+])
+def test_an_exec_plugins_unusable_token_is_refused_without_showing_it(
+        tmp_path: Path, body: str) -> None:
+    path = write_config(tmp_path, {"server": "https://h:1"}, exec_user(plugin(tmp_path, body)))
+    with pytest.raises(ConfigError) as info:
+        from_kubeconfig(str(path))
+    assert "CANARY" not in str(info.value)
+    assert "not ExecCredential JSON" in str(info.value) or \
+        "status.token that contains a line break at byte 22" in str(info.value)

@@ -7,7 +7,7 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -56,7 +56,63 @@ def test_when_the_file_is_read(cached: bool, refused: bool, stamp: Stamp | None,
     (b"abc\n", "abc"), (b"  abc \r\n", "abc"), (b"", ""), (b"\n\n \t", ""),
 ])
 def test_surrounding_whitespace_is_not_part_of_the_token(data: bytes, token: str) -> None:
-    assert token_of(data) == token
+    assert token_of(data) == (token, None)
+
+
+@pytest.mark.parametrize(("data", "problem"), [
+    (b"s3cr3t-token\n# rotated by ops\n", "contains a line break at byte 12"),
+    (b"\n  s3cr3t\r\nX-Injected: 1", "contains a line break at byte 9"),
+    (b"s3cr3t\x00more", "contains a control character (0x00) at byte 6"),
+    (b"s3cr3t\x7fmore", "contains a control character (0x7f) at byte 6"),
+    ("s3cr3t\u00e9".encode(), "contains a character that is not ASCII at byte 6"),
+    (b"\xff\xfe", "contains a character that is not ASCII at byte 0"),
+])
+def test_a_token_that_cannot_be_sent_is_named_by_its_byte(data: bytes, problem: str) -> None:
+    assert token_of(data)[1] == problem
+
+
+def test_a_token_with_a_second_line_is_refused_and_the_last_good_one_kept(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """client-go trims the file and Go refuses a header with a line break: here the file
+    is refused by name and byte, the last good token is sent meanwhile, and the file's
+    content is never shown."""
+    logs.configure(0, "json")
+    path = tmp_path / "token"
+    canary = "CANARYtokenFirst0123456789"
+    path.write_text(canary + "\n")
+    clock = [1000.0]
+    source = FileToken(path, clock=lambda: clock[0])
+    assert source() == f"Bearer {canary}"
+    path.write_text("CANARYtokenSecond0123456789\n# rotated by ops\n")
+    assert source() == f"Bearer {canary}"  # the last good token
+    err = capsys.readouterr().err
+    assert "token.file_unusable" in err and "contains a line break at byte 27" in err
+    assert "CANARY" not in err
+    path.write_text("CANARYtokenThird0123456789\n")
+    assert source() == "Bearer CANARYtokenThird0123456789"  # recovers by itself
+
+
+def test_a_token_file_that_never_held_a_sendable_token_says_why(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text("CANARYabcdef\nsecond line")
+    with pytest.raises(TokenFileError) as info:
+        FileToken(path)()
+    assert "contains a line break at byte 12" in str(info.value)
+    assert "CANARY" not in str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "huge"])
+def test_a_token_path_that_is_not_a_small_regular_file_is_refused_at_once(
+        tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "token"
+    if kind == "fifo":
+        os.mkfifo(path)  # opened for reading, a FIFO would wait for a writer
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes(b"a" * (tokenfile.MAX_TOKEN_BYTES + 10))
+    with pytest.raises(TokenFileError, match=r"not a regular file|larger than"):
+        FileToken(path)()
 
 
 class Counted:
@@ -123,12 +179,14 @@ def test_a_401_to_a_file_that_did_not_change_reads_it_once_per_401(tmp_path: Pat
     reads: list[int] = []
     source = FileToken(path)
 
-    def counting(file: str, mode: str) -> IO[bytes]:
+    real = tokenfile.read_regular_file
+
+    def counting(file: str, limit: int) -> bytes:
         reads.append(1)
-        return open(file, mode)
+        return real(file, limit)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(tokenfile, "open", counting, raising=False)
+        mp.setattr(tokenfile, "read_regular_file", counting)
         source()
         for _ in range(3):
             source.unauthorized("Bearer revoked")
