@@ -153,7 +153,7 @@ _DAEMON = "import sys; from cpa.cli import daemon_main; daemon_main()"
 # What a function's file says about the work it does, for the cProfile split (first match).
 _CATEGORIES = (
     ("http (http.client, email header parsing, sockets, TLS)",
-     ("http/client.py", "email/", "socket.py", "ssl.py", "selectors.py", "cpa/kube/transport.py",
+     ("http/client.py", "email/", "socket.py", "ssl.py", "selectors.py", "cpa/http/",
       "~:0:<method 'read'", "~:0:<method 'write'", "~:0:<method 'recv", "~:0:<method 'send",
       "<method 'sendall'", "<method 'readinto'", "<built-in method select.select>")),
     ("kube client (requests, JSON encode/decode)",

@@ -1,6 +1,6 @@
 """The one place that sends HTTP requests to the Kubernetes API server.
 
-Plain HTTP (:mod:`cpa.kube.transport`) rather than the generated client: the poll's objects are
+Plain HTTP (:mod:`cpa.http`) rather than the generated client: the poll's objects are
 tiny (a ConfigMap and a Scale per target) and the node watch must decode bytes straight into
 trimmed records; the generated models would cost tens of MiB to import and gigabytes to hold
 a large NodeList. Errors become :class:`ApiError` carrying the HTTP status and the server's
@@ -29,20 +29,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from cpa import __version__
+from cpa.http.errors import (
+    ConnectError,
+    DeadlineExceeded,
+    ProtocolError,
+    ReadTimeoutError,
+    probable_eof,
+)
+from cpa.http.message import field_value_problem
+from cpa.http.pool import MAX_IDLE, Pool, Sent
 from cpa.kube.api import RETRY_AFTER_CAP, ApiError, StreamResponse
 from cpa.kube.config import ConfigError, Connection
 from cpa.kube.tokenfile import TokenFileError
-from cpa.kube.transport import (
-    MAX_IDLE,
-    ConnectError,
-    DeadlineExceeded,
-    Pool,
-    ProtocolError,
-    ReadTimeoutError,
-    Sent,
-    field_value_problem,
-    probable_eof,
-)
 from cpa.kube.wire import JSON, api_error
 from cpa.namedtuple import NamedTuple
 
@@ -439,7 +437,7 @@ class KubeApi:
         ``release_conn()`` it. A watch has no deadline (``read_timeout`` bounds each read);
         an error answer's ``Retry-After`` is in the :class:`ApiError`, for the caller's
         backoff. ``pace``: read the body at most one wake-up per ``pace`` seconds while it
-        keeps coming (:meth:`cpa.kube.transport.Pool.request`).
+        keeps coming (:meth:`cpa.http.pool.Pool.request`).
         """
         target = _target(path, query)
         ahead = self._take_stream_ahead(target, accept, read_timeout, deadline, pace)

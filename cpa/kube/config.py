@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cpa import redact
+from cpa.http.message import field_value_problem
 from cpa.kube.tokenfile import FileToken
-from cpa.kube.transport import field_value_problem
 
 if TYPE_CHECKING:
     from pathlib import Path

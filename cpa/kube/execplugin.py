@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from cpa import redact
-from cpa.kube.transport import field_value_problem
+from cpa.http.message import field_value_problem
 
 API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 INTERACTIVE_MODES = ("Never", "IfAvailable", "Always")

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cpa import logs, redact
-from cpa.kube.transport import field_value_problem
+from cpa.http.message import field_value_problem
 from cpa.namedtuple import NamedTuple
 
 TOKEN_REREAD_SECONDS = 60.0  # client-go's period for a file token source

@@ -28,8 +28,8 @@ from cpa.decide.windows import Sample
 from cpa.kube.api import Api, ApiError
 from cpa.kube.pods import ReadyPod, list_ready_pods, read_selection
 from cpa.load.exposition import ExpositionError, parse_family
-from cpa.load.fetch import Answer, Request, fetch_all
-from cpa.load.prometheus import PrometheusError, instant
+from cpa.load.pages import Answer, PodPages, Request
+from cpa.load.prometheus import PrometheusClient, PrometheusError
 from cpa.load.rates import CounterBook, estimate
 from cpa.namedtuple import NamedTuple
 
@@ -88,6 +88,8 @@ class Scraper:
         self._metric_seen = False  # some Pod's page has had the metric
         self._unseen_logged = False
         self._duration = 0.0
+        self._prometheus: PrometheusClient | None = None
+        self._pages = PodPages(clock)
         self._log = logs.get_logger("load")
 
     @property
@@ -110,9 +112,14 @@ class Scraper:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop now: the fetches in flight are cut, so the thread ends at once and never
+        outlives the key that started it."""
         self._stop.set()
+        self._pages.close()
+        if self._prometheus is not None:
+            self._prometheus.close()
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=1)
 
     def status(self) -> ScrapeStatus:
         with self._lock:
@@ -175,9 +182,14 @@ class Scraper:
 
     def _query(self, load: Load, started: float) -> Sample | None:
         assert load.prometheus is not None
+        client = self._prometheus
+        if client is None or client.source != load.prometheus:
+            if client is not None:
+                client.close()
+            client = self._prometheus = PrometheusClient(load.prometheus)
         try:
             ready = read_selection(self._api, self._scale_path).replicas
-            rate = instant(load.prometheus, load.scrape_timeout_seconds)
+            rate = client.instant(load.scrape_timeout_seconds)
         except ApiError as exc:
             self._count("scale")
             self._record_fault("scale", f"cannot read {self._target}'s scale: {exc}")
@@ -223,9 +235,9 @@ class Scraper:
                 f"no Ready Pod matches {self._target}'s selector {self._selector!r}"))
             return None
         by_uid = {pod.uid: pod for pod in pods}
-        answers = fetch_all([Request(pod.uid, pod.ip, load.port, load.path) for pod in pods],
-                            load.max_concurrent_scrapes, load.scrape_timeout_seconds,
-                            clock=self._clock)
+        answers = self._pages.fetch_all(
+            [Request(pod.uid, pod.ip, load.port, load.path) for pod in pods],
+            load.max_concurrent_scrapes, load.scrape_timeout_seconds)
         rates: list[float] = []
         faults: Counter[str] = Counter()
         failing: dict[str, str] = {}

@@ -27,6 +27,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from cpa import redact
 from cpa.decide.load import Load, Prometheus
 from cpa.decide.windows import PanicState, Sample, read_windows, scale
 from cpa.namedtuple import NamedTuple
@@ -259,16 +260,17 @@ def _series(args: argparse.Namespace) -> Series:
     if not args.query:
         raise InputError("--prometheus-url needs --query")
     if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", args.prometheus_url):
-        raise InputError(f"--prometheus-url {args.prometheus_url[:60]!r}: give the server's "
+        shown = redact.redact_url(args.prometheus_url)[:60]
+        raise InputError(f"--prometheus-url {shown!r}: give the server's "
                          "base URL such as http://prometheus.monitoring:9090")
-    from cpa.load.prometheus import PrometheusError, range_query
+    from cpa.load.prometheus import PrometheusClient, PrometheusError
 
     hours = _positive(args.hours, "--hours", 24.0)
     step = _positive(args.step, "--step", 10.0)
     end = time.time()
     try:
-        points = range_query(Prometheus(args.prometheus_url, args.query), end - hours * 3600,
-                             end, step)
+        client = PrometheusClient(Prometheus(args.prometheus_url, args.query))
+        points = client.range_query(end - hours * 3600, end, step)
     except PrometheusError as exc:
         raise InputError(str(exc)) from None
     if len(points) < 2:

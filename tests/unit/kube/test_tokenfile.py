@@ -26,7 +26,7 @@ from cpa.kube.tokenfile import (
     reason_to_read,
     token_of,
 )
-from tests.unit.kube.test_transport import Server, answer, read_request
+from tests.unit.http.test_transport import Server, answer, read_request
 
 A = Stamp(1, 10, 5, 100)
 B = Stamp(1, 11, 5, 100)  # another inode: the kubelet swapped ..data

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from cpa.decide.load import Load, Prometheus
 from cpa.load.exposition import ExpositionError, Family, parse_family
-from cpa.load.fetch import Request, fetch_all
-from cpa.load.prometheus import PrometheusError, instant, range_query
+from cpa.load.pages import PodPages, Request
+from cpa.load.prometheus import PrometheusClient, PrometheusError
 from cpa.load.rates import CounterBook, estimate
 from cpa.load.scraper import Scraper
 from tests.fakes import FakeApi
@@ -198,17 +198,19 @@ def test_fetch_all(server: int) -> None:
                  Request("404", "127.0.0.1", server, "/missing"),
                  Request("refused", "127.0.0.1", closed, "/metrics")]
     started = time.monotonic()
-    answers = {a.key: a for a in fetch_all(requests, 3, 0.5)}
+    pages = PodPages()
+    answers = {a.key: a for a in pages.fetch_all(requests, 3, 0.5)}
     assert time.monotonic() - started < 1.4  # the slow one is cut at its deadline
     assert set(answers) == {r.key for r in requests}
     for i in range(6):
         assert answers[f"ok{i}"].error is None and answers[f"ok{i}"].body == COREDNS_PAGE.encode()
     assert answers["chunked"].body == COREDNS_PAGE.encode()
-    assert answers["slow"].reason == "timeout" and "timeout after 0.5 s" in str(
+    assert answers["slow"].reason == "timeout" and "no complete answer within 0.5 s" in str(
         answers["slow"].error)
     assert answers["404"].reason == "http" and answers["404"].status == 404
-    assert answers["refused"].reason == "connect" and "ECONNREFUSED" in str(
+    assert answers["refused"].reason == "connect" and "Connection refused" in str(
         answers["refused"].error)
+    pages.close()
 
 
 # --- the Prometheus source -------------------------------------------------------------------
@@ -256,32 +258,36 @@ def test_the_prometheus_source(prometheus: str, tmp_path: Path) -> None:
     source = Prometheus(prometheus, "sum(rate(coredns_dns_requests_total[1m]))",
                         bearer_token_file=str(token))
     _PromHandler.answers = {"/api/v1/query": _vector("1234.5")}
-    assert instant(source, 2.0) == 1234.5
+    client = PrometheusClient(source)
+    assert client.instant(2.0) == 1234.5
     path, auth = _PromHandler.seen[-1]
     assert auth == "Bearer s3cret" and "query=sum%28rate%28coredns" in path
     _PromHandler.answers = {"/api/v1/query": (200, {"status": "success", "data": {
         "resultType": "scalar", "result": [1700000000.0, "7"]}})}
-    assert instant(source, 2.0) == 7.0
+    assert client.instant(2.0) == 7.0
     for answer, reason in [(_vector(), "no_result"), (_vector("1", "2"), "many_series"),
                            (_vector("NaN"), "not_finite"), (_vector("-3"), "negative"),
                            ((400, {"status": "error", "error": "parse error"}), "http")]:
         _PromHandler.answers = {"/api/v1/query": answer}
         with pytest.raises(PrometheusError) as caught:
-            instant(source, 2.0)
+            client.instant(2.0)
         assert caught.value.reason == reason
     with pytest.raises(PrometheusError) as down:
-        instant(Prometheus(f"http://127.0.0.1:{_free_port()}", "x"), 1.0)
+        PrometheusClient(Prometheus(f"http://127.0.0.1:{_free_port()}", "x")).instant(1.0)
     assert down.value.reason == "connect"
-    token.unlink()
-    with pytest.raises(PrometheusError, match="bearerTokenFile"):
-        instant(source, 1.0)
+    token.unlink()  # the last good token is kept, as for the API server's
+    _PromHandler.answers = {"/api/v1/query": _vector("1")}
+    assert client.instant(1.0) == 1.0 and _PromHandler.seen[-1][1] == "Bearer s3cret"
+    with pytest.raises(PrometheusError, match="bearerTokenFile") as never:
+        PrometheusClient(source).instant(1.0)  # a file that never held a token
+    assert never.value.reason == "token"
 
 
 def test_the_range_query_for_advice(prometheus: str) -> None:
     _PromHandler.answers = {"/api/v1/query_range": (200, {"status": "success", "data": {
         "resultType": "matrix", "result": [{"metric": {}, "values": [
             [100.0, "10"], [110.0, "NaN"], [120.0, "30"]]}]}})}
-    points = range_query(Prometheus(prometheus, "q"), 100.0, 120.0, 10.0)
+    points = PrometheusClient(Prometheus(prometheus, "q")).range_query(100.0, 120.0, 10.0)
     assert points == [(100.0, 10.0), (120.0, 30.0)]  # a NaN point is a gap
 
 
@@ -299,3 +305,38 @@ def test_a_scraper_on_the_prometheus_source(prometheus: str) -> None:
     status = scraper.status()
     assert status.fault_reason == "http" and status.errors == {"http": 1}
     assert len(status.samples) == 1  # the gap is no sample
+
+
+@pytest.fixture
+def silent() -> Iterator[str]:
+    """A server that accepts and never answers (a hung Prometheus, a stuck Pod)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+
+
+def test_stopping_a_scraper_cuts_its_scrape_and_leaves_no_thread(silent: str) -> None:
+    """Before: each removal of the ``load`` key waited up to 5 s for a scraper stuck in a
+    query, and left its thread behind (6 -> 9 threads over three removals)."""
+    api = FakeApi()
+    scale = "/apis/apps/v1/namespaces/kube-system/deployments/coredns/scale"
+    api.objects[scale] = {"status": {"selector": "k8s-app=kube-dns", "replicas": 3}}
+    load = Load(target_per_replica=100, prometheus=Prometheus(silent, "q"),
+                scrape_timeout_seconds=30.0)
+    def ours() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name.startswith("load-")]
+
+    assert ours() == []
+    for _ in range(3):
+        scraper = Scraper(api, "kube-system", scale, "deployment/coredns", load)
+        scraper.start()
+        time.sleep(0.3)  # its query is in flight, unanswered
+        started = time.monotonic()
+        scraper.stop()
+        assert time.monotonic() - started < 1.0
+    deadline = time.monotonic() + 2
+    while ours() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ours() == []

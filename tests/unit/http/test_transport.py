@@ -1,5 +1,5 @@
-"""cpa.kube.transport against a scripted HTTP/1.1 server on 127.0.0.1 (plain sockets, so each
-case controls exactly what goes over the wire and when)."""
+"""cpa.http (connection, message, pool) against a scripted HTTP/1.1 server on 127.0.0.1
+(plain sockets, so each case controls exactly what goes over the wire and when)."""
 
 from __future__ import annotations
 
@@ -20,23 +20,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpa.kube import transport
-from cpa.kube.api import ApiError
-from cpa.kube.client import MAX_AHEAD, KubeApi
-from cpa.kube.config import Connection
-from cpa.kube.transport import (
+from cpa.http import connection
+from cpa.http.errors import (
     ConnectError,
     DeadlineExceeded,
     IncompleteBody,
-    Pool,
     ProtocolError,
     ReadTimeoutError,
-    Response,
-    _Dechunker,
-    _read_fields,
-    _whole_head,
     probable_eof,
 )
+from cpa.http.message import Dechunker, read_fields, whole_head
+from cpa.http.pool import Pool, Response
+from cpa.kube.api import ApiError
+from cpa.kube.client import MAX_AHEAD, KubeApi
+from cpa.kube.config import Connection
 
 Handler = Callable[[socket.socket, int], None]  # (accepted connection, its index)
 
@@ -478,7 +475,7 @@ def encode_chunked(pieces: list[bytes], extension: bool, trailer: bool) -> bytes
 def test_dechunking_any_split_gives_the_body(pieces: list[bytes], cuts: list[int],
                                              extension: bool, trailer: bool) -> None:
     wire = encode_chunked(pieces, extension, trailer)
-    decoder = _Dechunker()
+    decoder = Dechunker()
     body, pos = b"", 0
     for cut in [*cuts, len(wire)]:
         if pos >= len(wire):
@@ -492,7 +489,7 @@ def test_dechunking_any_split_gives_the_body(pieces: list[bytes], cuts: list[int
 @pytest.mark.parametrize("wire", [b"zz\r\n", b"3\r\nabcX\r\n", b"1" * 5000])
 def test_a_malformed_chunked_body_is_an_error(wire: bytes) -> None:
     with pytest.raises(ConnectError, match="malformed chunked body"):
-        _Dechunker().feed(wire)
+        Dechunker().feed(wire)
 
 
 @AMTS
@@ -916,15 +913,15 @@ def test_a_tls_chunked_stream_is_read_from_the_socket_itself(
     ctx = ssl.create_default_context(cafile=named_cert[0])
     pool = Pool(f"https://127.0.0.1:{server.port}", ctx, server_name="kubernetes")
     through_reader = 0
-    readinto = transport._DeadlineIO.readinto
+    readinto = connection.DeadlineIO.readinto
 
-    def counted(self: transport._DeadlineIO, buffer: Any) -> int:
+    def counted(self: connection.DeadlineIO, buffer: Any) -> int:
         nonlocal through_reader
         through_reader += 1
         return readinto(self, buffer)
 
     resp = get(pool, "/api/v1/nodes", 5)
-    monkeypatch.setattr(transport._DeadlineIO, "readinto", counted)
+    monkeypatch.setattr(connection.DeadlineIO, "readinto", counted)
     if cut:
         with pytest.raises(ConnectError, match="closed inside a chunked body"):
             list(resp.stream(65536))
@@ -988,13 +985,13 @@ def test_a_header_parsed_whole_equals_the_line_by_line_reading(
         if folded:
             lines.append(f"  more {value}")
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("iso-8859-1")
-    whole = _whole_head(head + b"body")
+    whole = whole_head(head + b"body")
     assert whole is not None
     version, got_status, got_reason, got, size = whole
     assert size == len(head)
     reader = io.BufferedReader(io.BytesIO(head))
     reader.readline()
-    slow = _read_fields(reader)
+    slow = read_fields(reader)
     assert (version, got_status, got_reason.strip()) == ("HTTP/1.1", status, reason)
     assert got._raw == slow._raw and dict(got) == dict(slow)
 
@@ -1006,7 +1003,7 @@ def test_a_header_parsed_whole_equals_the_line_by_line_reading(
     b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n",  # not all of it came
 ])
 def test_an_unusual_header_is_left_to_the_line_by_line_reading(head: bytes) -> None:
-    assert _whole_head(head) is None
+    assert whole_head(head) is None
 
 
 def test_a_header_that_comes_in_two_pieces_is_read_line_by_line(
@@ -1202,14 +1199,14 @@ def test_a_paced_stream_reads_a_burst_in_a_few_wakeups(
     """60 chunks 5 ms apart (0.3 s): without a pace a wake-up each (a wait in poll), with a
     0.1 s pace a handful (a sleep, or a wait in poll after a quiet spell)."""
     wakeups: list[str] = []
-    real_sleep, real_ready = time.sleep, transport._DeadlineIO._ready
+    real_sleep, real_ready = time.sleep, connection.DeadlineIO._ready
 
     def sleep(seconds: float) -> None:  # time.sleep is the server threads' too
         if threading.current_thread() is threading.main_thread():
             wakeups.append("sleep")
         real_sleep(seconds)
 
-    def ready(raw: transport._DeadlineIO, events: int, timeout: float) -> bool:
+    def ready(raw: connection.DeadlineIO, events: int, timeout: float) -> bool:
         if timeout:
             wakeups.append("poll")
         return real_ready(raw, events, timeout)
@@ -1224,7 +1221,7 @@ def test_a_paced_stream_reads_a_burst_in_a_few_wakeups(
         pool = Pool(server.url, None)
     resp = paced(pool)
     monkeypatch.setattr(time, "sleep", sleep)
-    monkeypatch.setattr(transport._DeadlineIO, "_ready", ready)
+    monkeypatch.setattr(connection.DeadlineIO, "_ready", ready)
     assert b"".join(resp.stream(65536)) == b"".join(b"%04d" % i for i in range(60))
     assert len(wakeups) <= 10, f"{len(wakeups)} wake-ups for a 0.3 s burst at a 0.1 s pace"
     resp.release_conn()
@@ -1604,13 +1601,13 @@ def test_connections_made_ahead_do_not_hold_the_caller(
         serve: Callable[[Handler], Server], monkeypatch: pytest.MonkeyPatch) -> None:
     server = serve(by_path([]))
     client = api(server.url)
-    real = transport._Connection.connect
+    real = connection.HttpConnection.connect
 
-    def slow(self: transport._Connection) -> None:
+    def slow(self: connection.HttpConnection) -> None:
         time.sleep(0.3)  # an API server slow to accept, or a TLS handshake
         real(self)
 
-    monkeypatch.setattr(transport._Connection, "connect", slow)
+    monkeypatch.setattr(connection.HttpConnection, "connect", slow)
     began = time.monotonic()
     client.preconnect(2)
     assert time.monotonic() - began < 0.2, "the caller goes on while they are made"

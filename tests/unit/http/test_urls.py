@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cpa.http.pool import split_url
 from cpa.kube.client import _target, quote_plus
-from cpa.kube.transport import split_url
 
 
 def by_urllib(url: str) -> tuple[str, str | None, int | None, str] | str:

@@ -1,0 +1,431 @@
+"""Kept-alive HTTP/1.1 connections to one server, shared between threads; one request
+to a connection at a time, each with its deadline, all of them cut at once by
+:meth:`Pool.abort` (a process told to stop)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import re
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import NoReturn
+
+from cpa.http.connection import (
+    DEADLINE_SLACK,
+    READER_BUFFER,
+    HttpConnection,
+    direct_read,
+)
+from cpa.http.errors import (
+    ConnectError,
+    DeadlineExceeded,
+    IncompleteBody,
+    ProtocolError,
+    ReadTimeoutError,
+    RemoteDisconnected,
+    Unanswered,
+    closed_before_answer,
+)
+from cpa.http.message import Answer, HeaderFields, dechunked
+
+MAX_IDLE = 4  # kept alive: the poll's reads sent ahead, the node watch, Events, the Lease
+
+
+class Response:
+    """One answer. Read it whole (:meth:`read`) or as it arrives (:meth:`stream`), then
+    give it back with :meth:`release_conn`: its connection is reused only when the body was
+    read to the end (and no deadline cut it)."""
+
+    def __init__(self, pool: Pool, conn: HttpConnection, sock: socket.socket | None,
+                 resp: Answer, read_timeout: float) -> None:
+        self._pool = pool
+        self._conn: HttpConnection | None = conn
+        self._timed = conn  # its deadline, after the connection went back to the pool
+        self._sock = sock
+        self._resp = resp
+        self._read_timeout = read_timeout
+        self._over: bool | None = None  # the request is over: whether the deadline cut it
+        self.status = resp.status
+        self.headers: Mapping[str, str] = resp.headers if resp.headers is not None \
+            else HeaderFields()  # always read by now
+
+    def read(self) -> bytes:
+        try:
+            data: bytes = self._resp.read()
+        except TimeoutError as exc:
+            raise self._timeout() from exc
+        except (OSError, ProtocolError, ValueError) as exc:
+            if self._expired():
+                raise deadline_error() from exc
+            raise
+        if self._finish():  # cut at its deadline: the body may be short
+            raise deadline_error()
+        return data
+
+    def stream(self, amt: int = 65536, decode_content: bool = True) -> Iterator[bytes]:
+        """The body in pieces as they arrive (what came is yielded at once, not held back
+        until ``amt`` bytes came).
+
+        A chunked body (every watch) is decoded from reads of up to ``amt`` bytes, not a
+        chunk at a time: the API server writes a watch event as one or two small
+        chunks."""
+        if not self._resp.chunked:
+            while True:
+                data = self._read1(self._resp.read1, amt)
+                if not data:
+                    if self._finish():
+                        raise deadline_error()
+                    return
+                yield data
+        fp = self._resp.fp
+        if fp is None:
+            return
+        conn, sock = self._conn, self._sock
+        try:
+            if (conn is None or sock is None or conn.pace or conn.deadline != math.inf
+                    or amt < READER_BUFFER):
+                yield from dechunked(functools.partial(self._read1, fp.read1, amt))
+            else:
+                # No deadline and not paced (a list; the first read empties the reader's
+                # buffer, as amt is at least its size): read the socket itself, two
+                # Python frames fewer per read (a 1,000-Node list is ~2,000 reads).
+                first = self._read1(fp.read1, amt)
+                try:
+                    yield from dechunked(direct_read(sock, amt), first)
+                except (ConnectError, IncompleteBody):
+                    raise  # the dechunker's own, as on the reader's path
+                except (ValueError, OSError, ProtocolError) as exc:
+                    failure = self._read_failure(exc)
+                    if failure is exc:
+                        raise
+                    raise failure from exc
+        except IncompleteBody as exc:
+            if self._expired():
+                raise deadline_error() from exc
+            raise ConnectError(str(exc)) from exc
+        self._resp.close()  # read to the end: the connection may be reused
+
+    def _read1(self, read1: Callable[[int], bytes], amt: int) -> bytes:
+        try:
+            return read1(amt)
+        except (ValueError, OSError, ProtocolError) as exc:
+            failure = self._read_failure(exc)
+            if failure is exc:
+                raise
+            raise failure from exc
+
+    def _read_failure(self, exc: Exception) -> Exception:
+        """What a failed read of the body raises, whichever path read it: the deadline's
+        error once the deadline passed (the pool shut the socket down to end the read),
+        else a timeout as ours and a read from a closed response (``ValueError``) as a
+        closed connection; anything else as it was."""
+        if isinstance(exc, TimeoutError):
+            return self._timeout()
+        if self._expired():
+            return deadline_error()
+        if isinstance(exc, ValueError):
+            return ConnectError(f"the connection was closed: {exc}")
+        return exc
+
+    def _expired(self) -> bool:
+        if self._over is not None:
+            return self._over
+        return self._pool.passed(self._timed)
+
+    def _finish(self) -> bool:
+        """The request is over: stop watching its deadline; True if the deadline cut it."""
+        if self._over is None:
+            self._over = self._pool.done(self._timed)
+        return self._over
+
+    def _timeout(self) -> TimeoutError:
+        if self._expired():
+            return deadline_error()
+        return ReadTimeoutError(f"Read timed out. (read timeout={self._read_timeout})")
+
+    def release_conn(self) -> None:
+        """Give the connection back: to the pool if the body was read to the end, else
+        closed (unread bytes would be taken for the next answer)."""
+        expired = self._finish()
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        if self._resp.isclosed() and not self._resp.will_close and not expired:
+            self._pool.put(conn)
+        else:
+            self._resp.close()
+            conn.close()
+
+    def close(self) -> None:
+        self._finish()
+        conn, self._conn = self._conn, None
+        self._resp.close()
+        if conn is not None:
+            conn.close()
+
+    def shutdown(self) -> None:
+        """Cut the connection so that a read blocked in another thread returns at once."""
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+def deadline_error() -> DeadlineExceeded:
+    return DeadlineExceeded("the request's deadline passed before its answer was complete")
+
+
+_PLAIN_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]*)"
+                        r"(?::([0-9]{1,5}))?(/[^?#\s]*)?")
+
+
+def split_url(url: str) -> tuple[str, str | None, int | None, str]:
+    """``urlsplit(url)``'s scheme, hostname, port and path.
+
+    A plain ``scheme://host[:port][/path]`` (every API server address seen in practice) is
+    read here; anything else (user info, a query, spaces) by ``urllib.parse``, which costs
+    ~2.5 ms to import with ``ipaddress``, on the path to the first Node list."""
+    plain = _PLAIN_URL.fullmatch(url)
+    if plain is not None:
+        scheme, host, port, path = plain.groups()
+        if port is None or int(port) <= 65535:
+            return (scheme.lower(), host.strip("[]").lower() or None,
+                    int(port) if port is not None else None, path or "")
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname, parts.port, parts.path
+
+
+class Pool:
+    """Kept-alive connections to one server; each request has one to itself.
+
+    ``server_name`` is the name the server's certificate is verified against (and sent as
+    SNI) when it is not the host of ``server`` (a kubeconfig's ``tls-server-name``)."""
+
+    def __init__(self, server: str, ssl_context: ssl.SSLContext | None,
+                 server_name: str | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        scheme, host, port, path = split_url(server)
+        if scheme not in ("https", "http") or not host:
+            raise ValueError(f"the API server address {server!r} is not an http(s) URL")
+        self._https = scheme == "https"
+        self._host = host
+        self._port = port or (443 if self._https else 80)
+        self._prefix = path.rstrip("/")
+        self._ctx = ssl_context if ssl_context is not None or not self._https \
+            else ssl.create_default_context()
+        self._server_name = server_name
+        self._idle: list[HttpConnection] = []
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._timed: set[HttpConnection] = set()  # requests in flight with a deadline
+        self._grace_until = math.inf
+
+    def _new(self, connect_timeout: float) -> HttpConnection:
+        return HttpConnection(self._host, self._port, connect_timeout,
+                           self._ctx if self._https else None, self._server_name,
+                           self._clock)
+
+    def passed(self, conn: HttpConnection) -> bool:
+        """The request's deadline cut it (:meth:`abort`) or has passed: a read that timed
+        out at the deadline itself is the deadline's failure all the same."""
+        return conn.expired or self._clock() >= conn.deadline
+
+    def done(self, conn: HttpConnection) -> bool:
+        """The request on ``conn`` is over; True when its deadline cut it first or has
+        passed (its connection is not reused)."""
+        if conn.deadline == math.inf:
+            return conn.expired
+        self._timed.discard(conn)
+        over = self.passed(conn)
+        conn.deadline = math.inf
+        return over
+
+    def put(self, conn: HttpConnection) -> None:
+        with self._lock:
+            if len(self._idle) < MAX_IDLE:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        """Close the connections kept alive (the pool is not used any more)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def _take(self) -> HttpConnection | None:
+        while True:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None or not conn.dropped():
+                return conn
+            conn.close()
+
+    def preconnect(self, count: int, connect_timeout: float) -> None:
+        """Open connections (TCP and TLS) until ``count`` are kept alive idle, at most
+        :data:`MAX_IDLE`: made while the process waits for something else, they spare
+        the requests that follow a handshake each. Stops at the first that cannot be
+        made (those requests then meet the failure themselves) and once told to stop."""
+        while self._grace_until == math.inf:
+            with self._lock:
+                if len(self._idle) >= min(count, MAX_IDLE):
+                    return
+            conn = self._new(connect_timeout)
+            try:
+                conn.connect()
+            except (OSError, ValueError):  # ssl.SSLError and timeouts are OSErrors
+                conn.close()
+                return
+            with self._lock:
+                if len(self._idle) < MAX_IDLE:
+                    self._idle.append(conn)
+                    continue
+            conn.close()
+            return
+
+    def abort(self, grace: float) -> None:
+        """Cut every request in flight now, and give each one made from now on at most
+        ``grace`` seconds (a process told to stop: the Lease release may still go out)."""
+        self._grace_until = self._clock() + grace
+        for conn in list(self._timed):
+            conn.expired = True
+            sock = conn.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def request(self, method: str, target: str, *, body: bytes | None,
+                headers: dict[str, str], connect_timeout: float, read_timeout: float,
+                deadline: float | None = None, pace: float = 0.0) -> Response:
+        """Send one request and return its answer with the body unread.
+
+        ``target`` is the path and query. ``deadline`` (a :func:`time.monotonic` time)
+        bounds the whole request, connect to last byte; ``read_timeout`` each read.
+        Raises :class:`ConnectError` when the server cannot be reached or the connection
+        broke before an answer (``before_answer``: it was closed or reset before any
+        response, e.g. a kept-alive one found dead), :class:`ReadTimeoutError` when no
+        answer came in time, and :class:`DeadlineExceeded` when the deadline passed (a
+        request whose deadline has passed already is not sent).
+
+        ``pace`` (seconds, for a long-running stream): a successful answer's body is read
+        at most one wake-up per ``pace`` while it keeps coming (see
+        :meth:`DeadlineIO._paced`), so a stream of many small events costs one wake-up,
+        and one pass through warm caches, per ``pace`` instead of one per event; each
+        read then lags at most ``pace`` behind the server.
+        """
+        return self.send(method, target, body=body, headers=headers,
+                         connect_timeout=connect_timeout, read_timeout=read_timeout,
+                         deadline=deadline, pace=pace).answer()
+
+    def send(self, method: str, target: str, *, body: bytes | None,
+             headers: dict[str, str], connect_timeout: float, read_timeout: float,
+             deadline: float | None = None, pace: float = 0.0) -> Sent:
+        """:meth:`request`'s first half: the request sent, on a connection of its own;
+        its answer is read by :meth:`Sent.answer` (or given up with :meth:`Sent.close`).
+        Raises what :meth:`request` raises for a request that could not be sent."""
+        if self._grace_until < math.inf:
+            deadline = min(deadline if deadline is not None else math.inf, self._grace_until)
+        if deadline is not None:
+            left = deadline - self._clock()
+            if left <= 0:
+                raise DeadlineExceeded("the request's deadline had passed: not sent")
+            connect_timeout = min(connect_timeout, left)
+            read_timeout = min(read_timeout, left)
+        conn = self._take()
+        fresh = conn is None
+        if conn is None:
+            conn = self._new(connect_timeout)
+        conn.expired = False
+        conn.pace = 0.0  # a kept-alive connection that carried a paced stream
+        if deadline is not None:
+            conn.deadline = deadline
+            self._timed.add(conn)
+        sent = Sent(self, conn, fresh, read_timeout, pace)
+        sending = False
+        try:
+            if fresh:
+                try:
+                    conn.connect()
+                except OSError as exc:
+                    raise ConnectError(f"{type(exc).__name__}: {exc}") from exc
+                if deadline is not None:  # what connecting left
+                    read_timeout = sent.read_timeout = min(read_timeout,
+                                                           deadline - self._clock())
+                    if read_timeout <= 0:
+                        raise TimeoutError("the request's deadline passed while connecting")
+            sock = sent.sock = conn.sock
+            if sock is not None and abs(conn.wait - read_timeout) > DEADLINE_SLACK:
+                # A kept-alive connection has the wait of its last request, most often
+                # the same within the slack: no system call then.
+                sock.settimeout(read_timeout)
+                conn.wait = read_timeout
+            sending = True
+            conn.request(method, self._prefix + target, body=body, headers=headers)
+        except BaseException as exc:
+            sent.fail(exc, sending)
+        return sent
+
+
+class Sent:
+    """A request sent and its answer not read yet (:meth:`Pool.send`): a poll sends its
+    GETs together and reads their answers after, one wake-up for them all instead of one
+    each."""
+
+    def __init__(self, pool: Pool, conn: HttpConnection, fresh: bool, read_timeout: float,
+                 pace: float) -> None:
+        self._pool = pool
+        self._conn = conn
+        self._fresh = fresh
+        self.read_timeout = read_timeout
+        self._pace = pace
+        self.sock: socket.socket | None = None
+
+    def answer(self) -> Response:
+        """The answer, its body unread (raises as :meth:`Pool.request` does)."""
+        conn, sock = self._conn, self.sock
+        try:
+            resp = conn.getresponse()
+            if self._pace > 0 and sock is not None and 200 <= resp.status < 300:
+                sock.settimeout(0.0)  # paced reads wait in poll (or a sleep), not recv
+                conn.wait = 0.0
+                conn.pace, conn.pace_wait, conn.woke = self._pace, self.read_timeout, \
+                    -math.inf
+        except BaseException as exc:
+            self.fail(exc, False)
+        return Response(self._pool, conn, sock, resp, self.read_timeout)
+
+    def close(self) -> None:
+        """Give the answer up: the connection is closed (its answer would be taken for
+        the next request's)."""
+        self._conn.close()
+        self._pool.done(self._conn)
+
+    def fail(self, exc: BaseException, sending: bool) -> NoReturn:
+        """Close the connection and raise what ``exc``, met while sending (``sending``)
+        or reading the answer's header, means to the caller."""
+        conn = self._conn
+        conn.close()
+        if self._pool.done(conn):
+            raise deadline_error() from exc
+        if isinstance(exc, ConnectError):
+            raise exc
+        if isinstance(exc, TimeoutError):
+            raise ReadTimeoutError(f"Read timed out. (read timeout={self.read_timeout})"
+                                   ) from exc
+        if isinstance(exc, OSError | ProtocolError):
+            # Before any answer byte: broken while sending, an empty status line
+            # (RemoteDisconnected), or reset while waiting for the first byte.
+            unanswered = (isinstance(exc, Unanswered | RemoteDisconnected)
+                          or (sending and closed_before_answer(exc)))
+            raise ConnectError(f"{type(exc).__name__}: {exc}", before_answer=unanswered,
+                               reused=not self._fresh,
+                               broken=unanswered or closed_before_answer(exc)) from exc
+        raise exc
