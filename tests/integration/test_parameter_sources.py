@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cpa.kube.configmap import DEFAULTS_ANNOTATION, data_hash
+from cpa.kube.configmap import DEFAULTS_ANNOTATION, SUPERSEDED_ANNOTATION, data_hash
 from tests.configvolume import kubelet_write
 from tests.controlplane import ControlPlane
 from tests.integration.support import (
@@ -63,7 +63,8 @@ def test_new_defaults_reach_an_unedited_configmap_after_a_restart(
     wait_replicas(admin, namespace, "deployment", "coredns", 8, proc=second)
     updated = configmap(admin, namespace, CM)
     assert updated["data"] == NEW_DATA
-    assert updated["metadata"]["annotations"] == {DEFAULTS_ANNOTATION: data_hash(NEW_DATA)}
+    assert updated["metadata"]["annotations"] == {
+        DEFAULTS_ANNOTATION: data_hash(NEW_DATA), SUPERSEDED_ANNOTATION: data_hash(OLD_DATA)}
     assert updated["metadata"]["uid"] == created["metadata"]["uid"]  # updated, not re-created
     (event,) = second.events("configmap.defaults_updated")
     assert event["old"] == OLD_DATA and event["new"] == NEW_DATA
@@ -149,6 +150,51 @@ def test_without_update_on_configmaps_the_poll_fails_naming_the_rule(
     assert "403" in body
     assert replicas(admin, namespace, "deployment", "coredns") == 1
     assert configmap(admin, namespace, CM)["data"] == OLD_DATA
+
+
+MARKER = "cpa-tests/marker"
+
+
+def writes_since(admin: Any, path: str, name: str, version: str) -> list[dict[str, Any]]:
+    """Every version of the object ``path/name`` written since ``version``, in order, read
+    from a watch; the test marks the end of its scenario by annotating the object."""
+    admin.patch(f"{path}/{name}", {"metadata": {"annotations": {MARKER: "end"}}})
+    events = admin.watch_until(
+        f"{path}?watch=1&resourceVersion={version}&fieldSelector=metadata.name%3D{name}",
+        lambda e: MARKER in (e["object"]["metadata"].get("annotations") or {}))
+    assert all(e["type"] == "MODIFIED" for e in events), [e["type"] for e in events]
+    return [e["object"] for e in events[:-1]]
+
+
+def test_two_autoscalers_with_other_defaults_overlapping_write_the_configmap_once(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
+    """A rolling update: the old Pod (old defaults) still polls while the new one (new
+    defaults) starts. The new defaults are written once; the old Pod sees that they replaced
+    its own and leaves them alone, so the replicas move once, to the new defaults' count."""
+    admin = controlplane.admin()
+    coredns_and_nodes(admin, namespace, "overlap", 16, cpu="1")
+    kubeconfig = service_account(controlplane, namespace, "follow", [UPDATE_RULE])
+    old = start(*args(namespace, OLD, FOLLOW), kubeconfig=kubeconfig)
+    wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=old)
+    cms = f"/api/v1/namespaces/{namespace}/configmaps"
+    deployments = f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    cm_version = configmap(admin, namespace, CM)["metadata"]["resourceVersion"]
+    deployment_version = admin.get(f"{deployments}/coredns")["metadata"]["resourceVersion"]
+
+    new = start(*args(namespace, NEW, FOLLOW), kubeconfig=kubeconfig)
+    new.wait_healthy()
+    wait_polls(old, new, count=12)  # the overlap: a dozen polls of each at 1 s
+    for proc in (old, new):
+        assert proc.stop() == 0
+
+    cm_writes = writes_since(admin, cms, CM, cm_version)
+    assert [w["data"] for w in cm_writes] == [NEW_DATA]
+    scale_writes = writes_since(admin, deployments, "coredns", deployment_version)
+    assert [w["spec"]["replicas"] for w in scale_writes] == [8]
+    (superseded,) = old.events("configmap.defaults_superseded")  # once, not every poll
+    assert superseded["data"] == NEW_DATA
+    assert not old.events("configmap.defaults_updated")
+    assert len(new.events("configmap.defaults_updated")) == 1
 
 
 NO_CONFIGMAP_RULES = [rule for rule in ADDON_RULES if "configmaps" not in rule["resources"]]

@@ -12,12 +12,15 @@ from hypothesis import strategies as st
 from cpa.kube.api import ApiError
 from cpa.kube.configmap import (
     DEFAULTS_ANNOTATION,
+    SUPERSEDED_KEPT,
     DefaultsState,
     data_hash,
     defaults_state,
     fetch,
     get_or_create,
     replace_data,
+    superseded_after,
+    superseded_hashes,
 )
 from tests.fakes import FakeApi
 
@@ -70,6 +73,39 @@ def test_only_unedited_annotated_data_is_ever_replaced(
     recorded = data_hash(current) if annotated else None
     state = defaults_state(current, recorded, defaults)
     assert (state is DefaultsState.OUTDATED) == (annotated and current != defaults)
+
+
+THIRD = {"ladder": '{"nodesToReplicas":[[1,1]]}'}
+
+
+@pytest.mark.parametrize(("data", "recorded", "defaults", "superseded", "state"), [
+    # our defaults were replaced by the data in force: newer defaults, left alone
+    (NEW, data_hash(NEW), OLD, data_hash(OLD), DefaultsState.SUPERSEDED),
+    (THIRD, data_hash(THIRD), OLD, f"{data_hash(NEW)},{data_hash(OLD)}",
+     DefaultsState.SUPERSEDED),
+    # others' defaults were: ours are newer still
+    (NEW, data_hash(NEW), THIRD, data_hash(OLD), DefaultsState.OUTDATED),
+    (NEW, data_hash(NEW), THIRD, "", DefaultsState.OUTDATED),
+    # in force already, or edited: as without the list
+    (OLD, data_hash(NEW), OLD, data_hash(OLD), DefaultsState.CURRENT),
+    ({"linear": "{}"}, data_hash(NEW), OLD, data_hash(OLD), DefaultsState.DIVERGED),
+])
+def test_defaults_once_replaced_never_replace_the_data_again(
+        data: dict[str, str], recorded: str, defaults: dict[str, str], superseded: str,
+        state: DefaultsState) -> None:
+    assert defaults_state(data, recorded, defaults, superseded) is state
+
+
+def test_the_superseded_list_is_newest_first_without_repeats_and_bounded() -> None:
+    a, b, c = data_hash(OLD), data_hash(NEW), data_hash(THIRD)
+    assert superseded_after(a, None, b) == a
+    assert superseded_after(b, a, c) == f"{b},{a}"
+    assert superseded_after(c, f"{b},{a}", a) == f"{c},{b}"  # a is in force again
+    assert superseded_after(a, f"{a},{b}", c) == f"{a},{b}"
+    many = [data_hash({"k": str(i)}) for i in range(SUPERSEDED_KEPT + 3)]
+    kept = superseded_hashes(superseded_after(many[0], ",".join(many[1:]), c))
+    assert kept == tuple(many[:SUPERSEDED_KEPT])
+    assert superseded_hashes("") == () and superseded_hashes(None) == ()
 
 
 def test_without_annotations_the_created_object_is_upstreams() -> None:
