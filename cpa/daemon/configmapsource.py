@@ -146,7 +146,7 @@ class ConfigMapSource:
         if self._checked is not None and self._checked[0] == cm.resource_version:
             return self._checked[1]
         state = defaults_state(cm.data, cm.annotation(DEFAULTS_ANNOTATION), self._defaults,
-                               cm.annotation(SUPERSEDED_ANNOTATION))
+                               cm.annotation(SUPERSEDED_ANNOTATION), cm.immutable)
         self._checked = (cm.resource_version, state)
         return state
 
@@ -171,12 +171,19 @@ class ConfigMapSource:
         self._left_alone = left_alone
 
     def _say_diverged(self, cm: ConfigMapData) -> None:
-        recorded = cm.annotation(DEFAULTS_ANNOTATION)
         self._log.warning(
             "configmap.defaults_diverged", namespace=self.namespace, name=self.name,
-            reason=("edited since the autoscaler wrote it" if recorded is not None else
-                    f"no {DEFAULTS_ANNOTATION} annotation: not created by this "
-                    "autoscaler with --update-configmap-from-defaults (upstream or by "
-                    "hand), so treated as edited"),
+            reason=_diverged_reason(cm),
             hint="its data stays in force; to follow --default-params again, delete the "
-                 "ConfigMap (it is created again from the defaults, annotated)")
+                 "ConfigMap (it is created again from the defaults, annotated and not "
+                 "immutable)")
+
+
+def _diverged_reason(cm: ConfigMapData) -> str:
+    if cm.immutable:
+        return ("immutable: true: frozen by whoever set it, so treated as edited (the API "
+                "server would refuse any update of its data)")
+    if cm.annotation(DEFAULTS_ANNOTATION) is not None:
+        return "edited since the autoscaler wrote it"
+    return (f"no {DEFAULTS_ANNOTATION} annotation: not created by this autoscaler with "
+            "--update-configmap-from-defaults (upstream or by hand), so treated as edited")

@@ -29,6 +29,14 @@ class ConfigMapData(NamedTuple):
     metadata: Mapping[str, object] | None = None
     """The object's metadata as read (annotations, labels, resourceVersion): what a PUT of
     new data must carry back unchanged."""
+    others: Mapping[str, object] | None = None
+    """The object's other top-level fields as read (``binaryData``, ``immutable``, any
+    later one): the autoscaler owns none of them, so a PUT carries them back as they were."""
+
+    @property
+    def immutable(self) -> bool:
+        """``immutable: true``: the API server refuses any change of the data."""
+        return (self.others or {}).get("immutable") is True
 
     def annotation(self, key: str) -> str | None:
         """One annotation's value, None when absent."""
@@ -47,8 +55,15 @@ def _from_doc(doc: dict[str, object], where: str) -> ConfigMapData:
     as client-go refuses it, rather than turned into one."""
     read = decode_configmap(doc, where)
     meta = doc.get("metadata")
+    others = {key: value for key, value in doc.items() if key not in _OWN_FIELDS}
     return ConfigMapData(read.resource_version, read.data,
-                         metadata=meta if isinstance(meta, dict) else None)
+                         metadata=meta if isinstance(meta, dict) else None,
+                         others=others or None)
+
+
+_OWN_FIELDS = frozenset({"apiVersion", "kind", "metadata", "data"})
+"""The fields a PUT of new defaults writes itself (the metadata as read, with our
+annotations added); every other field is the object's as read."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -112,14 +127,17 @@ def replace_data(api: Api, namespace: str, name: str, read: ConfigMapData,
                  data: Mapping[str, str], annotations: Mapping[str, str]) -> ConfigMapData:
     """PUT ``data`` (and ``annotations`` added to the object's) over the ConfigMap as
     ``read``: its resourceVersion makes the API server refuse the write (409) when someone
-    changed the object since, so an edit made meanwhile is never overwritten. Labels and
-    every other annotation are kept. Raises ApiError; a 403 names the RBAC rule to add."""
+    changed the object since, so an edit made meanwhile is never overwritten. Labels, every
+    other annotation and every other field (``binaryData``) are kept: a PUT replaces the
+    whole object, and what it leaves out is deleted. Raises ApiError; a 403 names the RBAC
+    rule to add."""
     metadata = dict(read.metadata or {})
     metadata.update(name=name, namespace=namespace, resourceVersion=read.resource_version)
     old = metadata.get("annotations")
     metadata["annotations"] = {**(old if isinstance(old, dict) else {}), **annotations}
     metadata.pop("managedFields", None)  # the server keeps them; a PUT need not echo them
-    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": dict(data)}
+    body = {**(read.others or {}), "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": metadata, "data": dict(data)}
     try:
         return _from_doc(api.send_json("PUT", object_path(namespace, name), body),
                          f"PUT {object_path(namespace, name)}")
@@ -195,20 +213,21 @@ class DefaultsState(enum.Enum):
 
 
 def defaults_state(data: Mapping[str, str] | None, recorded: str | None,
-                   defaults: Mapping[str, str], superseded: str | None = None
-                   ) -> DefaultsState:
+                   defaults: Mapping[str, str], superseded: str | None = None,
+                   immutable: bool = False) -> DefaultsState:
     """Whether the ConfigMap's data may follow the defaults.
 
     ``recorded`` is the annotation's value (None without it), ``superseded`` the
     :data:`SUPERSEDED_ANNOTATION`'s. Only data that still hashes to what we recorded is ours
     to replace: a ConfigMap created by upstream or by hand carries no annotation and is never
-    touched, an edited one no longer matches its hash. And defaults once replaced never
-    replace the data again by themselves: two autoscalers with different defaults would
-    otherwise write theirs in turn every poll.
+    touched, an edited one no longer matches its hash. An ``immutable`` one is an edit too:
+    someone froze it, and the API server would refuse the update anyway. And defaults once
+    replaced never replace the data again by themselves: two autoscalers with different
+    defaults would otherwise write theirs in turn every poll.
     """
     if dict(data or {}) == dict(defaults):
         return DefaultsState.CURRENT
-    if recorded is None or recorded != data_hash(data):
+    if immutable or recorded is None or recorded != data_hash(data):
         return DefaultsState.DIVERGED
     if data_hash(defaults) in superseded_hashes(superseded):
         return DefaultsState.SUPERSEDED

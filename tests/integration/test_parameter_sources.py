@@ -197,6 +197,65 @@ def test_two_autoscalers_with_other_defaults_overlapping_write_the_configmap_onc
     assert len(new.events("configmap.defaults_updated")) == 1
 
 
+def create_annotated_configmap(admin: Any, namespace: str, data: dict[str, str],
+                               **fields: Any) -> dict[str, Any]:
+    """The ConfigMap as ``--update-configmap-from-defaults`` created it with ``data``, and
+    what an operator added to it (``fields``: top-level fields, ``labels``,
+    ``annotations``)."""
+    labels = fields.pop("labels", {})
+    annotations = {DEFAULTS_ANNOTATION: data_hash(data), **fields.pop("annotations", {})}
+    body = {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": CM, "labels": labels, "annotations": annotations},
+            "data": data, **fields}
+    result: dict[str, Any] = admin.post(f"/api/v1/namespaces/{namespace}/configmaps", body)
+    return result
+
+
+def test_an_immutable_configmap_is_left_alone_with_its_data_in_force(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
+    """An operator froze the ConfigMap: no update is tried (it could only fail), every poll
+    scales from its data."""
+    admin = controlplane.admin()
+    coredns_and_nodes(admin, namespace, "frozen", 16, cpu="1")
+    kubeconfig = service_account(controlplane, namespace, "follow", [UPDATE_RULE])
+    created = create_annotated_configmap(admin, namespace, OLD_DATA, immutable=True)
+    proc = start(*args(namespace, NEW, FOLLOW), kubeconfig=kubeconfig)
+    wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=proc)
+    wait_polls(proc, count=3)
+    proc.wait_poll_ok()
+    metrics = proc.metrics()
+    assert metrics.get('cpa_polls_total{result="error"}', 0) == 0
+    assert metrics["cpa_configmap_defaults_diverged"] == 1
+    assert metrics["cpa_configmap_defaults_updates_total"] == 0
+    (said,) = proc.events("configmap.defaults_diverged")
+    assert "immutable" in said["reason"]
+    assert not proc.events("configmap.defaults_updated")
+    left = configmap(admin, namespace, CM)
+    assert left["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+
+
+def test_the_update_keeps_what_an_operator_added(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
+    """The autoscaler owns the data and its annotations: binaryData, labels and other
+    annotations an operator added are written back as they were."""
+    admin = controlplane.admin()
+    coredns_and_nodes(admin, namespace, "keep", 16, cpu="1")
+    kubeconfig = service_account(controlplane, namespace, "follow", [UPDATE_RULE])
+    binary = {"notes.gz": "H4sIAAAAAAAAA8vMVUhKzEnNS1UoSa0oAQAfmR+DDgAAAA=="}
+    created = create_annotated_configmap(
+        admin, namespace, OLD_DATA, binaryData=binary, labels={"team": "dns"},
+        annotations={"owner": "platform"})
+    proc = start(*args(namespace, NEW, FOLLOW), kubeconfig=kubeconfig)
+    wait_replicas(admin, namespace, "deployment", "coredns", 8, proc=proc)
+    updated = configmap(admin, namespace, CM)
+    assert updated["metadata"]["uid"] == created["metadata"]["uid"]
+    assert updated["data"] == NEW_DATA
+    assert updated.get("binaryData") == binary
+    assert updated["metadata"]["labels"] == {"team": "dns"}
+    assert updated["metadata"]["annotations"]["owner"] == "platform"
+    assert updated["metadata"]["annotations"][DEFAULTS_ANNOTATION] == data_hash(NEW_DATA)
+
+
 NO_CONFIGMAP_RULES = [rule for rule in ADDON_RULES if "configmaps" not in rule["resources"]]
 LINEAR_4 = json.dumps({"nodesPerReplica": 4})
 LADDER_6 = json.dumps({"nodesToReplicas": [[1, 1], [10, 6]]})

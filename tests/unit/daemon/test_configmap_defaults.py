@@ -184,6 +184,24 @@ def test_a_third_version_supersedes_both(capsys: pytest.CaptureFixture[str]) -> 
     assert len(said) == 2  # the first two, once each
 
 
+def test_an_immutable_configmap_is_left_alone_with_its_data_in_force(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    make(api, OLD, FOLLOW).poll_once()  # unedited, annotated: would be updated ...
+    api.objects[CM]["immutable"] = True  # ... but an operator froze it
+    api.put(CM, api.objects[CM])
+    a = make(api, NEW, FOLLOW)
+    for _ in range(3):
+        result = a.poll_once()
+        assert result.error is None and api.replicas(COREDNS) == 4
+        assert result.configmap_defaults is not None
+        assert result.configmap_defaults.state is DefaultsState.DIVERGED
+    assert ("PUT", CM) not in api.calls
+    (said,) = [e for e in events(capsys) if e["event"] == "configmap.defaults_diverged"]
+    assert said["reason"].startswith("immutable: true")
+
+
 def test_the_update_is_counted_and_recorded_as_an_event() -> None:
     api = FakeApi()
     api.add_scale(COREDNS, 1)

@@ -141,6 +141,35 @@ def test_replace_keeps_labels_and_other_annotations() -> None:
     assert out.resource_version != read.resource_version
 
 
+def test_replace_keeps_every_field_it_does_not_own() -> None:
+    """A PUT replaces the whole object: binaryData (and any field a later API adds) left
+    out of it would be deleted."""
+    api = FakeApi()
+    binary = {"notes.gz": "H4sIAAAAAAAAA8vMVUhKzEnNS1UoSa0oAQAfmR+DDgAAAA=="}
+    api.put(PATH, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": NAME, "namespace": NS, "annotations": {DEFAULTS_ANNOTATION: data_hash(OLD)},
+        "ownerReferences": [{"kind": "Addon", "name": "dns"}], "finalizers": ["x/y"]},
+        "data": OLD, "binaryData": binary, "immutable": False, "futureField": {"a": 1}})
+    replace_data(api, NS, NAME, fetch(api, NS, NAME), NEW,
+                 {DEFAULTS_ANNOTATION: data_hash(NEW)})
+    stored = api.objects[PATH]
+    assert stored["data"] == NEW and stored["binaryData"] == binary
+    assert stored["immutable"] is False and stored["futureField"] == {"a": 1}
+    assert stored["metadata"]["ownerReferences"] == [{"kind": "Addon", "name": "dns"}]
+    assert stored["metadata"]["finalizers"] == ["x/y"]
+
+
+def test_an_immutable_configmap_is_an_edit() -> None:
+    assert defaults_state(OLD, data_hash(OLD), NEW, immutable=True) is DefaultsState.DIVERGED
+    assert defaults_state(OLD, data_hash(OLD), OLD, immutable=True) is DefaultsState.CURRENT
+    api = FakeApi()
+    _stored(api)
+    assert not fetch(api, NS, NAME).immutable
+    api.objects[PATH]["immutable"] = True
+    api.put(PATH, api.objects[PATH])
+    assert fetch(api, NS, NAME).immutable
+
+
 def test_replace_never_overwrites_an_edit_made_since_the_read() -> None:
     api = FakeApi()
     _stored(api)
