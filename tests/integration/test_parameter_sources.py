@@ -7,6 +7,7 @@ kube-apiserver with the RBAC each needs and nothing more.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -310,4 +311,34 @@ def test_config_dir_missing_fails_the_poll_until_mounted(
     kubelet_write(volume, {"linear": LINEAR_4})
     wait_until("the mounted parameters used",
                lambda: replicas(admin, namespace, "deployment", "coredns") == 4)
+    proc.wait_poll_ok()
+
+
+def test_config_dir_key_that_is_a_fifo_fails_the_poll_without_blocking_it(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any,
+        tmp_path: Path) -> None:
+    """A directory made by hand (a hostPath) whose key file becomes a FIFO: reading it
+    would wait for a writer for ever, the poll loop stuck while /healthz and /last-poll
+    still said 200. Each poll fails naming the file; a regular file again, it scales."""
+    admin = controlplane.admin()
+    coredns_and_nodes(admin, namespace, "fifo", 16, cpu="1")
+    kubeconfig = service_account(controlplane, namespace, "gitops", rules=NO_CONFIGMAP_RULES)
+    volume = tmp_path / "params"
+    volume.mkdir()
+    (volume / "linear").write_text(LINEAR_4)
+    proc = start(f"--namespace={namespace}", "--target=deployment/coredns",
+                 f"--config-dir={volume}", kubeconfig=kubeconfig)
+    wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=proc)
+
+    (volume / "linear").unlink()
+    os.mkfifo(volume / "linear")
+    body = proc.wait_poll_error("FIFO")
+    assert f"{volume / 'linear'} is a FIFO (named pipe), not a regular file" in body
+    failed = proc.metrics()['cpa_polls_total{result="error"}']
+    wait_polls(proc, count=2)  # the loop goes on: every poll fails, none hangs
+    assert proc.metrics()['cpa_polls_total{result="error"}'] >= failed + 2
+
+    (volume / "linear").unlink()
+    (volume / "ladder").write_text(LADDER_6)
+    wait_replicas(admin, namespace, "deployment", "coredns", 6, proc=proc)
     proc.wait_poll_ok()
