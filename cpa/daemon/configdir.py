@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections.abc import Callable, Mapping
 
-__all__ = ["DATA_LINK", "ConfigDir", "ConfigDirError"]
+__all__ = ["DATA_LINK", "ConfigDir", "ConfigDirError", "file_kind"]
 
 DATA_LINK = "..data"
 _READ_ATTEMPTS = 3
@@ -122,17 +123,58 @@ def _read_keys(directory: str, hidden: str) -> dict[str, str]:
     with os.scandir(directory) as entries:
         names = sorted(e.name for e in entries if not e.name.startswith(hidden))
     for name in names:
+        path = os.path.join(directory, name)
         try:
-            with open(os.path.join(directory, name), "rb") as f:
-                raw = f.read()
-        except IsADirectoryError:
-            raise ConfigDirError(
-                f"--config-dir: {os.path.join(directory, name)} is a directory, not a key's "
-                "file: mount the ConfigMap without items paths that nest keys") from None
+            raw = _read_regular(path)
         except PermissionError as exc:
             raise ConfigDirError(
-                f"--config-dir: cannot read {os.path.join(directory, name)}: "
+                f"--config-dir: cannot read {path}: "
                 f"{exc.strerror or exc} (the volume's defaultMode must let the autoscaler's "
                 "user read it)") from exc
         data[name] = raw.decode("utf-8", "surrogateescape")
     return data
+
+
+def _read_regular(path: str) -> bytes:
+    """The content of ``path`` (its symlinks followed), which must be a regular file.
+
+    Why not a plain open(): opening a FIFO no writer opens waits for one for ever, and the
+    poll loop (and the health answers that follow it) with it; a device or a socket is no
+    value either. The kind is checked before the open, and again on what was opened (a swap
+    in between); the open does not wait (O_NONBLOCK, which a regular file's reads ignore).
+    """
+    _check_regular(path, os.stat(path).st_mode)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as f:
+        _check_regular(path, os.fstat(fd).st_mode)
+        return f.read()
+
+
+def _check_regular(path: str, mode: int) -> None:
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise ConfigDirError(
+            f"--config-dir: {_named(path)} is a directory, not a key's file: mount the "
+            "ConfigMap without items paths that nest keys")
+    raise ConfigDirError(
+        f"--config-dir: {_named(path)} is {file_kind(mode)}, not a regular file: each key "
+        "must be a file holding its value, as the kubelet writes a configMap volume; "
+        "replace it with one")
+
+
+def _named(path: str) -> str:
+    """``path``, and where its symlinks lead when that is elsewhere (the kubelet's own
+    links inside the volume aside: its timestamped directory is named already)."""
+    return f"{path} (-> {os.path.realpath(path)})" if os.path.islink(path) else path
+
+
+def file_kind(mode: int) -> str:
+    """What a file of ``mode`` (``st_mode``) is, in words for an error message."""
+    for test, words in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"),
+                        (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                        (stat.S_ISCHR, "a character device"),
+                        (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symlink")):
+        if test(mode):
+            return words
+    return "not a regular file"

@@ -8,7 +8,11 @@ distribution upgrade that changes them never reaches the old ConfigMap
 (kubernetes/kubernetes#45851). To tell our own data from an operator's edit, the ConfigMap
 we create carries the hash of the data we wrote (:data:`~cpa.decide.defaults.DEFAULTS_ANNOTATION`);
 data that still hashes to it is ours to replace, anything else is left alone and said so
-once. Without the flag nothing of this runs and the ConfigMap created is upstream's.
+once. Each update also records the hash of the defaults it replaced
+(:data:`~cpa.kube.configmap.SUPERSEDED_ANNOTATION`): an autoscaler finding its own defaults
+there is the older Pod of a rollout and leaves the newer defaults alone, so two Pods with
+different defaults do not write theirs in turn. Without the flag nothing of this runs and
+the ConfigMap created is upstream's.
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ from cpa.kube import configmap
 from cpa.kube.api import Api, ApiError
 from cpa.kube.configmap import (
     DEFAULTS_ANNOTATION,
+    SUPERSEDED_ANNOTATION,
     ConfigMapData,
     DefaultsState,
     data_hash,
     defaults_state,
+    superseded_after,
 )
 from cpa.namedtuple import NamedTuple
 
@@ -56,13 +62,14 @@ class ConfigMapSource:
         self._defaults = default_params
         self._dry_run = dry_run
         self._follow = update_from_defaults and default_params is not None
-        self._annotations = ({DEFAULTS_ANNOTATION: data_hash(default_params)}
-                             if self._follow else None)
+        self._hash = data_hash(default_params) if self._follow else ""
+        self._annotations = {DEFAULTS_ANNOTATION: self._hash} if self._follow else None
         """What the ConfigMap created (and each update) records: the defaults' hash."""
         self._log = logs.get_logger("configmap")
         self._would_create_logged = False
         self._checked: tuple[str, DefaultsState] | None = None  # (resourceVersion, state)
-        self._diverged_logged = False
+        self._left_alone: DefaultsState | None = None
+        """DIVERGED or SUPERSEDED once said (once per episode), else None."""
         self._would_update_logged: str | None = None
         self.defaults: DefaultsReport | None = None
         """This poll's :class:`DefaultsReport` (None without the flag)."""
@@ -93,7 +100,7 @@ class ConfigMapSource:
 
     # --- --update-configmap-from-defaults -----------------------------------------------
     def _follow_defaults(self, cm: ConfigMapData) -> ConfigMapData:
-        assert self._defaults is not None and self._annotations is not None
+        assert self._defaults is not None
         state = self._state(cm)
         replaced: Mapping[str, str] | None = None
         if state is DefaultsState.OUTDATED and self._dry_run:
@@ -103,23 +110,34 @@ class ConfigMapSource:
                                name=self.name, old=cm.data, new=dict(self._defaults),
                                hint="dry run: the ConfigMap keeps its data")
         elif state is DefaultsState.OUTDATED:
-            try:
-                updated = configmap.replace_data(self._api, self.namespace, self.name, cm,
-                                                 self._defaults, self._annotations)
-            except ApiError as exc:
-                if not exc.conflict:
-                    raise
+            updated = self._update(cm)
+            if updated is None:
                 # Written by someone else since our GET: judge what is there now, next poll.
                 return configmap.fetch(self._api, self.namespace, self.name)
             replaced, state = cm.data or {}, DefaultsState.CURRENT
-            self._log.info("configmap.defaults_updated", namespace=self.namespace,
-                           name=self.name, old=cm.data, new=dict(self._defaults),
-                           resource_version=updated.resource_version)
             self._checked = (updated.resource_version, state)
             cm = updated
-        self._say_diverged(cm, state)
+        self._say_left_alone(cm, state)
         self.defaults = DefaultsReport(state, replaced)
         return cm
+
+    def _update(self, cm: ConfigMapData) -> ConfigMapData | None:
+        """PUT the defaults over the data as read, recording the defaults replaced (the
+        data hashes to its annotation: OUTDATED); None when someone wrote meanwhile."""
+        assert self._defaults is not None
+        annotations = {DEFAULTS_ANNOTATION: self._hash, SUPERSEDED_ANNOTATION: superseded_after(
+            data_hash(cm.data), cm.annotation(SUPERSEDED_ANNOTATION), self._hash)}
+        try:
+            updated = configmap.replace_data(self._api, self.namespace, self.name, cm,
+                                             self._defaults, annotations)
+        except ApiError as exc:
+            if not exc.conflict:
+                raise
+            return None
+        self._log.info("configmap.defaults_updated", namespace=self.namespace,
+                       name=self.name, old=cm.data, new=dict(self._defaults),
+                       resource_version=updated.resource_version)
+        return updated
 
     def _state(self, cm: ConfigMapData) -> DefaultsState:
         """The state of this resourceVersion, hashed once per version (a large ladder's
@@ -127,21 +145,45 @@ class ConfigMapSource:
         assert self._defaults is not None
         if self._checked is not None and self._checked[0] == cm.resource_version:
             return self._checked[1]
-        state = defaults_state(cm.data, cm.annotation(DEFAULTS_ANNOTATION), self._defaults)
+        state = defaults_state(cm.data, cm.annotation(DEFAULTS_ANNOTATION), self._defaults,
+                               cm.annotation(SUPERSEDED_ANNOTATION), cm.immutable)
         self._checked = (cm.resource_version, state)
         return state
 
-    def _say_diverged(self, cm: ConfigMapData, state: DefaultsState) -> None:
-        """Once per episode: an edited ConfigMap is left alone, and why."""
-        diverged = state is DefaultsState.DIVERGED
-        if diverged and not self._diverged_logged:
-            recorded = cm.annotation(DEFAULTS_ANNOTATION)
-            self._log.warning(
-                "configmap.defaults_diverged", namespace=self.namespace, name=self.name,
-                reason=("edited since the autoscaler wrote it" if recorded is not None else
-                        f"no {DEFAULTS_ANNOTATION} annotation: not created by this "
-                        "autoscaler with --update-configmap-from-defaults (upstream or by "
-                        "hand), so treated as edited"),
-                hint="its data stays in force; to follow --default-params again, delete the "
-                     "ConfigMap (it is created again from the defaults, annotated)")
-        self._diverged_logged = diverged
+    def _say_left_alone(self, cm: ConfigMapData, state: DefaultsState) -> None:
+        """Once per episode: a ConfigMap whose data is not our defaults is left alone, and
+        why (edited, or newer defaults in force)."""
+        left_alone = state if state in (DefaultsState.DIVERGED,
+                                         DefaultsState.SUPERSEDED) else None
+        if left_alone is not None and left_alone is not self._left_alone:
+            if left_alone is DefaultsState.SUPERSEDED:
+                self._log.warning(
+                    "configmap.defaults_superseded", namespace=self.namespace, name=self.name,
+                    data=cm.data,
+                    reason="its data replaced this autoscaler's --default-params (they are "
+                           f"listed in its {SUPERSEDED_ANNOTATION} annotation): newer "
+                           "defaults are in force, as during a rolling update",
+                    hint="its data stays in force; to bring these defaults back (a "
+                         "rollback), delete the ConfigMap (it is created again from the "
+                         "defaults of the autoscaler that finds it missing) or edit it")
+            else:
+                self._say_diverged(cm)
+        self._left_alone = left_alone
+
+    def _say_diverged(self, cm: ConfigMapData) -> None:
+        self._log.warning(
+            "configmap.defaults_diverged", namespace=self.namespace, name=self.name,
+            reason=_diverged_reason(cm),
+            hint="its data stays in force; to follow --default-params again, delete the "
+                 "ConfigMap (it is created again from the defaults, annotated and not "
+                 "immutable)")
+
+
+def _diverged_reason(cm: ConfigMapData) -> str:
+    if cm.immutable:
+        return ("immutable: true: frozen by whoever set it, so treated as edited (the API "
+                "server would refuse any update of its data)")
+    if cm.annotation(DEFAULTS_ANNOTATION) is not None:
+        return "edited since the autoscaler wrote it"
+    return (f"no {DEFAULTS_ANNOTATION} annotation: not created by this autoscaler with "
+            "--update-configmap-from-defaults (upstream or by hand), so treated as edited")

@@ -218,8 +218,9 @@ class Metrics:
         reg = self.registry
         self.defaults_diverged = Gauge(
             "cpa_configmap_defaults_diverged", "1 while the ConfigMap's data differs from "
-            "--default-params and is left alone: edited since the autoscaler wrote it, or "
-            "never written by it (--update-configmap-from-defaults).", registry=reg)
+            "--default-params and is left alone: edited since the autoscaler wrote it, "
+            "never written by it, immutable, or newer defaults that replaced these "
+            "(--update-configmap-from-defaults).", registry=reg)
         self.defaults_updates = Counter(
             "cpa_configmap_defaults_updates", "Times the ConfigMap's data was replaced by "
             "new --default-params (--update-configmap-from-defaults).", registry=reg)
@@ -228,7 +229,8 @@ class Metrics:
         report = result.configmap_defaults
         if report is None or self.defaults_diverged is None or self.defaults_updates is None:
             return
-        self.defaults_diverged.set(1 if report.state is DefaultsState.DIVERGED else 0)
+        self.defaults_diverged.set(1 if report.state in (DefaultsState.DIVERGED,
+                                                         DefaultsState.SUPERSEDED) else 0)
         if report.replaced is not None:
             self.defaults_updates.inc()
 

@@ -12,8 +12,9 @@ from cpa.kube.api import Api, ApiError, get_decoded
 from cpa.kube.objects import decode_configmap
 from cpa.namedtuple import NamedTuple
 
-__all__ = ["DEFAULTS_ANNOTATION", "ConfigMapData", "DefaultsState", "data_hash",
-           "defaults_state", "fetch", "get_or_create", "object_path", "replace_data"]
+__all__ = ["DEFAULTS_ANNOTATION", "SUPERSEDED_ANNOTATION", "SUPERSEDED_KEPT", "ConfigMapData",
+           "DefaultsState", "data_hash", "defaults_state", "fetch", "get_or_create",
+           "object_path", "replace_data", "superseded_after", "superseded_hashes"]
 
 
 class ConfigMapData(NamedTuple):
@@ -28,6 +29,14 @@ class ConfigMapData(NamedTuple):
     metadata: Mapping[str, object] | None = None
     """The object's metadata as read (annotations, labels, resourceVersion): what a PUT of
     new data must carry back unchanged."""
+    others: Mapping[str, object] | None = None
+    """The object's other top-level fields as read (``binaryData``, ``immutable``, any
+    later one): the autoscaler owns none of them, so a PUT carries them back as they were."""
+
+    @property
+    def immutable(self) -> bool:
+        """``immutable: true``: the API server refuses any change of the data."""
+        return (self.others or {}).get("immutable") is True
 
     def annotation(self, key: str) -> str | None:
         """One annotation's value, None when absent."""
@@ -46,8 +55,15 @@ def _from_doc(doc: dict[str, object], where: str) -> ConfigMapData:
     as client-go refuses it, rather than turned into one."""
     read = decode_configmap(doc, where)
     meta = doc.get("metadata")
+    others = {key: value for key, value in doc.items() if key not in _OWN_FIELDS}
     return ConfigMapData(read.resource_version, read.data,
-                         metadata=meta if isinstance(meta, dict) else None)
+                         metadata=meta if isinstance(meta, dict) else None,
+                         others=others or None)
+
+
+_OWN_FIELDS = frozenset({"apiVersion", "kind", "metadata", "data"})
+"""The fields a PUT of new defaults writes itself (the metadata as read, with our
+annotations added); every other field is the object's as read."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -111,14 +127,17 @@ def replace_data(api: Api, namespace: str, name: str, read: ConfigMapData,
                  data: Mapping[str, str], annotations: Mapping[str, str]) -> ConfigMapData:
     """PUT ``data`` (and ``annotations`` added to the object's) over the ConfigMap as
     ``read``: its resourceVersion makes the API server refuse the write (409) when someone
-    changed the object since, so an edit made meanwhile is never overwritten. Labels and
-    every other annotation are kept. Raises ApiError; a 403 names the RBAC rule to add."""
+    changed the object since, so an edit made meanwhile is never overwritten. Labels, every
+    other annotation and every other field (``binaryData``) are kept: a PUT replaces the
+    whole object, and what it leaves out is deleted. Raises ApiError; a 403 names the RBAC
+    rule to add."""
     metadata = dict(read.metadata or {})
     metadata.update(name=name, namespace=namespace, resourceVersion=read.resource_version)
     old = metadata.get("annotations")
     metadata["annotations"] = {**(old if isinstance(old, dict) else {}), **annotations}
     metadata.pop("managedFields", None)  # the server keeps them; a PUT need not echo them
-    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": dict(data)}
+    body = {**(read.others or {}), "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": metadata, "data": dict(data)}
     try:
         return _from_doc(api.send_json("PUT", object_path(namespace, name), body),
                          f"PUT {object_path(namespace, name)}")
@@ -152,6 +171,33 @@ def data_hash(data: Mapping[str, str] | None) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+SUPERSEDED_ANNOTATION = "cpa-py.github.io/defaults-superseded"
+"""Written with each update of the data to new defaults: the hashes of the defaults that
+were replaced, newest first, comma-separated, at most :data:`SUPERSEDED_KEPT`. An
+autoscaler whose defaults are listed is an older one still running (a rolling update's old
+Pod): newer defaults are in force and it leaves them alone, rather than writing its own back
+and fighting the newer Pod for as long as both run."""
+SUPERSEDED_KEPT = 8
+"""How many replaced defaults the annotation remembers: enough for the Pods of several
+rollouts still running at once, and a bound on an annotation that grows with each update."""
+
+
+def superseded_hashes(value: str | None) -> tuple[str, ...]:
+    """The hashes :data:`SUPERSEDED_ANNOTATION` lists (none when absent or empty)."""
+    return tuple(part for part in (value or "").split(",") if part)
+
+
+def superseded_after(replaced: str, listed: str | None, new: str) -> str:
+    """The annotation's value once the defaults hashing to ``replaced`` give way to those
+    hashing to ``new``: ``replaced`` first, then those listed before, without ``new`` (it is
+    in force now, not superseded), without repeats, at most :data:`SUPERSEDED_KEPT`."""
+    kept: list[str] = []
+    for digest in (replaced, *superseded_hashes(listed)):
+        if digest != new and digest not in kept:
+            kept.append(digest)
+    return ",".join(kept[:SUPERSEDED_KEPT])
+
+
 class DefaultsState(enum.Enum):
     """What ``--update-configmap-from-defaults`` makes of the ConfigMap as read."""
 
@@ -161,18 +207,28 @@ class DefaultsState(enum.Enum):
     """Nobody edited what we wrote and the defaults changed: replace the data."""
     DIVERGED = "diverged"
     """Someone edited the data (or we never wrote it: no annotation): leave it alone."""
+    SUPERSEDED = "superseded"
+    """Nobody edited the data, and it replaced our defaults: newer defaults are in force
+    (we are the older autoscaler of a rollout): leave them alone."""
 
 
 def defaults_state(data: Mapping[str, str] | None, recorded: str | None,
-                   defaults: Mapping[str, str]) -> DefaultsState:
+                   defaults: Mapping[str, str], superseded: str | None = None,
+                   immutable: bool = False) -> DefaultsState:
     """Whether the ConfigMap's data may follow the defaults.
 
-    ``recorded`` is the annotation's value (None without it). Only data that still hashes to
-    what we recorded is ours to replace: a ConfigMap created by upstream or by hand carries
-    no annotation and is never touched, an edited one no longer matches its hash.
+    ``recorded`` is the annotation's value (None without it), ``superseded`` the
+    :data:`SUPERSEDED_ANNOTATION`'s. Only data that still hashes to what we recorded is ours
+    to replace: a ConfigMap created by upstream or by hand carries no annotation and is never
+    touched, an edited one no longer matches its hash. An ``immutable`` one is an edit too:
+    someone froze it, and the API server would refuse the update anyway. And defaults once
+    replaced never replace the data again by themselves: two autoscalers with different
+    defaults would otherwise write theirs in turn every poll.
     """
     if dict(data or {}) == dict(defaults):
         return DefaultsState.CURRENT
-    if recorded is not None and recorded == data_hash(data):
-        return DefaultsState.OUTDATED
-    return DefaultsState.DIVERGED
+    if immutable or recorded is None or recorded != data_hash(data):
+        return DefaultsState.DIVERGED
+    if data_hash(defaults) in superseded_hashes(superseded):
+        return DefaultsState.SUPERSEDED
+    return DefaultsState.OUTDATED

@@ -4,6 +4,7 @@ test."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,30 @@ class AdminClient:
 
     def delete(self, path: str) -> None:
         self._json("DELETE", path)
+
+    def watch_until(self, path: str, last: Callable[[dict[str, Any]], bool]
+                    ) -> list[dict[str, Any]]:
+        """The events of the watch ``path`` (``...?watch=1&resourceVersion=RV``: from RV on,
+        the API server replays what changed since), up to and including the first that
+        ``last`` accepts. A test makes that event itself (a marker written after the
+        scenario), so the count of the writes before it needs no waiting for time."""
+        hdrs = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        resp = self._http.request("GET", self.server + path, headers=hdrs,
+                                  preload_content=False)
+        try:
+            if resp.status != 200:
+                raise ApiError("GET", path, resp.status, resp.read().decode(errors="replace"))
+            events: list[dict[str, Any]] = []
+            for line in resp:
+                if not line.strip():
+                    continue
+                events.append(json.loads(line))
+                if last(events[-1]):
+                    return events
+            raise ApiError("GET", path, resp.status, f"the watch ended after {len(events)} "
+                           "events, without the last one expected")
+        finally:
+            resp.close()  # mid-stream: the connection is dropped, not given back to the pool
 
     def apply(self, obj: dict[str, Any], field_manager: str = "cpa-tests") -> dict[str, Any]:
         """Server-side apply (force): creates or updates ``obj`` idempotently.

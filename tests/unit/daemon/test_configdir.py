@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from cpa.daemon.configdir import ConfigDir, ConfigDirError
+from cpa.daemon.configdir import ConfigDir, ConfigDirError, file_kind
 from cpa.daemon.loop import Autoscaler
 from cpa.daemon.main import loop_config
 from cpa.flags import parse_args, validate
@@ -98,6 +101,76 @@ def test_a_nested_key_is_refused(tmp_path: Path) -> None:
         ConfigDir(str(tmp_path)).read(None)
 
 
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+@pytest.fixture
+def not_a_file() -> Iterator[Callable[[str, Path], str]]:
+    """Make ``path`` a ``kind`` of thing that is not a regular file; the words the error
+    must use for it."""
+    sockets: list[socket.socket] = []
+
+    def make(kind: str, path: Path) -> str:
+        if kind == "fifo":
+            _fifo(path)
+            return "a FIFO (named pipe)"
+        if kind == "socket":
+            sockets.append(socket.socket(socket.AF_UNIX))
+            sockets[-1].bind(str(path))
+            return "a socket"
+        assert kind == "device"
+        path.symlink_to("/dev/null")
+        return "a character device"
+
+    yield make
+    for sock in sockets:
+        sock.close()
+
+
+@pytest.mark.timeout(20)  # a read that blocks on the FIFO fails here, not forever
+@pytest.mark.parametrize("kind", ["fifo", "socket", "device"])
+def test_a_key_that_is_not_a_regular_file_fails_without_blocking(
+        tmp_path: Path, kind: str, not_a_file: Callable[[str, Path], str]) -> None:
+    """No writer ever opens a FIFO in a ConfigMap volume: opening one to read it would
+    block the poll loop for good (and the health answers with it)."""
+    words = not_a_file(kind, tmp_path / "linear")
+    source = ConfigDir(str(tmp_path))
+    for _ in range(2):  # every poll, until fixed
+        with pytest.raises(ConfigDirError) as caught:
+            source.read(None)
+        message = str(caught.value)
+        assert f"{tmp_path / 'linear'}" in message and words in message
+        assert "not a regular file" in message
+    (tmp_path / "linear").unlink()
+    (tmp_path / "linear").write_text(LINEAR)
+    assert source.read(None)[1] == {"linear": LINEAR}
+
+
+@pytest.mark.timeout(20)
+def test_a_fifo_behind_the_kubelets_links_is_named_with_its_target(tmp_path: Path) -> None:
+    name = kubelet_write(tmp_path / "vol", {"linear": LINEAR})
+    real = tmp_path / "vol" / name / "linear"
+    real.unlink()
+    _fifo(tmp_path / "elsewhere")
+    real.symlink_to(tmp_path / "elsewhere")
+    source = ConfigDir(str(tmp_path / "vol"))
+    with pytest.raises(ConfigDirError) as caught:
+        source.read(None)
+    assert f"{real} (-> {tmp_path / 'elsewhere'}) is a FIFO (named pipe)" in str(caught.value)
+    second = kubelet_write(tmp_path / "vol", {"linear": LINEAR})  # the fix: a new version
+    assert source.read(name) == (second, {"linear": LINEAR})
+
+
+@pytest.mark.parametrize(("mode", "words"), [
+    (stat.S_IFIFO, "a FIFO (named pipe)"), (stat.S_IFSOCK, "a socket"),
+    (stat.S_IFCHR, "a character device"), (stat.S_IFBLK, "a block device"),
+    (stat.S_IFDIR, "a directory"), (stat.S_IFREG, "a regular file"),
+])
+def test_file_kind(mode: int, words: str) -> None:
+    assert file_kind(mode | 0o644) == words
+
+
 # --- the poll, with the directory as its parameters ------------------------------------
 
 def make(api: FakeApi, directory: Path, nodes: int = 8) -> Autoscaler:
@@ -150,6 +223,23 @@ def test_a_missing_directory_fails_the_poll_until_it_is_mounted(tmp_path: Path) 
     assert api.replicas(COREDNS) == 1
     kubelet_write(tmp_path / "later", {"linear": LINEAR})
     assert a.poll_once().error is None and api.replicas(COREDNS) == 4
+
+
+@pytest.mark.timeout(20)
+def test_a_fifo_fails_the_poll_and_writes_nothing_until_replaced(tmp_path: Path) -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    (tmp_path / "linear").write_text(LINEAR)
+    a = make(api, tmp_path)
+    assert a.poll_once().error is None and api.replicas(COREDNS) == 4
+    (tmp_path / "linear").unlink()
+    _fifo(tmp_path / "linear")
+    result = a.poll_once()
+    assert result.error is not None and "is a FIFO (named pipe)" in result.error
+    assert api.replicas(COREDNS) == 4
+    (tmp_path / "linear").unlink()
+    (tmp_path / "ladder").write_text(LADDER)
+    assert a.poll_once().error is None and api.replicas(COREDNS) == 7
 
 
 @pytest.mark.parametrize("value", [

@@ -16,7 +16,12 @@ from cpa.daemon.main import loop_config
 from cpa.daemon.metrics import Metrics
 from cpa.flags import parse_args, validate
 from cpa.kube.api import ApiError
-from cpa.kube.configmap import DEFAULTS_ANNOTATION, DefaultsState, data_hash
+from cpa.kube.configmap import (
+    DEFAULTS_ANNOTATION,
+    SUPERSEDED_ANNOTATION,
+    DefaultsState,
+    data_hash,
+)
 from cpa.nodes.counts import ClusterCounts
 from tests.fakes import FakeApi
 from tests.unit.daemon.test_metrics import value
@@ -77,7 +82,8 @@ def test_new_defaults_reach_an_unedited_configmap_after_a_restart(
     result = restarted.poll_once()
     assert result.error is None and api.replicas(COREDNS) == 8
     assert api.objects[CM]["data"] == NEW_DATA
-    assert api.objects[CM]["metadata"]["annotations"] == {DEFAULTS_ANNOTATION: data_hash(NEW_DATA)}
+    assert api.objects[CM]["metadata"]["annotations"] == {
+        DEFAULTS_ANNOTATION: data_hash(NEW_DATA), SUPERSEDED_ANNOTATION: data_hash(OLD_DATA)}
     assert result.configmap_defaults is not None
     assert result.configmap_defaults.replaced == OLD_DATA
     assert result.params_version == api.objects[CM]["metadata"]["resourceVersion"]
@@ -117,6 +123,83 @@ def test_an_edited_or_unannotated_configmap_is_left_alone_and_said_so_once(
     assert len(said) == 1
     assert ("edited since" in said[0]["reason"]) == (how == "edited")
     assert ("no " + DEFAULTS_ANNOTATION in said[0]["reason"]) == (how == "no annotation")
+
+
+def test_two_autoscalers_with_other_defaults_write_the_newer_ones_once(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A rolling update: the old Pod and the new one poll in turn. The new defaults are
+    written once; the old Pod, finding its defaults superseded, leaves them alone."""
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    old = make(api, OLD, FOLLOW)
+    assert old.poll_once().error is None and api.replicas(COREDNS) == 4
+    new = make(api, NEW, FOLLOW)
+    metrics = Metrics([], follow_defaults=True)
+    replicas = []
+    for _ in range(10):
+        for a in (new, old):
+            result = a.poll_once()
+            assert result.error is None
+            replicas.append(api.replicas(COREDNS))
+        metrics.observe(result)  # the old Pod's
+    assert api.calls.count(("PUT", CM)) == 1 and api.objects[CM]["data"] == NEW_DATA
+    assert set(replicas) == {8}
+    assert result.configmap_defaults is not None
+    assert result.configmap_defaults.state is DefaultsState.SUPERSEDED
+    assert value(metrics.exposition().decode(), "cpa_configmap_defaults_diverged") == 1
+    said = [e for e in events(capsys) if e["event"] == "configmap.defaults_superseded"]
+    assert len(said) == 1 and said[0]["data"] == NEW_DATA
+    assert "delete the ConfigMap" in said[0]["hint"]
+
+
+def test_a_rollback_keeps_the_newer_defaults_until_the_configmap_is_deleted() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    make(api, OLD, FOLLOW).poll_once()
+    make(api, NEW, FOLLOW).poll_once()
+    rolled_back = make(api, OLD, FOLLOW)
+    assert rolled_back.poll_once().error is None
+    assert api.objects[CM]["data"] == NEW_DATA and api.replicas(COREDNS) == 8
+    del api.objects[CM]  # the operator's way back to the old defaults
+    assert rolled_back.poll_once().error is None
+    assert api.objects[CM]["data"] == OLD_DATA and api.replicas(COREDNS) == 4
+    assert api.objects[CM]["metadata"]["annotations"] == {DEFAULTS_ANNOTATION: data_hash(OLD_DATA)}
+    # ... and a later upgrade reaches it again, once.
+    make(api, NEW, FOLLOW).poll_once()
+    assert api.objects[CM]["data"] == NEW_DATA and api.calls.count(("PUT", CM)) == 2
+
+
+def test_a_third_version_supersedes_both(capsys: pytest.CaptureFixture[str]) -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    third = '{"linear":{"nodesPerReplica":1}}'
+    versions = [make(api, defaults, FOLLOW) for defaults in (OLD, NEW, third)]
+    for _ in range(3):
+        for a in versions:
+            assert a.poll_once().error is None
+    assert api.calls.count(("PUT", CM)) == 2 and api.replicas(COREDNS) == 16
+    assert api.objects[CM]["metadata"]["annotations"][SUPERSEDED_ANNOTATION] == \
+        f"{data_hash(NEW_DATA)},{data_hash(OLD_DATA)}"
+    said = [e for e in events(capsys) if e["event"] == "configmap.defaults_superseded"]
+    assert len(said) == 2  # the first two, once each
+
+
+def test_an_immutable_configmap_is_left_alone_with_its_data_in_force(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    make(api, OLD, FOLLOW).poll_once()  # unedited, annotated: would be updated ...
+    api.objects[CM]["immutable"] = True  # ... but an operator froze it
+    api.put(CM, api.objects[CM])
+    a = make(api, NEW, FOLLOW)
+    for _ in range(3):
+        result = a.poll_once()
+        assert result.error is None and api.replicas(COREDNS) == 4
+        assert result.configmap_defaults is not None
+        assert result.configmap_defaults.state is DefaultsState.DIVERGED
+    assert ("PUT", CM) not in api.calls
+    (said,) = [e for e in events(capsys) if e["event"] == "configmap.defaults_diverged"]
+    assert said["reason"].startswith("immutable: true")
 
 
 def test_the_update_is_counted_and_recorded_as_an_event() -> None:

@@ -12,12 +12,15 @@ from hypothesis import strategies as st
 from cpa.kube.api import ApiError
 from cpa.kube.configmap import (
     DEFAULTS_ANNOTATION,
+    SUPERSEDED_KEPT,
     DefaultsState,
     data_hash,
     defaults_state,
     fetch,
     get_or_create,
     replace_data,
+    superseded_after,
+    superseded_hashes,
 )
 from tests.fakes import FakeApi
 
@@ -72,6 +75,39 @@ def test_only_unedited_annotated_data_is_ever_replaced(
     assert (state is DefaultsState.OUTDATED) == (annotated and current != defaults)
 
 
+THIRD = {"ladder": '{"nodesToReplicas":[[1,1]]}'}
+
+
+@pytest.mark.parametrize(("data", "recorded", "defaults", "superseded", "state"), [
+    # our defaults were replaced by the data in force: newer defaults, left alone
+    (NEW, data_hash(NEW), OLD, data_hash(OLD), DefaultsState.SUPERSEDED),
+    (THIRD, data_hash(THIRD), OLD, f"{data_hash(NEW)},{data_hash(OLD)}",
+     DefaultsState.SUPERSEDED),
+    # others' defaults were: ours are newer still
+    (NEW, data_hash(NEW), THIRD, data_hash(OLD), DefaultsState.OUTDATED),
+    (NEW, data_hash(NEW), THIRD, "", DefaultsState.OUTDATED),
+    # in force already, or edited: as without the list
+    (OLD, data_hash(NEW), OLD, data_hash(OLD), DefaultsState.CURRENT),
+    ({"linear": "{}"}, data_hash(NEW), OLD, data_hash(OLD), DefaultsState.DIVERGED),
+])
+def test_defaults_once_replaced_never_replace_the_data_again(
+        data: dict[str, str], recorded: str, defaults: dict[str, str], superseded: str,
+        state: DefaultsState) -> None:
+    assert defaults_state(data, recorded, defaults, superseded) is state
+
+
+def test_the_superseded_list_is_newest_first_without_repeats_and_bounded() -> None:
+    a, b, c = data_hash(OLD), data_hash(NEW), data_hash(THIRD)
+    assert superseded_after(a, None, b) == a
+    assert superseded_after(b, a, c) == f"{b},{a}"
+    assert superseded_after(c, f"{b},{a}", a) == f"{c},{b}"  # a is in force again
+    assert superseded_after(a, f"{a},{b}", c) == f"{a},{b}"
+    many = [data_hash({"k": str(i)}) for i in range(SUPERSEDED_KEPT + 3)]
+    kept = superseded_hashes(superseded_after(many[0], ",".join(many[1:]), c))
+    assert kept == tuple(many[:SUPERSEDED_KEPT])
+    assert superseded_hashes("") == () and superseded_hashes(None) == ()
+
+
 def test_without_annotations_the_created_object_is_upstreams() -> None:
     api = FakeApi()
     get_or_create(api, NS, NAME, OLD)
@@ -103,6 +139,35 @@ def test_replace_keeps_labels_and_other_annotations() -> None:
     assert stored["metadata"]["annotations"] == {"other": "x",
                                                  DEFAULTS_ANNOTATION: data_hash(NEW)}
     assert out.resource_version != read.resource_version
+
+
+def test_replace_keeps_every_field_it_does_not_own() -> None:
+    """A PUT replaces the whole object: binaryData (and any field a later API adds) left
+    out of it would be deleted."""
+    api = FakeApi()
+    binary = {"notes.gz": "H4sIAAAAAAAAA8vMVUhKzEnNS1UoSa0oAQAfmR+DDgAAAA=="}
+    api.put(PATH, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": NAME, "namespace": NS, "annotations": {DEFAULTS_ANNOTATION: data_hash(OLD)},
+        "ownerReferences": [{"kind": "Addon", "name": "dns"}], "finalizers": ["x/y"]},
+        "data": OLD, "binaryData": binary, "immutable": False, "futureField": {"a": 1}})
+    replace_data(api, NS, NAME, fetch(api, NS, NAME), NEW,
+                 {DEFAULTS_ANNOTATION: data_hash(NEW)})
+    stored = api.objects[PATH]
+    assert stored["data"] == NEW and stored["binaryData"] == binary
+    assert stored["immutable"] is False and stored["futureField"] == {"a": 1}
+    assert stored["metadata"]["ownerReferences"] == [{"kind": "Addon", "name": "dns"}]
+    assert stored["metadata"]["finalizers"] == ["x/y"]
+
+
+def test_an_immutable_configmap_is_an_edit() -> None:
+    assert defaults_state(OLD, data_hash(OLD), NEW, immutable=True) is DefaultsState.DIVERGED
+    assert defaults_state(OLD, data_hash(OLD), OLD, immutable=True) is DefaultsState.CURRENT
+    api = FakeApi()
+    _stored(api)
+    assert not fetch(api, NS, NAME).immutable
+    api.objects[PATH]["immutable"] = True
+    api.put(PATH, api.objects[PATH])
+    assert fetch(api, NS, NAME).immutable
 
 
 def test_replace_never_overwrites_an_edit_made_since_the_read() -> None:
