@@ -24,6 +24,18 @@ when the target's Pod template passes the scheduler's two placement filters:
   ``Exists`` every value, ``Equal`` (or no operator) the same value, ``Lt``/``Gt`` a
   numeric comparison of the two values (the TaintTolerationComparisonOperators gate).
 
+One departure from the scheduler, on purpose: the taints Kubernetes' node lifecycle
+controller writes from a Node's state (:data:`NODE_STATE_TAINTS`: ``spec.unschedulable``
+and the Ready, MemoryPressure, DiskPressure, PIDPressure and NetworkUnavailable conditions,
+``nodeConditionToTaintKeyStatusMap`` and ``doNoScheduleTaintingPass`` in
+``pkg/controller/nodelifecycle/node_lifecycle_controller.go``) keep no Node off. Why: they
+say how a Node is now, not which Pods it is meant for, and how a Node is now is already
+counted by upstream's rule, which ``targetPlacement`` leaves as it is: a cordoned or
+NotReady Node counts with ``includeUnschedulableNodes`` and not without, and a Node under
+pressure counts as any other. Judged as taints, they would drop a cordoned Node from every
+target that does not tolerate them, whatever ``includeUnschedulableNodes`` says, and move a
+target's count with each passing pressure condition that the whole cluster's count ignores.
+
 The API server validates a template's selectors and tolerations before it stores them, so
 the parse errors above can only come from a template this code was handed by hand; they
 are judged as the scheduler judges them all the same.
@@ -37,11 +49,23 @@ from typing import Any, Final
 
 from cpa.namedtuple import NamedTuple
 
-__all__ = ["EVERYWHERE", "Placement", "Requirement", "Term", "Toleration", "excluded_by",
-           "fits", "placement_of"]
+__all__ = ["EVERYWHERE", "NODE_STATE_TAINTS", "Placement", "Requirement", "Term",
+           "Toleration", "excluded_by", "fits", "placement_of"]
 
 _INT64 = re.compile(r"[+-]?[0-9]+")
 _SCHEDULING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
+NODE_STATE_TAINTS: Final = frozenset({
+    "node.kubernetes.io/unschedulable",  # spec.unschedulable: a cordon
+    "node.kubernetes.io/not-ready",  # Ready False
+    "node.kubernetes.io/unreachable",  # Ready Unknown: the kubelet stopped reporting
+    "node.kubernetes.io/memory-pressure",
+    "node.kubernetes.io/disk-pressure",
+    "node.kubernetes.io/pid-pressure",
+    "node.kubernetes.io/network-unavailable",
+})
+"""The taint keys the node lifecycle controller mirrors a Node's state with
+(``k8s.io/api/core/v1`` ``well_known_taints.go`` names them): the placement rule passes
+over them (the module doc says why); the counting rules decide on those Nodes."""
 
 
 class Requirement(NamedTuple):
@@ -198,7 +222,7 @@ def excluded_by(placement: Placement, name: str, labels: Mapping[str, str],
                 taints: Iterable[tuple[str, str, str]]) -> str | None:
     """None when a Pod of ``placement`` could be scheduled on the Node, else the first rule
     that keeps it off: ``nodeSelector``, ``nodeAffinity`` or ``taint KEY`` (what ``cpa
-    explain`` counts per rule)."""
+    explain`` counts per rule). A taint of :data:`NODE_STATE_TAINTS` keeps no Node off."""
     for key, value in placement.node_selector:
         if labels.get(key) != value:
             return "nodeSelector"
@@ -206,7 +230,7 @@ def excluded_by(placement: Placement, name: str, labels: Mapping[str, str],
             _term_ok(t, name, labels) for t in placement.required):
         return "nodeAffinity"
     for key, value, effect in taints:
-        if effect in _SCHEDULING_EFFECTS and not any(
+        if effect in _SCHEDULING_EFFECTS and key not in NODE_STATE_TAINTS and not any(
                 _tolerates(t, key, value, effect) for t in placement.tolerations):
             return f"taint {key}"
     return None

@@ -17,6 +17,27 @@ count until that list is complete.
 Why records and not objects: at 65,000 GKE-sized Nodes a decoded object is ~30 KB while a
 record is a shared tuple; nodes are mostly alike, so identical records are one object
 (measured: 47 -> 42 MiB peak at 65,000 nodes).
+
+Sharing, bounded by the live Nodes: three interning tables make equal things one object:
+the records, their taint-key sets and (``targetPlacement``) their label pairs. Labels and
+taint values churn in real clusters (a GPU Feature Discovery timestamp label rewritten every
+minute, the cluster-autoscaler's deletion-candidate taint whose value is a time), and each
+change makes a record never seen before; a table that only grows would keep every record
+the Nodes ever had. So the tables are rebuilt from the live records whenever the record
+table has grown past twice the live records (plus a small slack, so that a small cluster
+does not rebuild on every change), and after the list that drops every label (the last
+``targetPlacement`` gone). Why a rebuild and not
+reference counts: counts would have to be kept right on every path that replaces a record
+(an update, a delete, a relist's retain, a re-zone) and for records made but not yet
+stored, while a rebuild is derived from the live records, so it cannot get out of step
+with them, and it costs nothing on the common event that changes no record (a heartbeat).
+Why it stays cheap: a rebuild is one pass over the live records, and it comes only after
+at least as many new records were made as there are live ones, each of which cost as much
+to make: constant work per change on average. Between rebuilds a table holds the live
+records' entries plus those of the records made since; a new taint set or label pair only
+ever comes with a new record (every entry of a kept record is in the tables), so the
+record table's bound holds the other two. What a record carries besides (its taint
+details, its zone) is held by the record only and goes with it.
 """
 
 from __future__ import annotations
@@ -78,6 +99,19 @@ class NodeRecord(NamedTuple):
         return not self.unschedulable and self.ready
 
 
+_NO_TAINTS: frozenset[str] = frozenset()
+_SLACK = 64
+"""Records the table may hold beyond twice the live ones before a rebuild: with few Nodes,
+a rebuild on nearly every change would cost more than the records it frees."""
+
+
+def _taint_key(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """One key per taint-key set, whatever order the Node lists its taints in (and a key
+    listed twice, for two effects, once): a table keyed so is rebuilt from the sets alone.
+    Most Nodes have no taint or one, which need no sorting."""
+    return keys if len(keys) < 2 else tuple(sorted(set(keys)))
+
+
 @lru_cache(maxsize=4096)
 def _millicores(text: str) -> int | Fraction:
     """Parse once per distinct string: nodes are mostly alike."""
@@ -96,7 +130,7 @@ class NodeStore:
         self._lock = threading.Lock()
         self._records: dict[str, NodeRecord] = {}
         self._shared: dict[NodeRecord, NodeRecord] = {}
-        self._taint_sets: dict[tuple[str, ...], frozenset[str]] = {(): frozenset()}
+        self._taint_sets: dict[tuple[str, ...], frozenset[str]] = {(): _NO_TAINTS}
         self._policy = DEFAULT_POLICY
         self._total_nodes = 0
         self._total_milli: int | Fraction = 0
@@ -225,6 +259,8 @@ class NodeStore:
         """A complete list of the Nodes was decoded with the label ``key``: every record now
         carries that label's value (the reflector calls this after each list)."""
         with self._lock:
+            if self._listed_label == ALL_LABELS and key != ALL_LABELS:
+                self._reintern()  # the records without labels replaced all: give them back
             self._listed_label = key
             self._labels_listed.notify_all()
 
@@ -305,9 +341,10 @@ class NodeStore:
                 self._log.warning("node.bad_cpu", node=node.name, cpu=node.cpu, error=str(exc),
                                   hint="counted as 0 cores")
         with self._lock:
-            taints = self._taint_sets.get(node.taints)
+            key = _taint_key(node.taints)
+            taints = self._taint_sets.get(key)
             if taints is None:
-                taints = self._taint_sets.setdefault(node.taints, frozenset(node.taints))
+                taints = self._taint_sets[key] = frozenset(key)
             if node.labels is None:
                 record = NodeRecord(node.unschedulable, node.ready, milli, taints, node.label)
             else:  # targetPlacement: every label, and the zone from them
@@ -359,7 +396,20 @@ class NodeStore:
                 self._count_placed(placed, name, old, -1)
             if new is not None:
                 self._count_placed(placed, name, new, 1)
+        if len(self._shared) > 2 * len(self._records) + _SLACK:
+            self._reintern()
         return True
+
+    def _reintern(self) -> None:
+        """The interning tables rebuilt from the live records (the module doc says when and
+        why): each live record, taint set and label pair stays the one shared object."""
+        self._shared = {r: r for r in self._records.values()}
+        self._taint_sets = {(): _NO_TAINTS}
+        self._pairs = {}
+        for record in self._shared:
+            self._taint_sets.setdefault(_taint_key(tuple(record.taints)), record.taints)
+            for pair in record.labels or ():
+                self._pairs[pair] = pair
 
     def _rezone(self, zone_key: str | None) -> None:
         """Records that carry every label, their zone read again for another topologyKey
@@ -369,7 +419,7 @@ class NodeStore:
             if zone != record.zone:
                 fresh = record._replace(zone=zone)
                 self._records[name] = self._shared.setdefault(fresh, fresh)
-        self._shared = {r: r for r in self._records.values()}
+        self._reintern()
 
     def _count_placed(self, placed: _Placed, name: str, record: NodeRecord,
                       sign: int) -> None:

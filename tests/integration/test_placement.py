@@ -178,3 +178,67 @@ def test_a_403_on_the_workload_names_the_rule(
     body = proc.wait_poll_error("targetPlacement reads the Pod template")
     assert "resources [deployments] verbs [get]" in body
     assert replicas(admin, namespace, "deployment", "coredns") == 1, "nothing written"
+
+
+def lifecycle_taints(*keys: str) -> list[dict[str, str]]:
+    """The taints the node lifecycle controller puts on a Node for its state: NoSchedule
+    (TaintNodesByCondition), and NoExecute as well for not-ready and unreachable (taint
+    based eviction). The test's control plane runs no controller manager: the test writes
+    them as it would."""
+    out = [{"key": f"node.kubernetes.io/{k}", "effect": "NoSchedule"} for k in keys]
+    out += [{"key": f"node.kubernetes.io/{k}", "effect": "NoExecute"} for k in keys
+            if k in ("not-ready", "unreachable")]
+    return out
+
+
+def test_cordoned_and_not_ready_nodes_count_as_without_the_key(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
+    """16 Nodes, 6 cordoned and 2 NotReady with the taints Kubernetes adds for that: with
+    ``includeUnschedulableNodes`` every target counts all 16, without it the 8 schedulable
+    ones, with ``targetPlacement`` exactly as without it."""
+    admin = controlplane.admin()
+    for i in range(8):
+        add_node(admin, f"ok-{i}", {"pool": "core"})
+    for i in range(6):
+        node = node_object(f"cordoned-{i}", "4", unschedulable=True, labels={"pool": "core"})
+        node["spec"]["taints"] = lifecycle_taints("unschedulable")
+        admin.post("/api/v1/nodes", node)
+    for name, (status, key) in {"down-0": ("False", "not-ready"),
+                                "down-1": ("Unknown", "unreachable")}.items():
+        node = node_object(name, "4", labels={"pool": "core"})
+        node["spec"]["taints"] = lifecycle_taints(key)
+        node["status"]["conditions"][0]["status"] = status
+        admin.post("/api/v1/nodes", node)
+    create_workload(admin, namespace, "deployment", "coredns")
+    kubeconfig = service_account(controlplane, namespace, "lifecycle", [READ_WORKLOADS])
+
+    def params(include: bool, placement: bool) -> dict[str, str]:
+        return {"linear": json.dumps({**PER_NODE, "includeUnschedulableNodes": include,
+                                      "targetPlacement": placement})}
+
+    create_configmap(admin, namespace, CM, params(include=True, placement=False))
+    proc = start(f"--namespace={namespace}", f"--configmap={CM}", "--target=deployment/coredns",
+                 kubeconfig=kubeconfig)
+    wait_replicas(admin, namespace, "deployment", "coredns", 16, proc=proc)
+    target = 'cpa_target_nodes{{set="{}",target="deployment/coredns"}}'
+
+    put_configmap_data(admin, namespace, CM, params(include=True, placement=True))
+    metrics = wait_until("the target's own counts", lambda: (
+        m if target.format("all") in (m := proc.metrics()) else None))
+    assert (metrics[target.format("all")], metrics[target.format("schedulable")]) == (16, 8)
+    wait_polls(proc, count=2)
+    assert replicas(admin, namespace, "deployment", "coredns") == 16
+
+    put_configmap_data(admin, namespace, CM, params(include=False, placement=True))
+    wait_replicas(admin, namespace, "deployment", "coredns", 8, proc=proc)
+    explained = run_cli(["explain", "--from-cluster", f"--namespace={namespace}",
+                         f"--configmap={CM}", f"--kubeconfig={controlplane.admin_kubeconfig}",
+                         "--target=deployment/coredns", "-o", "json"])
+    assert explained.returncode == 0, explained.stderr
+    doc = json.loads(explained.stdout)
+    assert (doc["replicas"], doc["placement"]["excluded"]) == (8, {})
+
+    put_configmap_data(admin, namespace, CM, params(include=False, placement=False))
+    wait_polls(proc, count=2)
+    assert replicas(admin, namespace, "deployment", "coredns") == 8
+    proc.wait_poll_ok()

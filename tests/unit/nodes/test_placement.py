@@ -129,6 +129,43 @@ def test_node_selector_and_the_first_rule_named() -> None:
     assert excluded_by(Placement((("pool", "core"),)), "n1", {}, ()) == "nodeSelector"
 
 
+STATE_TAINTS: list[Taint] = [
+    ("node.kubernetes.io/unschedulable", "", "NoSchedule"),
+    ("node.kubernetes.io/not-ready", "", "NoSchedule"),
+    ("node.kubernetes.io/not-ready", "", "NoExecute"),
+    ("node.kubernetes.io/unreachable", "", "NoSchedule"),
+    ("node.kubernetes.io/unreachable", "", "NoExecute"),
+    ("node.kubernetes.io/memory-pressure", "", "NoSchedule"),
+    ("node.kubernetes.io/disk-pressure", "", "NoSchedule"),
+    ("node.kubernetes.io/pid-pressure", "", "NoSchedule"),
+    ("node.kubernetes.io/network-unavailable", "", "NoSchedule"),
+]
+
+
+@pytest.mark.parametrize("taint", STATE_TAINTS, ids=[f"{t[0]}:{t[2]}" for t in STATE_TAINTS])
+def test_the_taints_of_a_nodes_state_keep_no_node_off(taint: Taint) -> None:
+    """Cordoning, readiness and the pressure conditions are the counting rules' to judge
+    (``includeUnschedulableNodes``, the schedulable rule), not the placement's."""
+    assert excluded_by(EVERYWHERE, "n1", LABELS, (taint,)) is None
+    pool = ("dedicated", "gpu", "NoSchedule")
+    assert excluded_by(EVERYWHERE, "n1", LABELS, (taint, pool)) == "taint dedicated"
+    assert excluded_by(Placement((("pool", "gpu"),)), "n1", LABELS, (taint,)) == "nodeSelector"
+
+
+def test_a_cordoned_not_ready_node_under_pressure_fits_every_template() -> None:
+    assert fits(EVERYWHERE, "n1", LABELS, STATE_TAINTS)
+    assert fits(Placement(tolerations=(Toleration("x", "Exists"),)), "n1", LABELS,
+                STATE_TAINTS)
+
+
+def test_other_node_kubernetes_io_taints_are_judged() -> None:
+    """An administrator's out-of-service taint (non-graceful shutdown) is no state the
+    controller mirrors: it is judged as the scheduler judges it."""
+    taint = ("node.kubernetes.io/out-of-service", "nodeshutdown", "NoExecute")
+    assert excluded_by(EVERYWHERE, "n1", LABELS, (taint,)) == (
+        "taint node.kubernetes.io/out-of-service")
+
+
 def test_placement_of_a_template() -> None:
     spec: dict[str, Any] = {
         "nodeSelector": {"pool": "core", "a": "b"},

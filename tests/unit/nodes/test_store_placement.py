@@ -182,3 +182,28 @@ def test_placed_totals_equal_a_recount(ops: list[tuple[str, Any]]) -> None:
             assert (c.total_nodes, c.total_cores, c.schedulable_nodes,
                     c.total_zones if c.total_zones else None, None) == _recount(
                 truth, store.policy, p)
+
+
+def test_cordoned_and_not_ready_nodes_are_counted_by_the_schedulable_rule() -> None:
+    """The taints Kubernetes puts on a cordoned or NotReady Node keep it in every placement's
+    totals: counted in all, not in the schedulable ones, as the whole cluster's count."""
+    store = NodeStore()
+    store.set_placements([EVERYWHERE, CORE])
+    cordon = (("node.kubernetes.io/unschedulable", "", "NoSchedule"),)
+    down = (("node.kubernetes.io/not-ready", "", "NoSchedule"),
+            ("node.kubernetes.io/not-ready", "", "NoExecute"))
+    for i in range(4):
+        store.upsert(placed_node(f"ok{i}", {"pool": "core"}))
+    for i in range(3):
+        node = placed_node(f"c{i}", {"pool": "core"}, cordon)
+        store.upsert(node._replace(unschedulable=True))
+    store.upsert(placed_node("d0", {"pool": "core"}, down, ready=False))
+    listed(store)
+    whole = store.counts()
+    for p in (EVERYWHERE, CORE):
+        counts = store.counts_for(p)
+        assert counts is not None
+        assert (counts.total_nodes, counts.schedulable_nodes) == (8, 4)
+        assert (counts.total_nodes, counts.schedulable_nodes) == (
+            whole.total_nodes, whole.schedulable_nodes)
+        assert store.placement_exclusions(p) == {}
