@@ -78,7 +78,7 @@ class Scraper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._samples: deque[Sample] = deque()
-        self._book = CounterBook()
+        self._book = CounterBook(load.stable_window_seconds)
         self._selector: str | None = None
         self._selector_at = float("-inf")
         self._errors: Counter[str] = Counter()
@@ -103,6 +103,7 @@ class Scraper:
                     load.source, load.metric, load.port, load.path, load.prometheus):
                 self._samples.clear()
                 self._book = CounterBook()
+            self._book.horizon = load.stable_window_seconds
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"load-{self._target}",
@@ -262,6 +263,7 @@ class Scraper:
         return Sample(started, rate, len(pods))
 
 
+
     def _rate_of(self, answer: Answer, pod: ReadyPod, load: Load
                  ) -> tuple[float | None, str | None, str | None]:
         """One Pod's answer: (its rate, None, None); (None, None, None) for a new Pod, whose
@@ -294,6 +296,8 @@ class Scraper:
 _FAULTS = {
     "missing_metric": "the page has lost {metric} (the same process had it)",
     "not_finite": "{metric} has a NaN or infinite value",
+    "negative": "{metric} has a value below zero (no load is negative)",
+    "overflow": "{metric}'s series add up to more than a number can hold",
     "counter_backwards": "{metric} went down while the process did not restart "
                          "(process_start_time_seconds unchanged): not a reset",
 }

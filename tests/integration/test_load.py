@@ -217,3 +217,39 @@ def test_without_the_pods_rule_the_proportional_count_holds_and_the_403_names_it
     assert event["reason"] == "pods_list"
     assert 'resources: ["pods"], verbs: ["list"]' in event["error"]
     assert proc.last_poll()[0] == 200  # the load axis out is no failed poll
+
+
+@pytest.mark.parametrize("change", ["hidden", "reordered"])
+def test_a_series_back_after_a_scrape_or_in_another_label_order_is_no_surge(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, pods: MetricPods,
+        run: Callable[..., AutoscalerProcess], change: str) -> None:
+    """One Pod's page leaves a series out for one scrape (or writes its labels in another
+    order): the series is the same one, so its counter (near a million here) is no
+    increase. Counted from 0, it made the axis ask for hundreds or thousands (written at
+    max)."""
+    admin = controlplane.admin()
+    made = pods.add(3, rate=10.0, base=1e6)  # 30/s at 100 per replica: 1
+    data = params(100)
+    data["linear"] = data["linear"].replace('"max": 60', '"max": 40')
+    proc = run(data)
+    wait_until("the load axis's first rate", lambda: proc.metrics().get(
+        'cpa_load_available{target="deployment/coredns"}') == 1, 30)
+    wait_until("the start's panic to end", lambda: proc.metrics().get(
+        'cpa_load_panic{target="deployment/coredns"}') == 0, STABLE + 10)
+    wait_replicas(admin, namespace, "deployment", "coredns", 1, timeout=15, proc=proc)
+    changes = len(proc.events("scale.changed"))
+
+    sampler = Sampler(admin, namespace)
+    counter = made[0].counter
+    served = counter.hide("AAAA") if change == "hidden" else counter.reorder()
+    # The changed page, the page after it, one more; then two polls after those scrapes.
+    wait_until("three pages served", lambda: counter.pages >= served + 3 or None, 10)
+    polls = proc.polls()
+    wait_until("two polls", lambda: proc.polls() >= polls + 2 or None, 10)
+    seen = sampler.stop()
+    asked = [event["load"] for event in proc.events("scale.changed")[changes:]]
+    held = proc.metrics()['cpa_load_replicas{target="deployment/coredns"}']
+    print(f"{change}: replicas written {sorted({r for _t, r in seen})}, the load axis's "
+          f"count in the writes {asked or 'unchanged'}, at the end {held:g}")
+    assert {r for _t, r in seen} == {1}, (seen, asked)
+    assert held == 1
