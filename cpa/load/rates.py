@@ -40,7 +40,10 @@ other Pods' load, a counter is never negative), or a total too large for a float
 The estimate of one scrape is Knative's (``pkg/autoscaler/metrics/stats_scraper.go``
 ``scrapePods``): the mean over the Pods that gave a rate, times the Ready Pods. When every
 Ready Pod answered that is exactly their sum; a Pod that failed or is new (no rate yet) is
-left out of the mean, not counted as zero load.
+left out of the mean, not counted as zero load. Knative fails the scrape
+(``errPodsExhausted``) when fewer Pods answer than its sample size for the Ready Pods
+(``pkg/autoscaler/metrics/sample_size.go``, ``populationMeanSampleSize``); so does this,
+with at least half of the Ready Pods on top (:func:`answers_needed`).
 """
 
 from __future__ import annotations
@@ -48,11 +51,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from cpa.load.exposition import Family
 from cpa.namedtuple import NamedTuple
 
-__all__ = ["CounterBook", "PodRate", "estimate", "page_fault"]
+__all__ = ["CounterBook", "PodRate", "answers_needed", "estimate", "page_fault"]
+
+# Knative's sample size: X = C^2 * sigma^2 / MOE^2 with C = 1.96 (95 %), sigma^2 = 100, MOE = 5.
+_SAMPLE_X: Final = 1.96 * 1.96 * 100.0 / 25.0
+
 
 class PodRate(NamedTuple):
     """One Pod's contribution to a scrape: a rate, or why there is none."""
@@ -191,11 +199,25 @@ class CounterBook:
             del self._seen[pod]
 
 
+def answers_needed(ready: int) -> int:
+    """How many Pods must give a rate for an estimate of ``ready`` Ready Pods: Knative's
+    sample size (``populationMeanSampleSize``: all of them up to 3, then
+    ``ceil(N*X / (N+X-1))``, at most 16), and at least half of them. Half bounds the
+    factor the mean is multiplied by to 2: the Pods that give no rate are often not a
+    random sample of the load (new Pods, which need a second scrape and were not serving
+    yet, or broken ones), and the mean of the others times all of them would be a surge."""
+    if ready <= 3:
+        return max(ready, 0)
+    knative = math.ceil(ready * _SAMPLE_X / (ready + _SAMPLE_X - 1))
+    return max(knative, (ready + 1) // 2)
+
+
 def estimate(rates: Iterable[float], ready: int) -> float | None:
-    """Knative's estimate: the mean of the Pods' rates times the Ready Pods; None without
-    any rate or when the total is no finite number."""
+    """Knative's estimate: the mean of the Pods' rates times the Ready Pods. None without
+    enough rates (:func:`answers_needed`, and at least one) or when the total is no finite
+    number."""
     values = list(rates)
-    if not values:
+    if not values or len(values) < answers_needed(ready):
         return None
     total = _total(values)
     if total is None:

@@ -11,8 +11,9 @@ scrape.
 
 Faults never make a sample: a Pod that fails is left out of that scrape (and counted); a
 scrape with no rate at all (no Ready Pod, every Pod failing, the metric missing,
-Prometheus down) leaves a gap. Samples older than the stable window are dropped, so a rate
-older than that is never used.
+Prometheus down), or with rates from fewer Pods than an estimate needs
+(:func:`~cpa.load.rates.answers_needed`), leaves a gap. Samples older than the stable
+window are dropped, so a rate older than that is never used.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from cpa.kube.pods import ReadyPod, list_ready_pods, read_selection
 from cpa.load.exposition import ExpositionError, parse_family
 from cpa.load.fetch import Answer, Request, fetch_all
 from cpa.load.prometheus import PrometheusError, instant
-from cpa.load.rates import CounterBook, estimate
+from cpa.load.rates import CounterBook, answers_needed, estimate
 from cpa.namedtuple import NamedTuple
 
 __all__ = ["SELECTOR_REFRESH_SECONDS", "UNSEEN_SCRAPES", "ScrapeStatus", "Scraper"]
@@ -251,17 +252,33 @@ class Scraper:
             self._ready, self._answered = len(pods), len(rates)
         rate = estimate(rates, len(pods))
         if rate is None:
-            if faults:
-                reason, _count = faults.most_common(1)[0]
-                self._record_fault(reason, (
-                    f"no Pod of {self._target} gave a rate: {len(pods)} Ready, "
-                    + ", ".join(f"{n} {r}" for r, n in faults.most_common())))
-            else:
-                with self._lock:  # the first scrape: a counter needs two
-                    self._fault = ("warming", "the first scrape: a counter needs two")
+            self._no_estimate(len(pods), len(rates), faults)
             return None
         return Sample(started, rate, len(pods))
 
+    def _no_estimate(self, ready: int, answered: int, faults: Counter[str]) -> None:
+        """Record why a scrape gave no estimate: Pods failing (the most common reason when
+        none gave a rate, ``too_few_pods`` when some did), new Pods only (``warming``, not
+        a fault: a counter needs two scrapes), or rates adding up to no finite number."""
+        needed = answers_needed(ready)
+        listed = ", ".join(f"{n} {r}" for r, n in faults.most_common())
+        new = ready - answered - sum(faults.values())
+        if answered >= needed:
+            self._record_fault("overflow", (
+                f"the rates of {self._target}'s Pods add up to more than a number can hold"))
+        elif faults and answered:
+            self._count("too_few_pods")
+            self._record_fault("too_few_pods", (
+                f"{answered} of {ready} Ready Pods of {self._target} gave a rate, fewer than "
+                f"the {needed} an estimate needs: {listed}" + (
+                    f", {new} new (a rate from their second scrape)" if new else "")))
+        elif faults:
+            reason, _count = faults.most_common(1)[0]
+            self._record_fault(reason, f"no Pod of {self._target} gave a rate: {ready} "
+                                       f"Ready, {listed}")
+        else:
+            with self._lock:  # new Pods or new series only: a counter needs two scrapes
+                self._fault = ("warming", "the first scrape: a counter needs two")
 
 
     def _rate_of(self, answer: Answer, pod: ReadyPod, load: Load

@@ -139,7 +139,8 @@ def test_faults_and_gauges() -> None:
 
 def test_knative_estimate() -> None:
     assert estimate([10.0, 20.0], 2) == 30.0  # everyone answered: the sum
-    assert estimate([10.0, 20.0], 4) == 60.0  # two of four: the mean times four
+    assert estimate([10.0, 20.0, 30.0, 40.0], 5) == 125.0  # four of five: the mean times five
+    assert estimate([10.0, 20.0], 4) is None  # two of four: fewer than Knative's sample
     assert estimate([], 3) is None
 
 

@@ -15,7 +15,7 @@ from cpa.decide.load import Load
 from cpa.decide.windows import PanicState, read_windows, scale
 from cpa.load.exposition import ExpositionError, Family, parse_family, series_key
 from cpa.load.fetch import Answer, Request
-from cpa.load.rates import CounterBook, PodRate, estimate
+from cpa.load.rates import CounterBook, PodRate, answers_needed, estimate
 from cpa.load.scraper import Scraper
 from tests.fakes import FakeApi
 
@@ -186,7 +186,42 @@ def test_without_a_start_time_a_decrease_is_a_reset() -> None:
     assert book.observe("p", 1.0, page({A: 4.0}, start=None)).rate == 4.0
 
 
-# --- the scraper: one Pod's fault is the Pod's -------------------------------------------
+def test_answers_needed_is_knatives_sample_size_and_at_least_half() -> None:
+    # Knative's populationMeanSampleSize for 1-10, 20, 100, 1000 Pods: 1 2 3 4 4 5 6 6 6 7,
+    # 9, 14, 16; half of the Ready Pods from 20 on.
+    assert [answers_needed(n) for n in range(0, 11)] == [0, 1, 2, 3, 4, 4, 5, 6, 6, 6, 7]
+    assert [answers_needed(n) for n in (16, 19, 20, 100, 1000)] == [9, 10, 10, 50, 500]
+
+
+@pytest.mark.parametrize(("rates", "ready", "expected"), [
+    ([10.0] * 20, 20, 200.0),
+    ([10.0] * 10, 20, 200.0),  # half of them: the mean times 20
+    ([10.0] * 9, 20, None),  # fewer than half (Knative's 9 would do)
+    ([1e6], 20, None),  # 1 of 20 answering: no longer x20
+    ([10.0, 20.0, 30.0], 3, 60.0),
+    ([10.0, 20.0], 3, None),  # up to 3 Ready Pods, Knative needs them all
+    ([1e308, 1e308], 2, None),  # Pods' rates adding up past a float: no estimate
+])
+def test_the_estimate_needs_enough_pods(rates: list[float], ready: int,
+                                        expected: float | None) -> None:
+    assert estimate(rates, ready) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(0, 1e12), min_size=1, max_size=40), st.integers(0, 60))
+def test_the_estimate_is_at_most_twice_what_the_answering_pods_gave(
+        rates: list[float], more: int) -> None:
+    ready = len(rates) + more
+    got = estimate(rates, ready)
+    if got is None:
+        assert len(rates) < answers_needed(ready)
+        return
+    assert len(rates) >= answers_needed(ready) >= (ready + 1) // 2
+    assert got <= 2 * math.fsum(rates) * (1 + 1e-12)
+    assert got >= math.fsum(rates) * (1 - 1e-12)
+
+
+# --- the scraper: one Pod's fault is the Pod's, too few answers no estimate ---------------
 
 SCALE = "/apis/apps/v1/namespaces/kube-system/deployments/coredns/scale"
 PODS = "/api/v1/namespaces/kube-system/pods"
@@ -259,6 +294,57 @@ def test_one_pods_bad_value_is_that_pods_fault(monkeypatch: pytest.MonkeyPatch,
     # The others' mean times the six Ready Pods: 60/s, as if p5 served what they do.
     assert sample is not None and sample.rate == 60.0, status
     assert (status.answered, status.ready, status.errors) == (5, 6, {reason: 1})
+
+
+def test_one_of_twenty_answering_is_no_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
+    pods = FakePods(monkeypatch, 20)
+    for i in range(20):
+        pods.pages[f"p{i}"] = counter_page(10.0)
+    scraper = pods.scraper(Load(100, metric="m_total", port=9153))
+    assert scraper.scrape_once() is None  # the first scrape: every counter needs two
+    assert scraper.status().fault_reason == "warming"
+    pods.now = 0.5
+    sample = scraper.scrape_once()
+    assert sample is not None and sample.rate == pytest.approx(200.0)
+    for i in range(1, 20):
+        pods.pages[f"p{i}"] = lambda _now: None  # 19 time out
+    pods.now = 1.0
+    assert scraper.scrape_once() is None  # before: p0's 10/s times 20
+    status = scraper.status()
+    assert status.fault_reason == "too_few_pods"
+    assert status.fault is not None and "1 of 20 Ready Pods" in status.fault
+    assert "fewer than the 10 an estimate needs: 19 timeout" in status.fault
+    assert status.errors == {"timeout": 19, "too_few_pods": 1}
+    assert [s.rate for s in status.samples] == [pytest.approx(200.0)]  # a gap, no sample
+    for i in range(1, 20):
+        pods.pages[f"p{i}"] = counter_page(10.0)
+    pods.now = 1.5  # back: their series go on from their last value, over their gap
+    sample = scraper.scrape_once()
+    assert sample is not None and sample.rate == pytest.approx(200.0)
+    assert scraper.status().fault is None
+
+
+def test_new_pods_short_of_the_floor_are_warming_not_a_fault(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pods = FakePods(monkeypatch, 2)
+    for i in range(2):
+        pods.pages[f"p{i}"] = counter_page(10.0)
+    scraper = pods.scraper(Load(100, metric="m_total", port=9153))
+    scraper.scrape_once()
+    pods.now = 0.5
+    assert scraper.scrape_once() is not None
+    # Scaled to 20: 18 new Pods, whose counters need a second scrape. The two old ones
+    # (which carried all the load so far) times 20 would be a false surge: no estimate.
+    pods.ready(20)
+    for i in range(2, 20):
+        pods.pages[f"p{i}"] = counter_page(0.0)
+    pods.now = 1.0
+    assert scraper.scrape_once() is None
+    status = scraper.status()
+    assert (status.fault_reason, status.answered, status.errors) == ("warming", 2, {})
+    pods.now = 1.5
+    sample = scraper.scrape_once()
+    assert sample is not None and sample.rate == pytest.approx(20.0)
 
 
 # --- from the pages to the replicas the load axis asks for --------------------------------
