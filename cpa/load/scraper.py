@@ -60,6 +60,8 @@ class ScrapeStatus(NamedTuple):
     scrapes: int
     duration: float
     """Seconds the last scrape took."""
+    left_out: tuple[tuple[str, str], ...] = ()
+    """The Pods the last scrape left out, with the reason: (name, reason), by name."""
 
 
 class Scraper:
@@ -121,7 +123,8 @@ class Scraper:
             fault = self._fault
             return ScrapeStatus(tuple(self._samples), fault[1] if fault else None,
                                 fault[0] if fault else None, self._ready, self._answered,
-                                dict(self._errors), self._scrapes, self._duration)
+                                dict(self._errors), self._scrapes, self._duration,
+                                tuple(sorted(self._failing.items())))
 
     def _run(self) -> None:
         next_at = self._clock()
@@ -244,10 +247,10 @@ class Scraper:
             if self._failing.get(pod.name) != reason:
                 self._log.warning("load.pod.failed", target=self._target, pod=pod.name,
                                   ip=pod.ip, reason=reason, error=error)
-        self._failing = failing
         self._book.keep_only(by_uid)
         self._say_unseen(load)
         with self._lock:
+            self._failing = failing
             self._errors.update(faults)
             self._ready, self._answered = len(pods), len(rates)
         rate = estimate(rates, len(pods))

@@ -17,6 +17,7 @@ from cpa.load.exposition import ExpositionError, Family, parse_family, series_ke
 from cpa.load.fetch import Answer, Request
 from cpa.load.rates import CounterBook, PodRate, answers_needed, estimate
 from cpa.load.scraper import Scraper
+from cpa.tools.explain import measured_step
 from tests.fakes import FakeApi
 
 
@@ -294,6 +295,10 @@ def test_one_pods_bad_value_is_that_pods_fault(monkeypatch: pytest.MonkeyPatch,
     # The others' mean times the six Ready Pods: 60/s, as if p5 served what they do.
     assert sample is not None and sample.rate == 60.0, status
     assert (status.answered, status.ready, status.errors) == (5, 6, {reason: 1})
+    assert status.left_out == (("p5", reason),)
+    # cpa explain --from-cluster says which Pod the measuring scrape left out, and why.
+    assert measured_step(status).text == (
+        f"Measured now: 5 of 6 Ready Pods gave a rate; left out: p5 ({reason}).")
 
 
 def test_one_of_twenty_answering_is_no_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
