@@ -20,6 +20,7 @@ line a name ending in ``_total`` is a counter and anything else a gauge.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -81,19 +82,30 @@ def _escape(value: str) -> str:
 def series_key(text: str, where: int = 0) -> str:
     """The series' identity from the text between the braces: its label set, sorted by
     name, values escaped the one way, empty values left out (``""`` without labels)."""
+    try:
+        return _series_key(text)
+    except ExpositionError as exc:
+        raise ExpositionError(f"line {where}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=2048)
+def _series_key(text: str) -> str:
+    """:func:`series_key`, kept for the label texts seen last: a page writes its series'
+    labels the same way at every scrape, and every Pod of a target has the same series,
+    so the work is done once per series, not once per line read."""
     pairs: dict[str, str] = {}
     pos = 0
     while pos < len(text):
         match = _LABEL.match(text, pos)
         if match is None:
-            raise ExpositionError(f"line {where}: a label set that is not name=\"value\" "
-                                  f"pairs: {{{text[:80]}}}")
+            raise ExpositionError(f"a label set that is not name=\"value\" pairs: "
+                                  f"{{{text[:80]}}}")
         pos = match.end()
         if match.group(3) == "" and pos < len(text):
-            raise ExpositionError(f"line {where}: labels not separated by commas")
+            raise ExpositionError("labels not separated by commas")
         name = match.group(1)
         if name in pairs:
-            raise ExpositionError(f"line {where}: the label {name} twice in one series")
+            raise ExpositionError(f"the label {name} twice in one series")
         pairs[name] = _unescape(match.group(2))
     return ",".join(f'{name}="{_escape(value)}"' for name, value in sorted(pairs.items())
                     if value)
