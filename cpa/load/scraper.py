@@ -279,9 +279,14 @@ class Scraper:
             reason, _count = faults.most_common(1)[0]
             self._record_fault(reason, f"no Pod of {self._target} gave a rate: {ready} "
                                        f"Ready, {listed}")
-        else:
-            with self._lock:  # new Pods or new series only: a counter needs two scrapes
-                self._fault = ("warming", "the first scrape: a counter needs two")
+        else:  # new Pods or new series only: a counter needs two scrapes
+            message = "the first scrape: a counter needs two"
+            if answered:
+                message = (f"{answered} of {ready} Ready Pods of {self._target} gave a rate, "
+                           f"fewer than the {needed} an estimate needs; {new} are new (a "
+                           "rate from their second scrape)")
+            with self._lock:
+                self._fault = ("warming", message)
 
 
     def _rate_of(self, answer: Answer, pod: ReadyPod, load: Load

@@ -347,6 +347,9 @@ def test_new_pods_short_of_the_floor_are_warming_not_a_fault(
     assert scraper.scrape_once() is None
     status = scraper.status()
     assert (status.fault_reason, status.answered, status.errors) == ("warming", 2, {})
+    assert status.fault == ("2 of 20 Ready Pods of deployment/coredns gave a rate, fewer "
+                            "than the 10 an estimate needs; 18 are new (a rate from their "
+                            "second scrape)")
     pods.now = 1.5
     sample = scraper.scrape_once()
     assert sample is not None and sample.rate == pytest.approx(20.0)
