@@ -62,8 +62,9 @@ class _LoadCollector(Collector):
             "cpa_load_pods", "Pods at the last scrape: Ready ones, and those that gave a "
             "rate.", labels=["target", "state"])
         errors = CounterMetricFamily(
-            "cpa_load_scrape_errors", "Pods (or Prometheus queries) that gave no rate, by "
-            "reason.", labels=["target", "reason"])
+            "cpa_load_scrape_errors", "Pods (or Prometheus queries) that gave no rate, and "
+            "scrapes with rates from too few Pods (too_few_pods), by reason.",
+            labels=["target", "reason"])
         scrapes = CounterMetricFamily(
             "cpa_load_scrapes", "Scrapes of the load axis run.", labels=["target"])
         duration = GaugeMetricFamily(

@@ -7,6 +7,12 @@ one metric asked for (and ``process_start_time_seconds``, which tells a counter 
 a counter going backwards), and checks what it keeps: label syntax with escapes, values as
 Prometheus writes them (``NaN``, ``+Inf``, ``-Inf`` included), an optional timestamp.
 
+A series is known by its label set, not by how the page wrote it: the labels sorted by
+name, each value unescaped and written again the one way (``\\``, ``\"``, ``\n``), a label
+with an empty value left out (Prometheus' label set has no empty values). The same series
+with its labels in another order, or with other spacing, is the same series: taking it for
+a new one would count its whole counter as an increase.
+
 A metric is named as its samples are named; the ``# TYPE`` line gives its type (a counter
 may be typed under its name without ``_total``, as OpenMetrics does). With no ``# TYPE``
 line a name ending in ``_total`` is a counter and anything else a gauge.
@@ -14,12 +20,13 @@ line a name ending in ``_total`` is a counter and anything else a gauge.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = ["START_TIME", "ExpositionError", "Family", "parse_family"]
+__all__ = ["START_TIME", "ExpositionError", "Family", "parse_family", "series_key"]
 
 START_TIME: Final = "process_start_time_seconds"
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
@@ -44,9 +51,9 @@ class Family:
     type: str | None = None
     """The ``# TYPE`` line's type; None when the page has none for the metric."""
     series: dict[str, float] = field(default_factory=dict)
-    """Each series's value, by its label set as written (``{}`` of a series without
-    labels is ``""``). A series twice on a page: the later value (Prometheus refuses
-    such a page; a daemon keeps going)."""
+    """Each series's value, by its label set (:func:`series_key`: the same set written in
+    another order is the same series; a series without labels is ``""``). A series twice
+    on a page: the later value (Prometheus refuses such a page; a daemon keeps going)."""
     start_time: float | None = None
     """The page's ``process_start_time_seconds``, when it has one."""
 
@@ -57,16 +64,51 @@ class Family:
         return self.name.endswith("_total")
 
 
-def _check_labels(text: str, where: int) -> None:
+_ESCAPES: Final = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+_ESCAPE = re.compile(r"\\.")
+
+
+def _unescape(value: str) -> str:
+    """A label value as it is (an unknown escape is kept as it was written)."""
+    if "\\" not in value:
+        return value
+    return _ESCAPE.sub(lambda m: _ESCAPES.get(m.group(0), m.group(0)), value)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def series_key(text: str, where: int = 0) -> str:
+    """The series' identity from the text between the braces: its label set, sorted by
+    name, values escaped the one way, empty values left out (``""`` without labels)."""
+    try:
+        return _series_key(text)
+    except ExpositionError as exc:
+        raise ExpositionError(f"line {where}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=2048)
+def _series_key(text: str) -> str:
+    """:func:`series_key`, kept for the label texts seen last: a page writes its series'
+    labels the same way at every scrape, and every Pod of a target has the same series,
+    so the work is done once per series, not once per line read."""
+    pairs: dict[str, str] = {}
     pos = 0
     while pos < len(text):
         match = _LABEL.match(text, pos)
         if match is None:
-            raise ExpositionError(f"line {where}: a label set that is not name=\"value\" "
-                                  f"pairs: {{{text[:80]}}}")
+            raise ExpositionError(f"a label set that is not name=\"value\" pairs: "
+                                  f"{{{text[:80]}}}")
         pos = match.end()
         if match.group(3) == "" and pos < len(text):
-            raise ExpositionError(f"line {where}: labels not separated by commas")
+            raise ExpositionError("labels not separated by commas")
+        name = match.group(1)
+        if name in pairs:
+            raise ExpositionError(f"the label {name} twice in one series")
+        pairs[name] = _unescape(match.group(2))
+    return ",".join(f'{name}="{_escape(value)}"' for name, value in sorted(pairs.items())
+                    if value)
 
 
 def _value(text: str, where: int) -> float:
@@ -111,9 +153,7 @@ def parse_family(text: str, name: str) -> Family:
             raise ExpositionError(f"line {number}: not a sample line: {line[:80]!r}")
         sample_name, labels, value = match.group(1), match.group(2) or "", match.group(3)
         if sample_name == name:
-            if labels:
-                _check_labels(labels, number)
-            family.series[labels] = _value(value, number)
+            family.series[series_key(labels, number) if labels else ""] = _value(value, number)
         elif sample_name == START_TIME:
             family.start_time = _value(value, number)
     return family

@@ -11,8 +11,9 @@ scrape.
 
 Faults never make a sample: a Pod that fails is left out of that scrape (and counted); a
 scrape with no rate at all (no Ready Pod, every Pod failing, the metric missing,
-Prometheus down) leaves a gap. Samples older than the stable window are dropped, so a rate
-older than that is never used.
+Prometheus down), or with rates from fewer Pods than an estimate needs
+(:func:`~cpa.load.rates.answers_needed`), leaves a gap. Samples older than the stable
+window are dropped, so a rate older than that is never used.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from cpa.kube.pods import ReadyPod, list_ready_pods, read_selection
 from cpa.load.exposition import ExpositionError, parse_family
 from cpa.load.pages import Answer, PodPages, Request
 from cpa.load.prometheus import PrometheusClient, PrometheusError
-from cpa.load.rates import CounterBook, estimate
+from cpa.load.rates import CounterBook, answers_needed, estimate
 from cpa.namedtuple import NamedTuple
 
 __all__ = ["SELECTOR_REFRESH_SECONDS", "UNSEEN_SCRAPES", "ScrapeStatus", "Scraper"]
@@ -59,6 +60,8 @@ class ScrapeStatus(NamedTuple):
     scrapes: int
     duration: float
     """Seconds the last scrape took."""
+    left_out: tuple[tuple[str, str], ...] = ()
+    """The Pods the last scrape left out, with the reason: (name, reason), by name."""
 
 
 class Scraper:
@@ -78,7 +81,7 @@ class Scraper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._samples: deque[Sample] = deque()
-        self._book = CounterBook()
+        self._book = CounterBook(load.stable_window_seconds)
         self._selector: str | None = None
         self._selector_at = float("-inf")
         self._errors: Counter[str] = Counter()
@@ -105,6 +108,7 @@ class Scraper:
                     load.source, load.metric, load.port, load.path, load.prometheus):
                 self._samples.clear()
                 self._book = CounterBook()
+            self._book.horizon = load.stable_window_seconds
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"load-{self._target}",
@@ -126,7 +130,8 @@ class Scraper:
             fault = self._fault
             return ScrapeStatus(tuple(self._samples), fault[1] if fault else None,
                                 fault[0] if fault else None, self._ready, self._answered,
-                                dict(self._errors), self._scrapes, self._duration)
+                                dict(self._errors), self._scrapes, self._duration,
+                                tuple(sorted(self._failing.items())))
 
     def _run(self) -> None:
         next_at = self._clock()
@@ -254,24 +259,46 @@ class Scraper:
             if self._failing.get(pod.name) != reason:
                 self._log.warning("load.pod.failed", target=self._target, pod=pod.name,
                                   ip=pod.ip, reason=reason, error=error)
-        self._failing = failing
         self._book.keep_only(by_uid)
         self._say_unseen(load)
         with self._lock:
+            self._failing = failing
             self._errors.update(faults)
             self._ready, self._answered = len(pods), len(rates)
         rate = estimate(rates, len(pods))
         if rate is None:
-            if faults:
-                reason, _count = faults.most_common(1)[0]
-                self._record_fault(reason, (
-                    f"no Pod of {self._target} gave a rate: {len(pods)} Ready, "
-                    + ", ".join(f"{n} {r}" for r, n in faults.most_common())))
-            else:
-                with self._lock:  # the first scrape: a counter needs two
-                    self._fault = ("warming", "the first scrape: a counter needs two")
+            self._no_estimate(len(pods), len(rates), faults)
             return None
         return Sample(started, rate, len(pods))
+
+    def _no_estimate(self, ready: int, answered: int, faults: Counter[str]) -> None:
+        """Record why a scrape gave no estimate: Pods failing (the most common reason when
+        none gave a rate, ``too_few_pods`` when some did), new Pods only (``warming``, not
+        a fault: a counter needs two scrapes), or rates adding up to no finite number."""
+        needed = answers_needed(ready)
+        listed = ", ".join(f"{n} {r}" for r, n in faults.most_common())
+        new = ready - answered - sum(faults.values())
+        if answered >= needed:
+            self._record_fault("overflow", (
+                f"the rates of {self._target}'s Pods add up to more than a number can hold"))
+        elif faults and answered:
+            self._count("too_few_pods")
+            self._record_fault("too_few_pods", (
+                f"{answered} of {ready} Ready Pods of {self._target} gave a rate, fewer than "
+                f"the {needed} an estimate needs: {listed}" + (
+                    f", {new} new (a rate from their second scrape)" if new else "")))
+        elif faults:
+            reason, _count = faults.most_common(1)[0]
+            self._record_fault(reason, f"no Pod of {self._target} gave a rate: {ready} "
+                                       f"Ready, {listed}")
+        else:  # new Pods or new series only: a counter needs two scrapes
+            message = "the first scrape: a counter needs two"
+            if answered:
+                message = (f"{answered} of {ready} Ready Pods of {self._target} gave a rate, "
+                           f"fewer than the {needed} an estimate needs; {new} are new (a "
+                           "rate from their second scrape)")
+            with self._lock:
+                self._fault = ("warming", message)
 
 
     def _rate_of(self, answer: Answer, pod: ReadyPod, load: Load
@@ -306,6 +333,8 @@ class Scraper:
 _FAULTS = {
     "missing_metric": "the page has lost {metric} (the same process had it)",
     "not_finite": "{metric} has a NaN or infinite value",
+    "negative": "{metric} has a value below zero (no load is negative)",
+    "overflow": "{metric}'s series add up to more than a number can hold",
     "counter_backwards": "{metric} went down while the process did not restart "
                          "(process_start_time_seconds unchanged): not a reset",
 }

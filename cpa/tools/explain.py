@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from cpa.decide.behavior import BehaviorState, Outcome, apply
 from cpa.decide.decision import Decision, decide
 from cpa.decide.modes.mode import Params
-from cpa.decide.steps import Step
+from cpa.decide.steps import Step, plural
 from cpa.decide.windows import LoadAxis, PanicState, Reading, scale
 from cpa.kube.targets import Current, Target
 from cpa.kube.writers import writer_for
@@ -50,6 +50,7 @@ from cpa.tools.inputs import (
 
 if TYPE_CHECKING:
     from cpa.kube.client import KubeApi
+    from cpa.load.scraper import ScrapeStatus
     from cpa.nodes.store import NodeStore
 
 COUNT_FLAGS = ("--nodes", "--cores", "--schedulable-nodes", "--schedulable-cores", "--zones",
@@ -411,9 +412,21 @@ def _rate(text: str, flag: str) -> float:
     return value
 
 
-def _measure(args: argparse.Namespace, params: Params, view: TargetView) -> Reading:
+def measured_step(status: ScrapeStatus) -> Step:
+    """What the measuring scrape read: the Pods that gave a rate, and those it left out
+    with the reason (a Pod's bad page leaves it out, never the others' load)."""
+    text = f"Measured now: {status.answered} of {plural(status.ready, 'Ready Pod')} gave a rate"
+    if status.left_out:
+        text += "; left out: " + ", ".join(f"{pod} ({reason})" for pod, reason in
+                                           status.left_out)
+    return Step("load.measured", text + ".")
+
+
+def _measure(args: argparse.Namespace, params: Params, view: TargetView
+             ) -> tuple[Reading, Step | None]:
     """One reading of the load now: two scrapes of the target's Ready Pods a scrape
-    interval apart (a counter needs two), or one query of the Prometheus source."""
+    interval apart (a counter needs two), or one query of the Prometheus source; with the
+    Pods', what the scrape read of them."""
     import time
 
     from cpa.kube.targets import scale_path
@@ -430,7 +443,8 @@ def _measure(args: argparse.Namespace, params: Params, view: TargetView) -> Read
     if sample is None:
         raise InputError(f"cannot measure the load of {view.target}: "
                          f"{scraper.status().fault}")
-    return Reading(sample.rate, sample.rate, sample.ready, 1, 1, 0.0)
+    step = measured_step(scraper.status()) if load.prometheus is None else None
+    return Reading(sample.rate, sample.rate, sample.ready, 1, 1, 0.0), step
 
 
 def load_axis(args: argparse.Namespace, params: Params, view: TargetView | None,
@@ -450,9 +464,9 @@ def load_axis(args: argparse.Namespace, params: Params, view: TargetView | None,
         panic = _rate(args.panic_rate, "--panic-rate") if args.panic_rate else stable
         ready = (replica_count(args.ready_pods, "--ready-pods") if args.ready_pods
                  else current if current is not None else 1)
-        reading = Reading(stable, panic, ready, 1, 1, 0.0)
+        reading, measured = Reading(stable, panic, ready, 1, 1, 0.0), None
     elif args.from_cluster and view is not None:
-        reading = _measure(args, params, view)
+        reading, measured = _measure(args, params, view)
     else:
         return None
     outcome = scale(load, PanicState(begun=True), reading, 0.0)
@@ -460,7 +474,8 @@ def load_axis(args: argparse.Namespace, params: Params, view: TargetView | None,
         "The load axis here has one reading and no history: the daemon averages its "
         "windows over many scrapes and keeps a panic's count until the panic ends, so it "
         "may hold more."))
-    return LoadAxis(outcome.replicas, (*outcome.steps, note), outcome)
+    first = () if measured is None else (measured,)
+    return LoadAxis(outcome.replicas, (*first, *outcome.steps, note), outcome)
 
 
 def _explain(args: argparse.Namespace) -> tuple[str, int]:

@@ -23,17 +23,22 @@ PORT = 19153
 
 
 class Counter:
-    """A counter growing at ``rate`` per second (piecewise: set_rate keeps what it has)."""
+    """A counter growing at ``rate`` per second (piecewise: set_rate keeps what it has),
+    from ``base``."""
 
-    def __init__(self, rate: float) -> None:
+    def __init__(self, rate: float, base: float = 0.0) -> None:
         self._lock = threading.Lock()
-        self._base = 0.0
+        self._base = base
         self._since = time.monotonic()
         self._rate = rate
         self.start_time = time.time()
         self.missing = False
         self.delay = 0.0
         self.status = 200
+        self.pages = 0
+        """Pages with the metric served so far."""
+        self._hidden: dict[str, int] = {}  # series type -> pages still to leave it out of
+        self._reordered = 0  # pages still to write with the labels in another order
 
     def value(self) -> float:
         with self._lock:
@@ -53,6 +58,37 @@ class Counter:
             if restarted:
                 self.start_time = time.time()
 
+    def hide(self, series: str, pages: int = 1) -> int:
+        """Leave the series ``type=series`` (``A`` or ``AAAA``) out of the next ``pages``
+        pages, as an exporter that skips a series for a scrape; the pages served so far."""
+        with self._lock:
+            self._hidden[series] = pages
+            return self.pages
+
+    def reorder(self, pages: int = 1) -> int:
+        """Write the labels of the next ``pages`` pages in another order (the same
+        series); the pages served so far."""
+        with self._lock:
+            self._reordered = pages
+            return self.pages
+
+    def _series(self, value: float) -> list[str]:
+        with self._lock:
+            self.pages += 1
+            reordered, self._reordered = self._reordered > 0, max(0, self._reordered - 1)
+            hidden = {name for name, left in self._hidden.items() if left > 0}
+            self._hidden = {name: left - 1 for name, left in self._hidden.items() if left > 1}
+        lines = []
+        for kind, share in (("A", 0.75), ("AAAA", 0.25)):  # two series, as CoreDNS has
+            if kind in hidden:
+                continue
+            labels = [("proto", "udp"), ("server", "dns://:53"), ("type", kind), ("zone", ".")]
+            if reordered:
+                labels.reverse()
+            text = ",".join(f'{name}="{label}"' for name, label in labels)
+            lines.append(f"{METRIC}{{{text}}} {int(value * share)}")  # each never decreases
+        return lines
+
     def page(self) -> bytes:
         lines = [*_PADDING,
                  "# HELP process_start_time_seconds Start time of the process.",
@@ -61,12 +97,7 @@ class Counter:
                  "# TYPE coredns_build_info gauge",
                  'coredns_build_info{version="1.15.0"} 1']
         if not self.missing:
-            value = self.value()
-            lines += [f"# TYPE {METRIC} counter",  # split over two series, as CoreDNS does
-                      f'{METRIC}{{proto="udp",server="dns://:53",type="A",zone="."}} '
-                      f"{int(value * 0.75)}",  # each series on its own never decreases
-                      f'{METRIC}{{proto="udp",server="dns://:53",type="AAAA",zone="."}} '
-                      f"{int(value * 0.25)}"]
+            lines += [f"# TYPE {METRIC} counter", *self._series(self.value())]
         return ("\n".join(lines) + "\n").encode()
 
 
@@ -126,13 +157,14 @@ class MetricPods:
         self.pods: list[MetricPod] = []
         self._threads: list[threading.Thread] = []
 
-    def add(self, count: int, rate: float, ready: bool = True) -> list[MetricPod]:
-        """``count`` more Pods, each counter growing at ``rate`` per second."""
+    def add(self, count: int, rate: float, ready: bool = True, base: float = 0.0
+            ) -> list[MetricPod]:
+        """``count`` more Pods, each counter growing at ``rate`` per second from ``base``."""
         made = []
         for _ in range(count):
             ip = f"127.0.0.{self._next}"
             self._next += 1
-            counter = Counter(rate)
+            counter = Counter(rate, base)
             server = _Server(ip, counter)
             thread = threading.Thread(target=server.serve_forever, daemon=True)
             thread.start()

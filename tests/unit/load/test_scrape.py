@@ -98,8 +98,9 @@ def test_counter_rates_per_series_with_resets() -> None:
     assert book.observe("p", 2.0, fam({"a": 120, "b": 60})).rate == 15.0
     # b reset (process restarted, start time unknown): its increase is its new value 4
     assert book.observe("p", 4.0, fam({"a": 130, "b": 4})).rate == (10 + 4) / 2
-    # a series gone (no false reset of the sum) and a new one, counted from 0
-    assert book.observe("p", 6.0, fam({"b": 8, "c": 10})).rate == (4 + 10) / 2
+    # a series gone (no false reset of the sum) and a new one: no rate until its second
+    assert book.observe("p", 6.0, fam({"b": 8, "c": 10})).rate == 4 / 2
+    assert book.observe("p", 8.0, fam({"b": 8, "c": 14})).rate == 4 / 2
 
 
 def test_a_decrease_without_a_restart_is_a_fault_and_with_one_a_reset() -> None:
@@ -115,12 +116,15 @@ def test_no_series_yet_is_idle_and_losing_the_metric_a_fault() -> None:
     book = CounterBook()
     assert book.observe("p", 0.0, fam({}, start=1.0)) == (None, None)  # a new Pod
     assert book.observe("p", 2.0, fam({}, start=1.0)) == (0.0, None)  # idle CoreDNS
-    assert book.observe("p", 4.0, fam({"a": 6}, start=1.0)).rate == 3.0  # its first queries
+    # its first queries: a new series, a rate from its second sample
+    assert book.observe("p", 4.0, fam({"a": 6}, start=1.0)) == (None, None)
+    assert book.observe("p", 5.0, fam({"a": 8}, start=1.0)).rate == 2.0
     assert book.observe("p", 6.0, fam({}, start=1.0)).fault == "missing_metric"
     assert book.observe("p", 8.0, fam({}, start=1.0)).fault == "missing_metric"
-    # back with its old counters: a new base, never counted from 0 (a false spike)
-    assert book.observe("p", 10.0, fam({"a": 20}, start=1.0)) == (None, None)
-    assert book.observe("p", 12.0, fam({"a": 24}, start=1.0)).rate == 2.0
+    # back with its old counters: it goes on from its last value over its own gap, never
+    # counted from 0 (a false spike)
+    assert book.observe("p", 10.0, fam({"a": 18}, start=1.0)).rate == 2.0
+    assert book.observe("p", 12.0, fam({"a": 24}, start=1.0)).rate == 3.0
     assert book.observe("p", 14.0, fam({}, start=9.0)) == (0.0, None)  # restarted: idle
 
 
@@ -135,7 +139,8 @@ def test_faults_and_gauges() -> None:
 
 def test_knative_estimate() -> None:
     assert estimate([10.0, 20.0], 2) == 30.0  # everyone answered: the sum
-    assert estimate([10.0, 20.0], 4) == 60.0  # two of four: the mean times four
+    assert estimate([10.0, 20.0, 30.0, 40.0], 5) == 125.0  # four of five: the mean times five
+    assert estimate([10.0, 20.0], 4) is None  # two of four: fewer than Knative's sample
     assert estimate([], 3) is None
 
 
