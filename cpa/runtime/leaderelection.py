@@ -23,11 +23,14 @@ server (it must see the record unchanged that long), so the old leader's last wr
 least ``lease_duration - renew_deadline`` (5 s by default) before a new leader can begin:
 no write after losing the Lease, whatever the network does to a single request.
 
-Two departures from client-go, both to keep that bound when someone else edits the Lease.
+Three departures from client-go, to keep that bound when someone else edits the Lease.
 A record that names no holder is free at once only when it was never held (no
 ``renewTime``) or was released (``leaseDurationSeconds`` of 1, as client-go and we release);
 a holder emptied by hand (``holderIdentity: ""``, the duration left as it was) is waited
 out like any other holder, so the old leader's last write ends before anyone takes over.
+A Lease deleted by hand is waited out the same way by a follower that last saw another
+holder in it (client-go creates a new one at once, and both replicas lead until the old
+leader's next renewal finds it); the old leader creates it again at its next renewal.
 And a leader that reads a record naming someone else (or no one) stops leading at once
 instead of at its renew deadline: the Lease is not its own any more.
 
@@ -331,6 +334,8 @@ class LeaderElector:
         except ApiError as exc:
             if not exc.not_found:
                 raise
+            if self._held_elsewhere(now):
+                return False  # deleted under a leader that may still be writing: wait it out
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": self._cfg.name, "namespace": self._cfg.namespace},
                     "spec": self._spec(now_wall, None, 0)}
@@ -371,6 +376,15 @@ class LeaderElector:
         self._foreign = False
         self._observed_duration = max(1, round(self._cfg.lease_duration))
         return True
+
+    def _held_elsewhere(self, now: float) -> bool:
+        """The last record seen named another holder and has not expired by our clock: a
+        Lease deleted under that leader is waited out as an emptied one is. At most our own
+        lease duration: deleting a ghost's Lease (a holder claiming hours) is the way to
+        be rid of it."""
+        holder = self._observed_holder
+        wait = min(self._observed_duration, self._cfg.lease_duration)
+        return bool(holder) and holder != self._cfg.identity and self._observed_at + wait > now
 
     def _check_ghost(self, holder: str, duration: float, mine: bool) -> None:
         """Warn once per ghost record: another holder claiming more than any sane duration."""

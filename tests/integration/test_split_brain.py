@@ -114,3 +114,39 @@ def test_the_old_leader_writes_nothing_after_its_renew_deadline(
         "A must stop leading (at its renew deadline) before B can take the Lease"
     assert a_leader_at_takeover == 0, "cpa_leader of A must drop at its renew deadline"
     assert replicas(admin, namespace, "deployment", "coredns") == 5
+
+
+def test_a_deleted_lease_never_makes_two_leaders(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
+    """Issue 47 #9: ``kubectl delete lease`` under two replicas. Before, the follower
+    created the Lease at once and both reported ``cpa_leader 1`` (~0.2 s) until the old
+    leader's next renewal found it (or took it over: whichever came first). Five
+    deletions at different phases of the renewals, both /metrics read every 50 ms for 3 s
+    after each: never two leaders, and the Lease comes back held by the leader."""
+    admin = controlplane.admin()
+    coredns_and_nodes(admin, namespace, f"dl-{namespace[-6:]}", 2)
+    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
+    kubeconfig = service_account(controlplane, namespace, "ha", [LEASE_RULE])
+    a = start(*args(namespace), kubeconfig=kubeconfig)
+    wait_until("A to lead", lambda: a.events("leader.started"), 30)
+    b = start(*args(namespace), kubeconfig=kubeconfig)
+    wait_until("B to follow", lambda: b.health("/healthz")[0] == 200
+               and b.metrics()["cpa_leader"] == 0, 60)
+    lease_path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{CM}"
+    both, samples, taken = 0, 0, 0
+    for phase in (0.0, 0.4, 0.8, 1.2, 1.6):
+        time.sleep(phase)
+        admin.delete(lease_path)
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:
+            leaders = (a.metrics()["cpa_leader"], b.metrics()["cpa_leader"])
+            both += sum(leaders) > 1
+            taken += leaders == (0, 1)
+            samples += 1
+            time.sleep(0.05)
+        wait_until("the Lease back", lambda: admin.get(lease_path)["spec"].get(
+            "holderIdentity"), 20)
+    print(f"\nFIGURE deleted Lease x5: {both} of {samples} samples with two leaders, "
+          f"{taken} with the follower leading")
+    assert both == 0 and taken == 0
+    assert a.metrics()["cpa_leader"] == 1 and b.metrics()["cpa_leader"] == 0

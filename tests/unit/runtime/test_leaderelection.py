@@ -414,3 +414,40 @@ def test_reads_sent_ahead_pass_through_the_guard() -> None:
     send_ahead(guarded, ["/cm", "/scale"])
     drop_ahead(guarded)
     assert api.calls == [("AHEAD", "/cm"), ("AHEAD", "/scale"), ("DROP", "")]
+
+
+def test_a_deleted_lease_is_waited_out_by_the_follower_and_taken_back_by_the_leader() -> None:
+    """Issue 47 #9: after ``kubectl delete lease``, client-go's follower creates the Lease
+    at once and both replicas led (``cpa_leader 1`` on both) until the old leader's next
+    renewal. Here the follower waits out the holder it last saw; the leader recreates it."""
+    api, clock, changes = FakeApi(), Clock(), Changes()
+    a, b = elector(api, clock, "a", changes), elector(api, clock, "b", changes)
+    a.tick()
+    b.tick()
+    del api.objects[PATH]
+    clock.now += 0.2
+    b.tick()
+    assert not b.is_leader() and PATH not in api.objects, "took a deleted Lease at once"
+    clock.now += 1.8
+    a.tick()
+    assert a.is_leader() and holder(api) == "a", "the leader recreates its Lease"
+    for _ in range(10):
+        clock.now += 2
+        a.tick()
+        b.tick()
+        assert [a.is_leader(), b.is_leader()] == [True, False]
+
+
+def test_a_deleted_lease_whose_leader_is_gone_is_taken_after_its_duration() -> None:
+    api, clock, changes = FakeApi(), Clock(), Changes()
+    a, b = elector(api, clock, "a", changes), elector(api, clock, "b", changes)
+    a.tick()
+    b.tick()
+    del api.objects[PATH]  # and a is gone: no more ticks
+    for _ in range(7):
+        clock.now += 2
+        b.tick()
+        assert not b.is_leader()
+    clock.now += 2
+    b.tick()
+    assert b.is_leader() and holder(api) == "b"
