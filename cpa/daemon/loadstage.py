@@ -28,6 +28,7 @@ from cpa.kube.targets import Target, scale_path
 from cpa.kube.writers import writer_for
 from cpa.load.scraper import Scraper, ScrapeStatus
 from cpa.namedtuple import NamedTuple
+from cpa.redact import redact_url
 
 __all__ = ["LoadStage", "TargetLoad"]
 
@@ -118,7 +119,8 @@ class LoadStage:
             self._log.info("load.scraping", target=str(target), source=load.source,
                            interval_seconds=load.scrape_interval_seconds,
                            **({"metric": load.metric, "port": load.port, "path": load.path}
-                              if load.prometheus is None else {"url": load.prometheus.url}))
+                              if load.prometheus is None
+                              else {"url": redact_url(load.prometheus.url)}))
             scraper.start()
         elif scraper.load != load:
             scraper.update(load)

@@ -41,6 +41,7 @@ from cpa.go.json import (
     members_by_field,
 )
 from cpa.namedtuple import NamedTuple
+from cpa.redact import redact_url
 
 __all__ = ["FIELD", "Load", "LoadDoc", "Prometheus", "decode_load", "load_problems"]
 
@@ -73,7 +74,7 @@ class Prometheus(NamedTuple):
     insecure_skip_verify: bool = False
 
     def fields(self) -> dict[str, object]:
-        out: dict[str, object] = {"url": self.url, "query": self.query}
+        out: dict[str, object] = {"url": redact_url(self.url), "query": self.query}
         if self.ca_file:
             out["caFile"] = self.ca_file
         if self.bearer_token_file:
@@ -242,8 +243,8 @@ def _source_problems(doc: LoadDoc, problems: list[str]) -> Prometheus | None:
             problems.append("load has both prometheus and metric/port; choose one source: "
                             "the target's Pods (metric, port, path) or prometheus")
         if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", prom.url):
-            problems.append(f"load.prometheus.url is {describe(prom.url)}; give the server's "
-                            'base URL such as "http://prometheus.monitoring:9090"')
+            problems.append(f"load.prometheus.url is {describe(redact_url(prom.url))}; give "
+                            'the server\'s base URL such as "http://prometheus.monitoring:9090"')
         if not prom.query.strip():
             problems.append("load.prometheus.query is empty; give a PromQL query whose "
                             'result is one number, e.g. "sum(rate(coredns_dns_requests_total'
