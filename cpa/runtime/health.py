@@ -64,10 +64,19 @@ class HealthState:
     def __init__(self, initial: str | None = None) -> None:
         self._lock = threading.Lock()
         self._error: str | None = initial
+        self._broken: str | None = None
 
     def record(self, error: str | None) -> None:
         with self._lock:
             self._error = error
+
+    def thread_failed(self, name: str, error: str) -> None:
+        """A thread of the daemon ended with an exception nobody caught: ``/last-poll``
+        says so from now on, whatever the polls do (what that thread did is no longer
+        being done)."""
+        with self._lock:
+            self._broken = (f"the daemon's {name} thread stopped ({error}); this is a bug, "
+                            "please report it; restart the Pod to recover")
 
     def observe(self, result: PollOutcome) -> None:
         """A poll observer: the poll's error, or stale counts, make /last-poll 500."""
@@ -76,7 +85,7 @@ class HealthState:
     @property
     def error(self) -> str | None:
         with self._lock:
-            return self._error
+            return self._broken or self._error
 
 
 def _http_date(moment: float) -> str:

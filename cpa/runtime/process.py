@@ -14,8 +14,10 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Protocol
 
+from cpa import logs
+
 __all__ = ["DAEMON_MODULES", "Abortable", "Stopper", "raise_open_files_limit",
-           "require_modules"]
+           "report_thread_failures", "require_modules"]
 
 DAEMON_MODULES = ("yaml", "structlog", "msgspec", "prometheus_client")
 """What the daemons import later, some in threads (structlog on the timer that writes the
@@ -30,6 +32,22 @@ def require_modules(names: Sequence[str] = DAEMON_MODULES) -> None:
     for name in names:
         if importlib.util.find_spec(name) is None:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+def report_thread_failures(failed: Callable[[str, str], None]) -> None:
+    """Every thread of the process that ends with an exception is logged
+    (``thread.failed``) and told to ``failed`` (the health state: ``/last-poll`` says it):
+    the threads catch what they expect, and one that dies of anything else must not leave
+    the process running on, silent."""
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_type is SystemExit:
+            return
+        name = args.thread.name if args.thread is not None else "unnamed"
+        error = f"{args.exc_type.__name__}: {args.exc_value}"[:300]
+        logs.get_logger("process").error("thread.failed", thread=name, error=error)
+        failed(name, error)
+
+    threading.excepthook = hook
 
 
 class Abortable(Protocol):

@@ -106,7 +106,9 @@ def serve_health(health: HealthState, port: int,
                  metrics: Callable[[], bytes] | None) -> HealthServer:
     """``/healthz``, ``/last-poll`` and ``/metrics`` on ``port``, from this moment."""
     from cpa.runtime.health import serve
+    from cpa.runtime.process import report_thread_failures
 
+    report_thread_failures(health.thread_failed)
     try:
         return serve(health, port, metrics=metrics)
     except OSError as exc:

@@ -202,3 +202,31 @@ def test_an_idle_server_never_wakes_up_and_still_stops() -> None:
         stopper.join(30)
         assert not stopper.is_alive(), f"shutdown() of a server on {host!r} never returned"
         srv.server_close()
+
+
+def test_a_thread_that_dies_is_said_in_last_poll_for_good(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 47 #1: every thread either survives or brings its failure to /last-poll."""
+    import threading
+
+    from cpa import logs
+    from cpa.runtime.process import report_thread_failures
+
+    logs.configure(0, "json")
+    state = HealthState()
+    saved = threading.excepthook
+    try:
+        report_thread_failures(state.thread_failed)
+
+        def boom() -> None:
+            raise RuntimeError("something nobody expected")
+
+        thread = threading.Thread(target=boom, name="node-watch")
+        thread.start()
+        thread.join()
+    finally:
+        threading.excepthook = saved
+    state.record(None)  # a poll that went well does not hide it
+    assert state.error is not None
+    assert "node-watch thread stopped (RuntimeError: something nobody expected)" in state.error
+    assert '"event": "thread.failed"' in capsys.readouterr().err
