@@ -251,6 +251,8 @@ class NodeReflector:
                     self._sync()
                     need_list = False
                 got = self._watch()
+                if self._relist.is_set():
+                    continue  # asked to list again: at once, no backoff
                 if got or self._clock() - began > 10:
                     delay = BACKOFF_START
                     continue
@@ -499,9 +501,11 @@ class NodeReflector:
         read_to_the_end = False
         watching = initial is None  # a streaming list's counts are whole only at its end
         try:
-            # stop() sets the flag, then shuts down whatever self._resp is; checking the flag
-            # after publishing self._resp means one of the two always sees the other.
-            if self._stop.is_set():
+            # stop() and relist() set their flag, then shut down whatever self._resp is;
+            # checking the flags after publishing self._resp means one of the two always
+            # sees the other (a relist asked for while the watch was being opened is not
+            # left waiting for the watch to end by itself).
+            if self._stop.is_set() or (watching and self._relist.is_set()):
                 return count, complete
             if watching:
                 self._contact()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import random
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -275,6 +275,44 @@ def test_stop_while_a_watch_is_being_opened_does_not_wait_for_the_watch() -> Non
     h.run()
     assert h.names() == ["a"]
     assert never_read.closed
+
+
+def test_a_relist_asked_for_while_a_watch_is_being_opened_lists_at_once() -> None:
+    """relist() (a new zones label at the first poll) can come after the watch's request went
+    out but before its response is published for it to shut down. Before, the loop then read
+    that watch until it ended by itself (40-50 s): the first poll waited 30 s for the list
+    and failed. Now it lists at once, without a backoff."""
+
+    class RelistDuringConnect(ScriptedApi):
+        opened = 0
+
+        def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
+                   accept: str = JSON, deadline: float | None = None,
+                   pace: float = 0.0) -> StreamResponse:
+            response = super().stream(path, query, read_timeout, accept, deadline, pace)
+            if "sendInitialEvents" not in query and not self.opened:
+                self.opened += 1
+                h.reflector.relist()
+            return response
+
+    class Watched(FakeResponse):
+        """Stands for a watch that would carry nothing for 40-50 s: reading it at all is
+        the failure."""
+
+        read = False
+
+        def stream(self, amt: int, decode_content: bool = True) -> Iterator[bytes]:
+            self.read = True
+            return super().stream(amt, decode_content)
+
+    quiet = Watched(b"")
+    api = RelistDuringConnect([streaming_list(node_json("a")), quiet,
+                               streaming_list(node_json("a"), node_json("b"), rv="20")])
+    h = Harness(api)
+    h.run()
+    assert h.names() == ["a", "b"], "listed again"
+    assert not quiet.read, "the watch opened meanwhile was read instead of listing at once"
+    assert h.waits == [], "no backoff before the relist"
 
 
 # --- the first list as one page (the daemon's) ----------------------------------------------
