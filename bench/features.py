@@ -6,7 +6,8 @@ One control plane and one set of Nodes; then our daemon runs once per variant, e
 same number of polls (1 s period), and its steady RSS (median VmRSS over the polls), peak
 RSS (VmHWM) and CPU per poll are compared with the baseline's:
 
-* ``without metrics``: the daemon with ``cpa.daemon.metrics`` replaced by a no-op before start (so
+* ``without metrics``: the daemon with ``cpa.horizontal.daemon.cpa_metrics`` replaced by a no-op
+before start (so
   ``prometheus_client`` is never imported): what ``/metrics`` itself costs;
 * ``baseline``: default flags and the kube-dns ConfigMap (upstream's behaviour, /metrics on);
 * ``--events``, ``--leader-elect``, a ConfigMap with a ``behavior``, and one with the
@@ -32,7 +33,7 @@ if str(REPO) not in sys.path:
 
 from bench import measure, nodes  # noqa: E402
 from bench.run import CM, KUBE_DNS_DEFAULTS, NS, TARGET, Cluster, grow, setup  # noqa: E402
-from cpa.decide.defaults import default_params_to_data  # noqa: E402
+from cpa.horizontal.decide.defaults import default_params_to_data  # noqa: E402
 from tests.controlplane import ControlPlane, ensure_binaries  # noqa: E402
 from tests.integration.support import free_port  # noqa: E402
 
@@ -40,14 +41,14 @@ OUT = REPO / "bench" / "results" / "features.json"
 
 _NO_METRICS = r"""
 import sys, types
-stub = types.ModuleType("cpa.daemon.metrics")
+stub = types.ModuleType("cpa.horizontal.daemon.cpa_metrics")
 class Metrics:
     def __init__(self, *a, **k): pass
     def observe(self, result): pass
     def set_leader(self, leading): pass
     def exposition(self): return b""
 stub.Metrics = Metrics
-sys.modules["cpa.daemon.metrics"] = stub
+sys.modules["cpa.horizontal.daemon.cpa_metrics"] = stub
 from cpa.cli import run_daemon
 sys.exit(run_daemon(sys.argv[1:]))
 """

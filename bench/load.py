@@ -37,13 +37,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cpa.decide.decision import decide
-from cpa.decide.modes.registry import parse_configmap_data
-from cpa.decide.windows import LoadAxis, PanicState, read_windows, scale
+from cpa.horizontal.decide.decision import decide
+from cpa.horizontal.decide.modes.registry import parse_configmap_data
+from cpa.horizontal.decide.windows import LoadAxis, PanicState, read_windows, scale
+from cpa.horizontal.scrape.scraper import Scraper
 from cpa.kube.client import KubeApi
-from cpa.kube.config import load as load_kubeconfig
+from cpa.kube.clientconfig import load as load_kubeconfig
 from cpa.kube.pods import list_ready_pods
-from cpa.load.scraper import Scraper
 from cpa.nodes.counts import ClusterCounts
 from tests.controlplane import AdminClient, ControlPlane, ensure_binaries
 from tests.integration.metricpods import METRIC, PORT

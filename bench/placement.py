@@ -28,10 +28,10 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.nodes import node_object
-from cpa.daemon.loop import Autoscaler
-from cpa.daemon.main import loop_config
-from cpa.flags import parse_args
-from cpa.nodes.json import decode_node
+from cpa.horizontal.cpa_flags import parse_args
+from cpa.horizontal.daemon.cpa_loop import Autoscaler
+from cpa.horizontal.daemon.cpa_main import loop_config
+from cpa.nodes.jsondecode import decode_node
 from cpa.nodes.placement import Placement
 from cpa.nodes.records import ALL_LABELS, NodeInfo
 from cpa.nodes.store import NodeStore

@@ -69,7 +69,7 @@ TREES = REPO / ".cache" / "bench-trees"
 # poll_once for BENCH_CPROFILE_POLLS polls after BENCH_CPROFILE_WARM, then a dump.
 _CPROFILE = r"""
 import cProfile, os, sys, time
-import cpa.daemon.loop as loop
+import cpa.horizontal.daemon.cpa_loop as loop
 warm, polls = int(os.environ["BENCH_CPROFILE_WARM"]), int(os.environ["BENCH_CPROFILE_POLLS"])
 out = os.environ["BENCH_CPROFILE_OUT"]
 prof = cProfile.Profile(time.thread_time)  # CPU, not the wait for the server's answer
@@ -103,7 +103,7 @@ sys.exit(run_daemon(sys.argv[1:]))
 # subtrees ("under"), not by the functions themselves ("own").
 _SAMPLE = r"""
 import collections, gc, json, os, signal, sys, time
-import cpa.daemon.loop as loop
+import cpa.horizontal.daemon.cpa_loop as loop
 warm, polls = int(os.environ["BENCH_SAMPLE_WARM"]), int(os.environ["BENCH_SAMPLE_POLLS"])
 out = os.environ["BENCH_SAMPLE_OUT"]
 orig = loop.Autoscaler.poll_once
@@ -161,15 +161,17 @@ _CATEGORIES = (
     ("ConfigMap and scale (objects to records)",
      ("cpa/kube/configmap.py", "cpa/kube/scale.py", "cpa/kube/hpafloor.py",
       "cpa/kube/targets.py", "cpa/kube/writers.py")),
-    ("decision (formula and its steps)", ("cpa/decide/",)),
+    ("decision (formula and its steps)", ("cpa/horizontal/decide/",)),
     ("logging (structlog at --v=4)", ("structlog/", "cpa/logs.py", "datetime")),
-    ("metrics (prometheus_client)", ("prometheus_client/", "cpa/daemon/metrics.py",
-                                      "cpa/runtime/metrics.py")),
-    ("health, watchdogs, behavior, leader", ("cpa/runtime/health.py", "cpa/daemon/watchdogs.py",
+    ("metrics (prometheus_client)", ("prometheus_client/", "cpa/horizontal/daemon/cpa_metrics.py",
+                                      "cpa/runtime/metrics_registry.py")),
+    ("health, watchdogs, behavior, leader", ("cpa/runtime/health.py",
+                                             "cpa/horizontal/daemon/watchdogs.py",
                                              "cpa/runtime/leaderelection.py",
                                              "cpa/runtime/stalecounts.py")),
     ("node store counts", ("cpa/nodes/",)),
-    ("poll loop", ("cpa/daemon/loop.py", "cpa/daemon/paramscache.py", "cpa/daemon/react.py",
+    ("poll loop", ("cpa/horizontal/daemon/cpa_loop.py", "cpa/horizontal/daemon/paramscache.py",
+                   "cpa/horizontal/daemon/react.py",
                    "cpa/runtime/ticker.py", "cpa/runtime/polls.py", "cpa/cli.py")),
     ("threading (locks)", ("threading.py", "<method 'acquire'", "<method 'release'")),
 )

@@ -214,17 +214,18 @@ marks = {}
 def mark(name):
     marks[name] = round((time.perf_counter() - t0) * 1000, 1)
 import cpa.cli; mark("import cpa.cli (flags, logs)")
-from cpa import flags
+from cpa.horizontal import cpa_flags as flags
 opts = flags.parse_args(sys.argv[1:]); mark("parse flags (parameters)")
 from cpa.kube.client import KubeApi; mark("import kubeapi (http.client, nodeproto)")
-from cpa.kube.config import load; mark("import kubeconfig (ssl)")
+from cpa.kube.clientconfig import load; mark("import kubeconfig (ssl)")
 from cpa.nodes.store import NodeStore; mark("import nodestore")
 from cpa.nodes.watch import NodeReflector; mark("import nodewatch")
 from cpa.runtime.health import HealthState, serve; mark("import health")
 server = serve(HealthState("waiting"), 0, "127.0.0.1")
 mark("health serving: the Node list can go out")
 import structlog; mark("import structlog (the daemon: after its first poll)")
-from cpa.daemon.loop import Autoscaler; mark("import autoscaler (after the list went out)")
+from cpa.horizontal.daemon.cpa_loop import Autoscaler
+mark("import autoscaler (after the list went out)")
 server.shutdown()
 print(json.dumps(marks))
 """

@@ -4,7 +4,7 @@ Starts a control plane, creates N GKE-sized benchmark nodes, records one NodeLis
 streaming list (``sendInitialEvents``) in protobuf and in JSON, then measures each
 candidate in a fresh interpreter (so import costs are its own):
 
-* ``json``: msgspec structs naming only the fields we count (:mod:`cpa.nodes.json`, the
+* ``json``: msgspec structs naming only the fields we count (:mod:`cpa.nodes.jsondecode`, the
   decoder before protobuf);
 * ``proto-reader``: the hand-written protobuf wire reader (:mod:`cpa.nodes.proto`);
 * ``proto-upb``: the ``protobuf`` package (upb backend) with a trimmed schema that has
@@ -52,7 +52,7 @@ from cpa.nodes.records import NodeInfo
 name, list_file, stream_file = sys.argv[1:4]
 r0, t0 = rss(), time.perf_counter()
 if name == "json":
-    from cpa.nodes import json as nodejson
+    from cpa.nodes import jsondecode as nodejson
     decode_list = nodejson.decode_list_page
     def events(data):
         return [nodejson.decode_event(line) for line in data.split(b"\n") if line]

@@ -37,9 +37,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench import churn, measure, nodes  # noqa: E402
-from cpa.decide.decision import decide  # noqa: E402
-from cpa.decide.defaults import default_params_to_data  # noqa: E402
-from cpa.decide.modes.registry import parse_configmap_data  # noqa: E402
+from cpa.horizontal.decide.decision import decide  # noqa: E402
+from cpa.horizontal.decide.defaults import default_params_to_data  # noqa: E402
+from cpa.horizontal.decide.modes.registry import parse_configmap_data  # noqa: E402
 from cpa.nodes.counts import ClusterCounts  # noqa: E402
 from tests.controlplane import (  # noqa: E402
     UPSTREAM_CPA_VERSION,

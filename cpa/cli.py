@@ -1,5 +1,6 @@
 """Entry points: the daemons (``cluster-proportional-autoscaler`` and ``cpa run``:
-:mod:`cpa.daemon.main`; ``cpvpa``: :mod:`cpa.vertical.daemon.main`) and ``cpa``.
+:mod:`cpa.horizontal.daemon.cpa_main`; ``cpvpa``: :mod:`cpa.vertical.daemon.cpvpa_main`) and
+``cpa``.
 
 Wiring only: which command runs, and that a user never meets a traceback (:func:`guarded`);
 each daemon parses its own flags and maps outcomes to its upstream's exit codes.
@@ -24,9 +25,9 @@ DAEMON_NAME = "cluster-proportional-autoscaler"
 
 
 def run_daemon(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
-    """The autoscaler daemon (:func:`cpa.daemon.main.run`; imported here, so that
+    """The autoscaler daemon (:func:`cpa.horizontal.daemon.cpa_main.run`; imported here, so that
     ``/cpvpa`` and the one-shot commands load nothing of it)."""
-    from cpa.daemon.main import run
+    from cpa.horizontal.daemon.cpa_main import run
 
     return run(argv, prog)
 
@@ -61,7 +62,7 @@ def vertical_main() -> None:
     """Console script ``cpvpa`` (the image's ``/cpvpa``): the vertical autoscaler,
     CPVA v0.8.9's drop-in (:mod:`cpa.vertical`)."""
     gc.enable()  # the image's autoscaler script turns it off (a CPVA command line ends here)
-    from cpa.vertical.daemon.main import run_vertical
+    from cpa.vertical.daemon.cpvpa_main import run_vertical
 
     prog = os.path.basename(sys.argv[0]) or "cpvpa"
     sys.exit(guarded(prog, lambda: run_vertical(sys.argv[1:], prog)))
@@ -153,7 +154,7 @@ def _main(args: list[str]) -> int:
     if command == "run":
         return run_daemon(rest, "cpa run")
     if command == "explain" and "--vertical" in rest:
-        from cpa.tools.vertical import explain_vertical_main
+        from cpa.tools.explain_vertical import explain_vertical_main
 
         return explain_vertical_main([a for a in rest if a != "--vertical"])
     if command == "explain":

@@ -5,7 +5,7 @@ re-implementation of pflag's syntax (``--f=v``, ``--f v``, bare booleans, ``-`` 
 interchangeable, one-letter glog flags usable as ``-v``) rather than argparse, whose
 abbreviation matching and option syntax differ in ways a Go user would trip over. Each
 program has its own :class:`FlagTable`; the rows both programs share are in
-:mod:`cpa.runtime.options`.
+:mod:`cpa.runtime.common_flags`.
 
 Two failure classes, with upstream's exit codes:
 * :class:`UsageError` (:data:`EXIT_USAGE`, 2): unknown flag (naming the nearest ones, as

@@ -39,7 +39,7 @@ from cpa.http.errors import (
 from cpa.http.message import field_value_problem
 from cpa.http.pool import MAX_IDLE, Pool, Sent
 from cpa.kube.api import RETRY_AFTER_CAP, ApiError, StreamResponse
-from cpa.kube.config import ConfigError, Connection
+from cpa.kube.clientconfig import ConfigError, Connection
 from cpa.kube.tokenfile import TokenFileError
 from cpa.kube.wire import JSON, api_error
 from cpa.namedtuple import NamedTuple

@@ -21,7 +21,7 @@ pointer such as ``minReplicas``), and so does a missing one; an object must be a
 
 Hand-written rather than msgspec: these objects are on the path to the first write, a
 measured goal, and msgspec costs 11-20 ms to import there (it stays the Node watch's JSON
-fallback, :mod:`cpa.nodes.json`); checking a handful of fields costs microseconds.
+fallback, :mod:`cpa.nodes.jsondecode`); checking a handful of fields costs microseconds.
 """
 
 from __future__ import annotations

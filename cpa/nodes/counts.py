@@ -3,8 +3,9 @@
 Why a module of its own, with nothing but immutable records of the standard library: it is
 where the node side and the decision meet. The node store (:mod:`cpa.nodes.store`) keeps
 its running totals under a :class:`CountingPolicy` and hands out :class:`ClusterCounts`;
-the decision (:mod:`cpa.decide`) reads those counts and turns the parameters' counting keys
-into a policy. This is the one module of :mod:`cpa.nodes` that :mod:`cpa.decide` imports,
+the decision (:mod:`cpa.horizontal.decide`) reads those counts and turns the parameters' counting
+keys
+into a policy. This is the one module of :mod:`cpa.nodes` that :mod:`cpa.horizontal.decide` imports,
 so it holds no behaviour and imports nothing: the store applies the policy itself, and the
 store stays on the start-up path to the first Node list without the parameter parsers.
 

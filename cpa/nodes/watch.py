@@ -82,7 +82,7 @@ of CPU per update). A count lags the server by at most this while the events kee
 the counts are read at each poll, seconds apart."""
 WATCH_PACE_REACTING_SECONDS = 0.05
 """The pace with ``--react-to-node-changes``: well inside its debounce
-(:data:`cpa.daemon.react.REACT_DEBOUNCE_SECONDS`, 0.1 s), so that the rest of a short
+(:data:`cpa.horizontal.daemon.react.REACT_DEBOUNCE_SECONDS`, 0.1 s), so that the rest of a short
 burst is read before the debounce looks at the counts."""
 
 
@@ -411,7 +411,7 @@ class NodeReflector:
                 return self._decode_page(body)
             self.encoding = "json"
             # The fallback: its library (msgspec) is loaded only when a JSON answer comes.
-            from cpa.nodes import json as nodejson
+            from cpa.nodes import jsondecode as nodejson
             if self._label:
                 return nodejson.decode_list_page(body, label=self._label)
             return nodejson.decode_list_page(body, self._capacity)
@@ -427,7 +427,7 @@ class NodeReflector:
                            frames(resp))
             return map(self._decode_event, frames(resp))
         self.encoding = "json"
-        from cpa.nodes import json as nodejson
+        from cpa.nodes import jsondecode as nodejson
         if self._label:
             return map(functools.partial(nodejson.decode_event, label=self._label),
                        lines(resp))

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from cpa import logs
 from cpa.kube.api import RawApi
+from cpa.runtime.common_flags import LeaderElectionOptions
 from cpa.runtime.leaderelection import (
     GuardedApi,
     LeaderElector,
@@ -15,7 +16,6 @@ from cpa.runtime.leaderelection import (
     LeaseStatus,
     default_identity,
 )
-from cpa.runtime.options import LeaderElectionOptions
 
 __all__ = ["Election"]
 

@@ -1,7 +1,7 @@
 """What every poll of either daemon reports, and how its outcome reaches the observers.
 
-Each daemon's result (:class:`cpa.daemon.loop.PollResult`,
-:class:`cpa.vertical.daemon.loop.VerticalPollResult`) extends :class:`PollRecord` with what
+Each daemon's result (:class:`cpa.horizontal.daemon.cpa_loop.PollResult`,
+:class:`cpa.vertical.daemon.cpvpa_loop.VerticalPollResult`) extends :class:`PollRecord` with what
 its poll saw; observers (health, metrics, Events) get the whole result, and none of them
 may stop the polls.
 

@@ -18,7 +18,7 @@ from cpa.go.pflag import EXIT_INVALID, EXIT_USAGE, UsageError
 
 if TYPE_CHECKING:
     from cpa.kube.client import KubeApi
-    from cpa.kube.config import Connection
+    from cpa.kube.clientconfig import Connection
     from cpa.runtime.health import HealthServer, HealthState
     from cpa.runtime.process import Stopper
 
@@ -91,7 +91,7 @@ def connect(kubeconfig: str) -> tuple[Stopper, Connection, KubeApi]:
 
     require_modules()
     from cpa.kube.client import KubeApi
-    from cpa.kube.config import ConfigError, load
+    from cpa.kube.clientconfig import ConfigError, load
 
     raise_open_files_limit()
     stopper = Stopper()

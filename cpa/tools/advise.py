@@ -5,7 +5,7 @@ every replica comfortable and cost replica-hours; a high target and short window
 them and let a surge through. Given a recorded series of the load (a timeline CSV or JSON
 with ``t`` and ``qps``, as ``cpa simulate`` reads, or a Prometheus range query) and the
 rate one replica may serve at most, this replays a grid of settings through the daemon's
-own window arithmetic (:mod:`cpa.decide.windows`) and prints the settings that kept the
+own window arithmetic (:mod:`cpa.horizontal.decide.windows`) and prints the settings that kept the
 rate per Ready replica under that bound with the fewest replica-hours, with the figures.
 
 The replay: every row is a scrape; a poll every ``--poll-period-seconds`` decides
@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from cpa import redact
-from cpa.decide.load import Load, Prometheus
-from cpa.decide.windows import PanicState, Sample, read_windows, scale
+from cpa.horizontal.decide.load import Load, Prometheus
+from cpa.horizontal.decide.windows import PanicState, Sample, read_windows, scale
 from cpa.namedtuple import NamedTuple
 from cpa.tools.inputs import InputError, ToolParser, answer, parse_command_line, read_text
 
@@ -263,7 +263,7 @@ def _series(args: argparse.Namespace) -> Series:
         shown = redact.redact_url(args.prometheus_url)[:60]
         raise InputError(f"--prometheus-url {shown!r}: give the server's "
                          "base URL such as http://prometheus.monitoring:9090")
-    from cpa.load.prometheus import PrometheusClient, PrometheusError
+    from cpa.horizontal.scrape.prometheus import PrometheusClient, PrometheusError
 
     hours = _positive(args.hours, "--hours", 24.0)
     step = _positive(args.step, "--step", 10.0)

@@ -1,9 +1,10 @@
 """``cpa explain``: what the autoscaler would do, and why, without writing anything.
 
-It runs the same parsing and the same :func:`cpa.decide.decision.decide` as the daemon, so
+It runs the same parsing and the same :func:`cpa.horizontal.decide.decision.decide` as the daemon,
+so
 its answer is the daemon's answer; only the source of counts and parameters differs. With a
 ``behavior`` (ours) and the target's current replicas it also runs the daemon's
-:func:`cpa.decide.behavior.apply`, for one poll with no history (the daemon has history;
+:func:`cpa.horizontal.decide.behavior.apply`, for one poll with no history (the daemon has history;
 explain cannot know it, and says so).
 
 With a ``load`` key (ours) the load axis is shown too, from rates given on the command line
@@ -24,11 +25,11 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from cpa.decide.behavior import BehaviorState, Outcome, apply
-from cpa.decide.decision import Decision, decide
-from cpa.decide.modes.mode import Params
-from cpa.decide.steps import Step, plural
-from cpa.decide.windows import LoadAxis, PanicState, Reading, scale
+from cpa.horizontal.decide.behavior import BehaviorState, Outcome, apply
+from cpa.horizontal.decide.decision import Decision, decide
+from cpa.horizontal.decide.modes.mode import Params
+from cpa.horizontal.decide.steps import Step, plural
+from cpa.horizontal.decide.windows import LoadAxis, PanicState, Reading, scale
 from cpa.kube.targets import Current, Target
 from cpa.kube.writers import writer_for
 from cpa.namedtuple import NamedTuple
@@ -49,8 +50,8 @@ from cpa.tools.inputs import (
 )
 
 if TYPE_CHECKING:
+    from cpa.horizontal.scrape.scraper import ScrapeStatus
     from cpa.kube.client import KubeApi
-    from cpa.load.scraper import ScrapeStatus
     from cpa.nodes.store import NodeStore
 
 COUNT_FLAGS = ("--nodes", "--cores", "--schedulable-nodes", "--schedulable-cores", "--zones",
@@ -105,7 +106,7 @@ def _parser() -> ToolParser:
 def _connect(args: argparse.Namespace) -> KubeApi:
     """The API client, with the kubeconfig found as kubectl finds it."""
     from cpa.kube.client import KubeApi
-    from cpa.kube.config import ConfigError, load_like_kubectl
+    from cpa.kube.clientconfig import ConfigError, load_like_kubectl
 
     try:
         return KubeApi(load_like_kubectl(args.kubeconfig, args.context))
@@ -429,8 +430,8 @@ def _measure(args: argparse.Namespace, params: Params, view: TargetView
     Pods', what the scrape read of them."""
     import time
 
+    from cpa.horizontal.scrape.scraper import Scraper
     from cpa.kube.targets import scale_path
-    from cpa.load.scraper import Scraper
 
     load = params.shared.load
     assert load is not None

@@ -1,5 +1,6 @@
 """What ``cpa explain`` and ``cpa simulate`` read from their command lines, and how they
-answer: the parameter flags and their resolution into :class:`~cpa.decide.modes.mode.Params`
+answer: the parameter flags and their resolution into
+:class:`~cpa.horizontal.decide.modes.mode.Params`
 (from ``--data``, ``--configmap-file`` or ``--default-params``), the ONE validator of
 hand-given cluster counts (:func:`cluster_counts`), the argument parser both use
 (:class:`ToolParser`: flag syntax errors are one line and exit 2, as pflag's) and
@@ -22,11 +23,11 @@ from pathlib import Path
 from typing import Any, Final, NoReturn
 
 from cpa import redact
-from cpa.decide.defaults import default_params_to_data
-from cpa.decide.modes.mode import Params
-from cpa.decide.modes.registry import parse_configmap_data
-from cpa.decide.params import ParamsError
 from cpa.go.quantity import CpuQuantityError, cores_rounded_up, cpu_millicores
+from cpa.horizontal.decide.defaults import default_params_to_data
+from cpa.horizontal.decide.modes.mode import Params
+from cpa.horizontal.decide.modes.registry import parse_configmap_data
+from cpa.horizontal.decide.params import ParamsError
 from cpa.nodes.counts import ClusterCounts
 
 __all__ = ["COUNT_MAX", "REPLICAS_MAX", "InputError", "ToolParser", "UsageError",

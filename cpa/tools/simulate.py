@@ -3,8 +3,9 @@
 Why: a stabilization window or a rate policy is easy to write and hard to picture; an
 operator should see what it does to their own cluster's history before applying it. Each
 timeline row is one poll; the target follows every write (no other writer, no failed
-write). The formula is :func:`cpa.decide.decision.decide` and the behavior is
-:func:`cpa.decide.behavior.apply` with a :class:`cpa.decide.behavior.BehaviorState`, the
+write). The formula is :func:`cpa.horizontal.decide.decision.decide` and the behavior is
+:func:`cpa.horizontal.decide.behavior.apply` with a
+:class:`cpa.horizontal.decide.behavior.BehaviorState`, the
 very code the daemon runs, so what this shows is what the daemon would do (given the same
 polls).
 
@@ -16,7 +17,8 @@ load's rate at that row (per second; an empty cell is a failed scrape). With a l
 each row is one scrape sample, and a poll unless ``--poll-period-seconds`` spaces the polls
 out (then a row is a poll when that much time has passed since the last one, as the
 daemon's scrapes come every couple of seconds and its polls every ten): the windows and
-the panic rule are :mod:`cpa.decide.windows`, the code the daemon runs, and the Ready Pods
+the panic rule are :mod:`cpa.horizontal.decide.windows`, the code the daemon runs, and the Ready
+Pods
 of a sample are the replicas written before it (a new replica is taken as ready at once).
 ``--plot`` needs matplotlib (``pip install '.[plot]'``).
 """
@@ -34,10 +36,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from cpa.decide.behavior import BehaviorState, apply
-from cpa.decide.decision import decide
-from cpa.decide.modes.mode import Params
-from cpa.decide.windows import LoadAxis, PanicState, Sample, read_windows, scale, unavailable
+from cpa.horizontal.decide.behavior import BehaviorState, apply
+from cpa.horizontal.decide.decision import decide
+from cpa.horizontal.decide.modes.mode import Params
+from cpa.horizontal.decide.windows import (
+    LoadAxis,
+    PanicState,
+    Sample,
+    read_windows,
+    scale,
+    unavailable,
+)
 from cpa.nodes.counts import ClusterCounts
 from cpa.tools.inputs import (
     InputError,

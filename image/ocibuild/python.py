@@ -41,7 +41,8 @@ if __name__ == "__main__":
 PRELUDES = {
     # The autoscaler's daemon: no cyclic garbage collection while it imports and reads the
     # first Node list (its passes over objects that all stay alive were ~2 ms of the start
-    # before the daemon's own code runs); cpa.daemon.main.run turns it back on after the
+    # before the daemon's own code runs); cpa.horizontal.daemon.cpa_main.run turns it back on after
+    # the
     # first poll, cpa.cli.vertical_main for a CPVA command line handed over.
     "cpa.cli:daemon_main": "import gc\ngc.disable()\n",
 }

@@ -38,8 +38,8 @@ from typing import Any
 
 import pytest
 
-from cpa.vertical.config import decode_config
-from cpa.vertical.formula import compute
+from cpa.vertical.decide.cpva_config import decode_config
+from cpa.vertical.decide.formula import compute
 from tests.cluster.cluster import Cluster, require_host, wait_for
 from tests.cluster.configs import NODE_NAME
 

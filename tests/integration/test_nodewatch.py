@@ -12,7 +12,7 @@ import pytest
 from cpa.kube import wire
 from cpa.kube.api import ApiError
 from cpa.kube.client import KubeApi
-from cpa.kube.config import from_kubeconfig
+from cpa.kube.clientconfig import from_kubeconfig
 from cpa.nodes import proto as nodeproto
 from cpa.nodes.listing import NODES_PATH
 from cpa.nodes.store import NodeStore

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from cpa.nodes.json import decode_node
+from cpa.nodes.jsondecode import decode_node
 from cpa.nodes.placement import fits, placement_of
 from cpa.nodes.records import ALL_LABELS
 from tests.controlplane import ControlPlane

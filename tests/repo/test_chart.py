@@ -280,7 +280,7 @@ def test_config_given_as_a_json_string_is_kept(render: Render) -> None:
 
 
 def test_rendered_configmaps_are_valid_params(render: Render) -> None:
-    from cpa.decide.modes.registry import parse_configmap_data
+    from cpa.horizontal.decide.modes.registry import parse_configmap_data
 
     for config in (
         {"ladder": AKS_LADDER},

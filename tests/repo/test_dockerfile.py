@@ -240,7 +240,8 @@ def test_console_scripts_run_without_site_and_find_the_venvs_packages(
 
 def test_only_the_autoscalers_script_starts_without_garbage_collection(
         tmp_path: Path) -> None:
-    """The daemon's script turns the collector off before its imports (cpa.daemon.main.run
+    """The daemon's script turns the collector off before its imports
+    (cpa.horizontal.daemon.cpa_main.run
     turns it on after the first poll); the others leave it as the interpreter starts."""
     from ocibuild import python
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cpa.flags import flag_names
+from cpa.horizontal.cpa_flags import flag_names
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"

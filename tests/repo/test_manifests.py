@@ -219,7 +219,7 @@ def test_main_deployment_security_and_scheduling(main: list[Doc]) -> None:
 
 
 def test_main_default_params_are_valid(main: list[Doc]) -> None:
-    from cpa.decide.modes.registry import parse_configmap_data
+    from cpa.horizontal.decide.modes.registry import parse_configmap_data
 
     (container,) = one(main, "Deployment")["spec"]["template"]["spec"]["containers"]
     data = default_params_as_configmap_data(flags(container["command"])["default-params"])
@@ -275,7 +275,7 @@ def configmaps_in_examples() -> list[tuple[str, Doc]]:
     ids=[f"{n}:{cm['metadata']['name']}" for n, cm in configmaps_in_examples()],
 )
 def test_example_configmap_data_is_valid_params(name: str, configmap: Doc) -> None:
-    from cpa.decide.modes.registry import parse_configmap_data
+    from cpa.horizontal.decide.modes.registry import parse_configmap_data
 
     data = configmap["data"]
     assert len(data) == 1 and next(iter(data)) in ("linear", "ladder"), name
@@ -313,7 +313,7 @@ def test_example_deployments(name: str, deployment: Doc) -> None:
     if "config-dir" in f:
         check_config_dir_volume(docs, pod, f["config-dir"])
     elif "default-params" in f:
-        from cpa.decide.modes.registry import parse_configmap_data
+        from cpa.horizontal.decide.modes.registry import parse_configmap_data
 
         parse_configmap_data(default_params_as_configmap_data(f["default-params"]))
     else:
@@ -398,7 +398,7 @@ def test_linear_example_targets_the_main_manifests_configmap(main: list[Doc]) ->
 
 
 def test_scale_from_zero_example() -> None:
-    from cpa.decide.modes.registry import parse_configmap_data
+    from cpa.horizontal.decide.modes.registry import parse_configmap_data
 
     cm = one(example("scale-from-zero-configmap.yaml"), "ConfigMap")
     assert json.loads(cm["data"]["ladder"]) == {"nodesToReplicas": [[0, 0], [6, 1]]}

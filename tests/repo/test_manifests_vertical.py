@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from cpa.vertical import options
-from cpa.vertical.config import decode_config
+from cpa.vertical import cpvpa_flags as options
+from cpa.vertical.decide.cpva_config import decode_config
 from tests.repo.test_manifests import granted_to, load, of_kind, one
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from cpa.decide.behavior import Behavior
-from cpa.decide.counting import NO_COUNTING, Counting
-from cpa.decide.modes import ladder, linear
-from cpa.decide.modes.ladder import LadderParams, Table
-from cpa.decide.modes.linear import LinearParams
-from cpa.decide.modes.mode import Configured
-from cpa.decide.params import SharedParams
+from cpa.horizontal.decide.behavior import Behavior
+from cpa.horizontal.decide.counting import NO_COUNTING, Counting
+from cpa.horizontal.decide.modes import ladder, linear
+from cpa.horizontal.decide.modes.ladder import LadderParams, Table
+from cpa.horizontal.decide.modes.linear import LinearParams
+from cpa.horizontal.decide.modes.mode import Configured
+from cpa.horizontal.decide.params import SharedParams
 
 __all__ = ["ladder_params", "linear_params", "parse_ladder", "parse_linear"]
 

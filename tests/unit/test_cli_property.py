@@ -37,9 +37,10 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from cpa import flags, logs
+from cpa import logs
 from cpa.cli import daemon_main, main, vertical_main
-from cpa.vertical import options as vertical_options
+from cpa.horizontal import cpa_flags as flags
+from cpa.vertical import cpvpa_flags as vertical_options
 
 EXITS = (0, 1, 2)
 # Runs per command; CPA_PROPERTY_EXAMPLES=5000 for a longer hunt.

@@ -146,8 +146,9 @@ def test_daemon_path_does_not_import_the_kubernetes_client() -> None:
     the first poll), nor ``http.client`` with its ``email`` parser (~10 ms, before the Node
     list: the transport reads answers itself): start-up time is part of the time to the
     first correct write."""
-    code = ("import sys, cpa.cli, cpa.daemon.loop, cpa.nodes.watch, cpa.nodes.store, "
-            "cpa.kube.config, cpa.kube.client, cpa.nodes.proto, cpa.runtime.health;"
+    code = ("import sys, cpa.cli, cpa.horizontal.daemon.cpa_loop, cpa.nodes.watch, "
+            "cpa.nodes.store, cpa.kube.clientconfig, cpa.kube.client, cpa.nodes.proto, "
+            "cpa.runtime.health;"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('kubernetes', 'yaml', 'requests', 'pydantic', 'msgspec', 'google', "
             "'structlog', 'prometheus_client', 'http', 'email')))")

@@ -19,50 +19,50 @@ from typing import Any
 
 import pytest
 
-from cpa.daemon.configmapsource import DefaultsReport
-from cpa.daemon.loop import PollResult
-from cpa.daemon.watchdogs import Overwrite
-from cpa.decide.behavior import Behavior, BehaviorState, Outcome, Policy, Rules
-from cpa.decide.counting import Counting, CountingDoc
-from cpa.decide.decision import Decision
-from cpa.decide.load import Load, Prometheus
-from cpa.decide.modes.ladder import LadderParams
-from cpa.decide.modes.linear import LinearParams
-from cpa.decide.modes.mode import Mode
-from cpa.decide.steps import Step
-from cpa.decide.windows import PanicState
-from cpa.decide.zones import Zones
+from cpa.horizontal.daemon.configmapsource import DefaultsReport
+from cpa.horizontal.daemon.cpa_loop import PollResult
+from cpa.horizontal.daemon.watchdogs import Overwrite
+from cpa.horizontal.decide.behavior import Behavior, BehaviorState, Outcome, Policy, Rules
+from cpa.horizontal.decide.counting import Counting, CountingDoc
+from cpa.horizontal.decide.decision import Decision
+from cpa.horizontal.decide.load import Load, Prometheus
+from cpa.horizontal.decide.modes.ladder import LadderParams
+from cpa.horizontal.decide.modes.linear import LinearParams
+from cpa.horizontal.decide.modes.mode import Mode
+from cpa.horizontal.decide.steps import Step
+from cpa.horizontal.decide.windows import PanicState
+from cpa.horizontal.decide.zones import Zones
 from cpa.kube.configmap import ConfigMapData
 from cpa.runtime.polls import PollRecord
-from cpa.vertical.daemon.loop import VerticalPollResult
+from cpa.vertical.daemon.cpvpa_loop import VerticalPollResult
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = (
     # before the Node list goes out
-    "cpa/flags.py",
+    "cpa/horizontal/cpa_flags.py",
     "cpa/go/json.py",
     "cpa/go/pflag.py",
     "cpa/go/quantity.py",
-    "cpa/kube/config.py",
+    "cpa/kube/clientconfig.py",
     "cpa/kube/selector.py",
     "cpa/kube/targets.py",
     "cpa/nodes/watch.py",
-    "cpa/runtime/options.py",
-    "cpa/vertical/options.py",
+    "cpa/runtime/common_flags.py",
+    "cpa/vertical/cpvpa_flags.py",
     # while it is read, and at the first poll
-    "cpa/daemon/configmapsource.py",
-    "cpa/daemon/loop.py",
-    "cpa/daemon/watchdogs.py",
-    "cpa/decide/behavior.py",
-    "cpa/decide/counting.py",
-    "cpa/decide/decision.py",
-    "cpa/decide/load.py",
-    "cpa/decide/modes/ladder.py",
-    "cpa/decide/modes/linear.py",
-    "cpa/decide/modes/mode.py",
-    "cpa/decide/steps.py",
-    "cpa/decide/windows.py",
-    "cpa/decide/zones.py",
+    "cpa/horizontal/daemon/configmapsource.py",
+    "cpa/horizontal/daemon/cpa_loop.py",
+    "cpa/horizontal/daemon/watchdogs.py",
+    "cpa/horizontal/decide/behavior.py",
+    "cpa/horizontal/decide/counting.py",
+    "cpa/horizontal/decide/decision.py",
+    "cpa/horizontal/decide/load.py",
+    "cpa/horizontal/decide/modes/ladder.py",
+    "cpa/horizontal/decide/modes/linear.py",
+    "cpa/horizontal/decide/modes/mode.py",
+    "cpa/horizontal/decide/steps.py",
+    "cpa/horizontal/decide/windows.py",
+    "cpa/horizontal/decide/zones.py",
     "cpa/kube/configmap.py",
     "cpa/runtime/polls.py",
 )
@@ -89,8 +89,8 @@ def test_no_dataclasses_in_the_module(path: str) -> None:
 
 
 def test_the_first_poll_imports_no_dataclasses() -> None:
-    code = ("import sys, cpa.daemon.loop, cpa.kube.scale, cpa.kube.writers, "
-            "cpa.daemon.configmapsource; print('dataclasses' in sys.modules)")
+    code = ("import sys, cpa.horizontal.daemon.cpa_loop, cpa.kube.scale, cpa.kube.writers, "
+            "cpa.horizontal.daemon.configmapsource; print('dataclasses' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=REPO)
     assert out.stdout.strip() == "False"

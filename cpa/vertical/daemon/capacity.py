@@ -2,7 +2,7 @@
 
 CPVA lists all Nodes every poll and adds their ``status.capacity`` cpu with Go's
 ``Quantity.Add``, then ``AsInt64`` (cpva k8sclient.go:304-327; the literal port is
-:func:`cpa.vertical.formula.cluster_cores`). That sum fails -- the poll fails, nothing is
+:func:`cpa.vertical.decide.formula.cluster_cores`). That sum fails -- the poll fails, nothing is
 written -- when any Node's capacity is held with a fraction (``1500m``), at nano precision
 or as an ``inf.Dec``, or when the total leaves int64.
 
@@ -15,7 +15,7 @@ a Dec before the total does, and ``AsInt64`` succeeds exactly when the exact tot
 int64. Anything else (a fraction, a Dec, a negative capacity whose partial sums could hit
 zero and change the scale) is rare enough to take the literal port over the Nodes in the
 API server's list order (by name), once per poll while such a Node exists. A property
-test holds the store against :func:`~cpa.vertical.formula.cluster_cores`.
+test holds the store against :func:`~cpa.vertical.decide.formula.cluster_cores`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from cpa.go.quantity import INT64_MAX, Quantity, QuantityError
 from cpa.namedtuple import NamedTuple
 from cpa.nodes.records import NodeInfo
-from cpa.vertical.formula import CoresError, cluster_cores
+from cpa.vertical.decide.formula import CoresError, cluster_cores
 
 __all__ = ["CapacityStore"]
 
@@ -66,7 +66,7 @@ class CapacityStore:
     # --- reading ----------------------------------------------------------------------
     def counts(self) -> tuple[int, int]:
         """(nodes, cores) as CPVA's ``GetClusterSize`` gives them; raises
-        :class:`~cpa.vertical.formula.CoresError` where CPVA's poll fails."""
+        :class:`~cpa.vertical.decide.formula.CoresError` where CPVA's poll fails."""
         with self._lock:
             nodes = len(self._entries)
             if not self._odd:

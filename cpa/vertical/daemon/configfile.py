@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from cpa.vertical.state import UNCHANGED, FileRead
+from cpa.vertical.decide.state import UNCHANGED, FileRead
 
 __all__ = ["ConfigFile"]
 
@@ -32,7 +32,7 @@ class ConfigFile:
         self._last: tuple[int, int] | None = None
 
     def poll(self) -> FileRead:
-        """This poll's news of the file, as :class:`~cpa.vertical.state.VerticalState`
+        """This poll's news of the file, as :class:`~cpa.vertical.decide.state.VerticalState`
         takes it."""
         if not self.path:
             return UNCHANGED

@@ -1,6 +1,6 @@
 """The bounded fallback's one request: evict a refused Pod so that its controller
 recreates it from the (patched) template -- at most ``--resize-fallback-max-pods-per-cycle``
-per poll, as :class:`cpa.vertical.budget.FallbackBudget` chooses them.
+per poll, as :class:`cpa.vertical.decide.budget.FallbackBudget` chooses them.
 
 Why eviction and not a DELETE: the Eviction API honours the workload's
 PodDisruptionBudgets (a 429 says one forbids it now: the Pod is tried again at the next

@@ -4,7 +4,7 @@ Each poll (not only when the computed values change: a Pod created from an old t
 or rescheduled, must be found too): GET the target (its selector, its update strategy and
 its template), list its Pods (by the selector, then by owner: a DaemonSet or ReplicaSet
 owns its Pods, a Deployment through its ReplicaSets), and for every running Pod whose
-resources differ send the resize that :func:`cpa.vertical.resize.plan_pod` plans.
+resources differ send the resize that :func:`cpa.vertical.decide.resize.plan_pod` plans.
 
 The template. Patching the template of a RollingUpdate DaemonSet or of a Deployment makes
 its controller replace every Pod -- the restart in-place resize is there to avoid. So with
@@ -13,15 +13,15 @@ restarts nothing (a DaemonSet with ``updateStrategy: OnDelete``, a bare ReplicaS
 elsewhere it keeps its old values, Pods created later start with them and are resized at
 the next poll. ``always`` accepts the rollout, ``never`` leaves every template alone.
 
-Refusals (see :mod:`cpa.vertical.resize`, plus the API's answers that will be the same
+Refusals (see :mod:`cpa.vertical.decide.resize`, plus the API's answers that will be the same
 next time: 404 no ``resize`` subresource, 403 RBAC, 422 validation, and a resize deferred
 for longer than ``--resize-deferred-timeout``) make the poll fall back to CPVA's write: the
 template is patched even where that rolls the Pods, so the values do get applied. The loop
 logs each fallback once per change of the computed values and counts it by reason.
 
-Any other failed resize (5xx, 409, 429, no answer: :mod:`cpa.vertical.resize_errors`) is
+Any other failed resize (5xx, 409, 429, no answer: :mod:`cpa.vertical.decide.resize_errors`) is
 no refusal: the Pod is tried again at a later poll, after a per-Pod backoff
-(:mod:`cpa.vertical.backoff`), logged as ``resize.retry``; the template is left as the
+(:mod:`cpa.vertical.decide.backoff`), logged as ``resize.retry``; the template is left as the
 policy says, as if the Pod had been resized. A transient error on reading the target or
 listing its Pods is the poll's error (nothing is patched that poll), never a fallback.
 
@@ -39,18 +39,18 @@ from typing import Any
 from cpa import logs
 from cpa.kube.api import ApiError, RawApi
 from cpa.kube.objects import MalformedObject, check_pod, check_workload, list_items
-from cpa.vertical.backoff import DEFAULT_POLICY, Backoff, BackoffPolicy
 from cpa.vertical.daemon.writer import STRATEGIC_MERGE
-from cpa.vertical.formula import Requirements
-from cpa.vertical.patch import PatchTarget, target_path
-from cpa.vertical.resize import (
+from cpa.vertical.decide.backoff import DEFAULT_POLICY, Backoff, BackoffPolicy
+from cpa.vertical.decide.formula import Requirements
+from cpa.vertical.decide.patch import PatchTarget, target_path
+from cpa.vertical.decide.resize import (
     controller_uid,
     label_selector,
     plan_pod,
     resize_status,
     template_is_safe,
 )
-from cpa.vertical.resize_errors import classify
+from cpa.vertical.decide.resize_errors import classify
 
 __all__ = ["InPlaceOutcome", "InPlaceResizer", "Refusal", "Retry"]
 
@@ -75,7 +75,7 @@ class Retry:
     tried again at a later poll, and nothing falls back for it."""
 
     pod: str
-    reason: str  # one of cpa.vertical.resize_errors.RETRY_REASONS
+    reason: str  # one of cpa.vertical.decide.resize_errors.RETRY_REASONS
     message: str
     failures: int  # in a row
     retry_in: float  # seconds from this poll

@@ -2,8 +2,8 @@
 
 Why a room of its own: an instance sizes one target (CPVA) or several (``--target`` a comma
 list, ours). The Node count and the config file's stat are the instance's, once per poll
-(:mod:`cpa.vertical.daemon.loop`); everything else is per target and kept here across
-polls -- the config in force and the last write (:class:`~cpa.vertical.state.VerticalState`),
+(:mod:`cpa.vertical.daemon.cpvpa_loop`); everything else is per target and kept here across
+polls -- the config in force and the last write (:class:`~cpa.vertical.decide.state.VerticalState`),
 the template writer, the resizer, what was logged once per change, and the fallback's
 budget. One target's failure is its own result: the loop goes on to the next target.
 """
@@ -15,15 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cpa import logs
-from cpa.vertical.budget import FallbackBudget, FallbackPlan
-from cpa.vertical.config import config_string
 from cpa.vertical.daemon.fallback import Evictions, evict
 from cpa.vertical.daemon.inplace import InPlaceOutcome, InPlaceResizer
 from cpa.vertical.daemon.writer import TemplateWriter, WriteError
-from cpa.vertical.formula import Requirements
-from cpa.vertical.patch import Difference, differences, target_key, template_containers
-from cpa.vertical.resize import template_is_safe
-from cpa.vertical.state import FileRead, Plan, VerticalState
+from cpa.vertical.decide.budget import FallbackBudget, FallbackPlan
+from cpa.vertical.decide.cpva_config import config_string
+from cpa.vertical.decide.formula import Requirements
+from cpa.vertical.decide.patch import Difference, differences, target_key, template_containers
+from cpa.vertical.decide.resize import template_is_safe
+from cpa.vertical.decide.state import FileRead, Plan, VerticalState
 
 __all__ = ["TargetLoop", "TargetPollResult"]
 

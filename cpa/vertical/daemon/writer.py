@@ -1,6 +1,6 @@
 """The write CPVA makes: a strategic-merge PATCH of the target's pod template resources.
 
-The body is :func:`cpa.vertical.patch.patch_body`, byte for byte Go's, sent as
+The body is :func:`cpa.vertical.decide.patch.patch_body`, byte for byte Go's, sent as
 ``application/strategic-merge-patch+json`` to ``/apis/apps/v1/namespaces/NS/<kind>/NAME``
 (apps/v1 is the only group/version of the three kinds since Kubernetes 1.16; CPVA
 discovers it, which is also why CPVA exits 1 at start when the API server is down).
@@ -22,15 +22,15 @@ from typing import Any
 from cpa import logs
 from cpa.kube.api import ApiError, RawApi
 from cpa.kube.objects import MalformedObject, check_workload
-from cpa.vertical.formula import Requirements
-from cpa.vertical.patch import (
+from cpa.vertical.decide.formula import Requirements
+from cpa.vertical.decide.patch import (
     PLURALS,
     PatchTarget,
     patch_body,
     target_path,
     template_containers,
 )
-from cpa.vertical.resize import rollout_note
+from cpa.vertical.decide.resize import rollout_note
 
 __all__ = ["STRATEGIC_MERGE", "TemplateWriter", "WriteError"]
 

@@ -17,7 +17,7 @@ from cpa.go.quantity import (
     go_trim_space,
     wrap_int64,
 )
-from cpa.vertical.formula import CoresError, MilliRangeError, cluster_cores, milli_units
+from cpa.vertical.decide.formula import CoresError, MilliRangeError, cluster_cores, milli_units
 
 D, B, X = Format.DECIMAL_SI, Format.BINARY_SI, Format.DECIMAL_EXPONENT
 

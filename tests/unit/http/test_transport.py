@@ -33,7 +33,7 @@ from cpa.http.message import Dechunker, read_fields, whole_head
 from cpa.http.pool import Pool, Response
 from cpa.kube.api import ApiError
 from cpa.kube.client import MAX_AHEAD, KubeApi
-from cpa.kube.config import Connection
+from cpa.kube.clientconfig import Connection
 
 Handler = Callable[[socket.socket, int], None]  # (accepted connection, its index)
 

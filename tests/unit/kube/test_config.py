@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cpa.kube import config as kubeconfig
-from cpa.kube.config import ConfigError, from_kubeconfig, in_cluster
+from cpa.kube import clientconfig as kubeconfig
+from cpa.kube.clientconfig import ConfigError, from_kubeconfig, in_cluster
 from cpa.kube.tokenfile import TokenFileError
 
 

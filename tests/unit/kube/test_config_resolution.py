@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from cpa.kube import config as kubeconfig
-from cpa.kube.config import ConfigError, kubectl_paths, load_like_kubectl
+from cpa.kube import clientconfig as kubeconfig
+from cpa.kube.clientconfig import ConfigError, kubectl_paths, load_like_kubectl
 
 
 def kubeconfig_file(path: Path, *, current: str | None = "a",

@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpa import logs
-from cpa.daemon.events import EventRecorder
-from cpa.daemon.loop import PollResult
-from cpa.daemon.metrics import Metrics
-from cpa.decide.decision import Decision
-from cpa.decide.steps import Step
+from cpa.horizontal.daemon.cpa_events import EventRecorder
+from cpa.horizontal.daemon.cpa_loop import PollResult
+from cpa.horizontal.daemon.cpa_metrics import Metrics
+from cpa.horizontal.decide.decision import Decision
+from cpa.horizontal.decide.steps import Step
 from cpa.kube.discovery import ResolveError, resolve
 from cpa.kube.hpafloor import ensure_floor, hpa_floor
 from cpa.kube.targets import (
@@ -33,7 +33,7 @@ from cpa.kube.writers import ensure_replicas, read_current, writer_for
 from cpa.nodes.counts import ClusterCounts
 from cpa.tools.explain import TargetView, target_steps
 from tests.fakes import FakeApi
-from tests.unit.daemon.test_autoscaler import COREDNS, counts, make
+from tests.unit.horizontal.daemon.test_autoscaler import COREDNS, counts, make
 
 NS = "kube-system"
 HPA_PATH = f"/apis/autoscaling/v2/namespaces/{NS}/horizontalpodautoscalers/coredns"

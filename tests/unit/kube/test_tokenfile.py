@@ -17,7 +17,7 @@ from cpa import logs
 from cpa.kube import tokenfile
 from cpa.kube.api import ApiError
 from cpa.kube.client import KubeApi
-from cpa.kube.config import Connection
+from cpa.kube.clientconfig import Connection
 from cpa.kube.tokenfile import (
     TOKEN_REREAD_SECONDS,
     FileToken,

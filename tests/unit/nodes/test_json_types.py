@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cpa.nodes import json as nodejson
+from cpa.nodes import jsondecode as nodejson
 from cpa.nodes.records import NodeInfo
 
 

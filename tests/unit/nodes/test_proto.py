@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from cpa.kube import wire
 from cpa.kube.wire import Status, api_error, frames, lines
-from cpa.nodes import json as nodejson
+from cpa.nodes import jsondecode as nodejson
 from cpa.nodes import proto as nodeproto
 from cpa.nodes.records import Event, ListHead, NodeInfo
 from tests.fakes import FakeResponse

@@ -6,7 +6,7 @@ import json
 from fractions import Fraction
 from typing import Any
 
-from cpa.nodes.json import decode_bookmark, decode_list_page, decode_node
+from cpa.nodes.jsondecode import decode_bookmark, decode_list_page, decode_node
 from cpa.nodes.records import NodeInfo
 from cpa.nodes.store import NodeRecord, NodeStore
 

@@ -120,7 +120,7 @@ def test_streaming_list_then_short_watches_from_its_bookmark() -> None:
 def test_the_watch_pace_with_early_polls_is_inside_their_debounce() -> None:
     """With --react-to-node-changes the rest of a short burst must be read before the
     debounce looks at the counts: half the debounce at most; without it, the default."""
-    from cpa.daemon.react import REACT_DEBOUNCE_SECONDS
+    from cpa.horizontal.daemon.react import REACT_DEBOUNCE_SECONDS
     from cpa.nodes.watch import watch_pace
     assert watch_pace(True) == WATCH_PACE_REACTING_SECONDS <= REACT_DEBOUNCE_SECONDS / 2
     assert watch_pace(False) == WATCH_PACE_SECONDS > 0

@@ -1,6 +1,6 @@
 """The load axis in ``cpa simulate`` (a qps column replayed through the windows), ``cpa
 explain`` (its steps) and ``cpa advise``; the poll loop's is
-tests/unit/daemon/test_autoscaler_load.py's."""
+tests/unit/horizontal/daemon/test_autoscaler_load.py's."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from cpa.tools.advise import Series, advise, advise_main
 from cpa.tools.explain import explain_main
 from cpa.tools.simulate import load_timeline, simulate, simulate_main
 from tests.unit.configured import parse_linear
-from tests.unit.daemon.test_autoscaler_load import linear
+from tests.unit.horizontal.daemon.test_autoscaler_load import linear
 
 # --- cpa simulate --------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import pytest
 
 from cpa.tools.simulate import load_timeline, simulate, simulate_main, writes
 from tests.fakes import FakeApi
-from tests.unit.daemon.test_autoscaler import CM, COREDNS, make
+from tests.unit.horizontal.daemon.test_autoscaler import CM, COREDNS, make
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "simulate"
@@ -153,7 +153,7 @@ def test_simulate_is_what_the_daemon_does() -> None:
                       '{"stabilizationWindowSeconds":600,"policies":[{"type":"Percent",'
                       '"value":33,"periodSeconds":180}]},"scaleUp":{"policies":'
                       '[{"type":"Pods","value":2,"periodSeconds":120}]}}}'}
-    from cpa.decide.modes.registry import parse_configmap_data
+    from cpa.horizontal.decide.modes.registry import parse_configmap_data
 
     steps = simulate(parse_configmap_data(data), rows)
     api = FakeApi()
@@ -172,7 +172,7 @@ def test_simulate_is_what_the_daemon_does() -> None:
 
 
 def test_the_example_flaps_without_behavior_and_not_with_it() -> None:
-    from cpa.decide.modes.registry import parse_configmap_data
+    from cpa.horizontal.decide.modes.registry import parse_configmap_data
     from cpa.tools.inputs import data_from_file
 
     data, _origin = data_from_file(str(EXAMPLE / "kube-dns-autoscaler-behavior.yaml"))

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cpa.vertical.backoff import DEFAULT_POLICY, Backoff, BackoffPolicy
+from cpa.vertical.decide.backoff import DEFAULT_POLICY, Backoff, BackoffPolicy
 
 
 @pytest.mark.parametrize(("failures", "delay"), [

@@ -1,4 +1,4 @@
-"""The fallback's budget (``cpa.vertical.budget``): grace period, at most N Pods per poll,
+"""The fallback's budget (``cpa.vertical.decide.budget``): grace period, at most N Pods per poll,
 oldest refusal first."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpa.vertical.budget import FallbackBudget, FallbackPlan
+from cpa.vertical.decide.budget import FallbackBudget, FallbackPlan
 
 
 @pytest.mark.parametrize(("max_pods", "grace", "polls", "want"), [

@@ -1,6 +1,6 @@
 """The capacity store answers what CPVA's ``GetClusterSize`` answers, whatever the Nodes.
 
-The reference is :func:`cpa.vertical.formula.cluster_cores`, the literal port of CPVA's
+The reference is :func:`cpa.vertical.decide.formula.cluster_cores`, the literal port of CPVA's
 ``Quantity.Add`` loop and ``AsInt64`` (itself held against CPVA's code by the recorded
 vectors), applied to the Nodes in the API server's list order (by name).
 """
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from cpa.go.quantity import INT64_MAX
 from cpa.nodes.records import NodeInfo
 from cpa.vertical.daemon.capacity import CapacityStore
-from cpa.vertical.formula import CoresError, cluster_cores
+from cpa.vertical.decide.formula import CoresError, cluster_cores
 
 
 def node(name: str, capacity: str | None) -> NodeInfo:

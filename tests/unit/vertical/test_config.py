@@ -1,18 +1,18 @@
-"""cpa.vertical.config: CPVA's config read with Go encoding/json's rules."""
+"""cpa.vertical.decide.cpva_config: CPVA's config read with Go encoding/json's rules."""
 
 from __future__ import annotations
 
 import pytest
 
 from cpa.go.quantity import Quantity
-from cpa.vertical.config import (
+from cpa.vertical.decide.cpva_config import (
     ConfigError,
     ContainerScaleConfig,
     ResourceScaleConfig,
     config_string,
     decode_config,
 )
-from cpa.vertical.formula import compute
+from cpa.vertical.decide.formula import compute
 
 README = """{"containerA": {"requests": {
     "cpu": {"base": "10m", "step": "1m", "coresPerStep": 1},

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from cpa.kube.api import ApiError
-from cpa.vertical.config import decode_config
 from cpa.vertical.daemon.configfile import ConfigFile
-from cpa.vertical.daemon.loop import VerticalAutoscaler, VerticalLoopConfig
+from cpa.vertical.daemon.cpvpa_loop import VerticalAutoscaler, VerticalLoopConfig
 from cpa.vertical.daemon.writer import STRATEGIC_MERGE, TemplateWriter
-from cpa.vertical.patch import PatchTarget
-from cpa.vertical.state import InvalidConfigPolicy, VerticalState
+from cpa.vertical.decide.cpva_config import decode_config
+from cpa.vertical.decide.patch import PatchTarget
+from cpa.vertical.decide.state import InvalidConfigPolicy, VerticalState
 from tests.unit.vertical.test_vectors import check_all, vectors
 
 

@@ -1,12 +1,12 @@
-"""cpa.vertical.formula: CPVA's calculate/increments, by hand."""
+"""cpa.vertical.decide.formula: CPVA's calculate/increments, by hand."""
 
 from __future__ import annotations
 
 import pytest
 
 from cpa.go.quantity import INT64_MAX, INT64_MIN, Format, Quantity
-from cpa.vertical.config import ResourceScaleConfig, decode_config
-from cpa.vertical.formula import (
+from cpa.vertical.decide.cpva_config import ResourceScaleConfig, decode_config
+from cpa.vertical.decide.formula import (
     MilliRangeError,
     calculate,
     compute,

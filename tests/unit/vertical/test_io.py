@@ -13,13 +13,13 @@ from typing import Any, ClassVar
 import pytest
 
 from cpa.kube.api import ApiError
-from cpa.vertical.config import decode_config
 from cpa.vertical.daemon.configfile import ConfigFile
-from cpa.vertical.daemon.nodes import NodeCounts
+from cpa.vertical.daemon.node_source import NodeCounts
 from cpa.vertical.daemon.writer import STRATEGIC_MERGE, TemplateWriter, WriteError
-from cpa.vertical.formula import compute
-from cpa.vertical.patch import PatchTarget
-from cpa.vertical.state import UNCHANGED, FileRead
+from cpa.vertical.decide.cpva_config import decode_config
+from cpa.vertical.decide.formula import compute
+from cpa.vertical.decide.patch import PatchTarget
+from cpa.vertical.decide.state import UNCHANGED, FileRead
 
 # --- the config file ------------------------------------------------------------------------
 

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 
 from cpa.kube.api import ApiError
-from cpa.vertical.config import decode_config
 from cpa.vertical.daemon.configfile import ConfigFile
+from cpa.vertical.daemon.cpvpa_loop import VerticalAutoscaler, VerticalLoopConfig
+from cpa.vertical.daemon.cpvpa_metrics import VerticalMetrics
 from cpa.vertical.daemon.inplace import InPlaceResizer
-from cpa.vertical.daemon.loop import VerticalAutoscaler, VerticalLoopConfig
-from cpa.vertical.daemon.metrics import VerticalMetrics
 from cpa.vertical.daemon.writer import TemplateWriter
-from cpa.vertical.patch import PatchTarget
-from cpa.vertical.state import InvalidConfigPolicy, VerticalState
+from cpa.vertical.decide.cpva_config import decode_config
+from cpa.vertical.decide.patch import PatchTarget
+from cpa.vertical.decide.state import InvalidConfigPolicy, VerticalState
 
 CONFIG = decode_config('{"c": {"requests": {"cpu": {"base": "10m", "step": "1m", '
                        '"coresPerStep": 1}, "memory": {"base": "64Mi"}}}}')

@@ -9,9 +9,9 @@ import pytest
 
 from cpa.cli import _is_cpva_command_line
 from cpa.go.pflag import UsageError, usage
-from cpa.vertical import options
-from cpa.vertical.daemon.main import run_vertical
-from cpa.vertical.patch import PatchTarget
+from cpa.vertical import cpvpa_flags as options
+from cpa.vertical.daemon.cpvpa_main import run_vertical
+from cpa.vertical.decide.patch import PatchTarget
 
 CONFIG = '{"c": {"requests": {"cpu": {"base": "10m"}}}}'
 CPVA_FLAGS = {"target", "namespace", "default-config", "config-file", "poll-period-seconds",

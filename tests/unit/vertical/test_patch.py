@@ -1,4 +1,4 @@
-"""cpa.vertical.patch: CPVA's PATCH body, its write decision, and template differences."""
+"""cpa.vertical.decide.patch: CPVA's PATCH body, its write decision, and template differences."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 import pytest
 
 from cpa.go.quantity import Format, Quantity
-from cpa.vertical.config import decode_config
-from cpa.vertical.formula import ContainerRequirements, compute
-from cpa.vertical.patch import (
+from cpa.vertical.decide.cpva_config import decode_config
+from cpa.vertical.decide.formula import ContainerRequirements, compute
+from cpa.vertical.decide.patch import (
     Difference,
     PatchTarget,
     TargetError,

@@ -17,9 +17,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from cpa.go.quantity import INT64_MAX, INT64_MIN, Format, Quantity, cpu_millicores
-from cpa.vertical.config import ContainerScaleConfig, ResourceScaleConfig, decode_config
-from cpa.vertical.formula import CoresError, calculate, cluster_cores, compute
-from cpa.vertical.patch import PatchTarget, patch_body
+from cpa.vertical.decide.cpva_config import ContainerScaleConfig, ResourceScaleConfig, decode_config
+from cpa.vertical.decide.formula import CoresError, calculate, cluster_cores, compute
+from cpa.vertical.decide.patch import PatchTarget, patch_body
 
 MILLI = st.integers(min_value=0, max_value=10**12)  # up to 1G units: no int64 overflow
 COUNT = st.integers(min_value=0, max_value=10**6)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from cpa.vertical.config import decode_config
-from cpa.vertical.formula import compute
-from cpa.vertical.resize import (
+from cpa.vertical.decide.cpva_config import decode_config
+from cpa.vertical.decide.formula import compute
+from cpa.vertical.decide.resize import (
     controller_uid,
     label_selector,
     plan_pod,

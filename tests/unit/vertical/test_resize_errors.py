@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cpa.vertical.resize_errors import FALLBACK_STATUSES, RETRY_REASONS, Verdict, classify
+from cpa.vertical.decide.resize_errors import FALLBACK_STATUSES, RETRY_REASONS, Verdict, classify
 
 
 @pytest.mark.parametrize(("status", "verdict"), [

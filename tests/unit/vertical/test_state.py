@@ -1,11 +1,11 @@
-"""cpa.vertical.state: CPVA's poll decisions across polls, and our refuse policy."""
+"""cpa.vertical.decide.state: CPVA's poll decisions across polls, and our refuse policy."""
 
 from __future__ import annotations
 
 import pytest
 
-from cpa.vertical.config import decode_config
-from cpa.vertical.state import UNCHANGED, FileRead, InvalidConfigPolicy, Plan, VerticalState
+from cpa.vertical.decide.cpva_config import decode_config
+from cpa.vertical.decide.state import UNCHANGED, FileRead, InvalidConfigPolicy, Plan, VerticalState
 
 DEFAULT = decode_config('{"app":{"requests":{"cpu":{"base":"10m","step":"1m","nodesPerStep":1}}},'
                         '"side":{"limits":{"memory":{"base":"8Mi"}}}}')

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpa.vertical import options
-from cpa.vertical.config import ConfigError, decode_config
-from cpa.vertical.patch import PatchTarget, TargetError, parse_targets, target_key
-from cpa.vertical.state import FileRead, VerticalState
+from cpa.vertical import cpvpa_flags as options
+from cpa.vertical.decide.cpva_config import ConfigError, decode_config
+from cpa.vertical.decide.patch import PatchTarget, TargetError, parse_targets, target_key
+from cpa.vertical.decide.state import FileRead, VerticalState
 
 A, B = "deployment/a", "daemonset/b"
 TARGETS = (A, B)

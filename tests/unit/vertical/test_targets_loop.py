@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from cpa.runtime.events import EventSink
-from cpa.vertical.config import decode_config
+from cpa.runtime.event_sink import EventSink
 from cpa.vertical.daemon.configfile import ConfigFile
-from cpa.vertical.daemon.events import VerticalEvents
-from cpa.vertical.daemon.loop import VerticalAutoscaler, VerticalLoopConfig
-from cpa.vertical.daemon.metrics import VerticalMetrics
+from cpa.vertical.daemon.cpvpa_events import VerticalEvents
+from cpa.vertical.daemon.cpvpa_loop import VerticalAutoscaler, VerticalLoopConfig
+from cpa.vertical.daemon.cpvpa_metrics import VerticalMetrics
 from cpa.vertical.daemon.target import TargetLoop
 from cpa.vertical.daemon.writer import TemplateWriter
-from cpa.vertical.patch import PatchTarget, target_key
-from cpa.vertical.resize import rollout_note, template_is_safe
-from cpa.vertical.state import VerticalState
+from cpa.vertical.decide.cpva_config import decode_config
+from cpa.vertical.decide.patch import PatchTarget, target_key
+from cpa.vertical.decide.resize import rollout_note, template_is_safe
+from cpa.vertical.decide.state import VerticalState
 
 CONFIG = decode_config('{"c": {"requests": {"cpu": {"base": "10m", "step": "1m", '
                        '"coresPerStep": 1}}}}')

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from cpa.go.quantity import Format, Quantity, QuantityError
-from cpa.vertical.config import ConfigError, ScaleConfig, decode_config
-from cpa.vertical.formula import (
+from cpa.vertical.decide.cpva_config import ConfigError, ScaleConfig, decode_config
+from cpa.vertical.decide.formula import (
     CoresError,
     MilliRangeError,
     calculate,
@@ -30,8 +30,8 @@ from cpa.vertical.formula import (
     increments,
     milli_units,
 )
-from cpa.vertical.patch import PatchTarget, TargetError, parse_target, patch_body
-from cpa.vertical.state import FileRead, InvalidConfigPolicy, VerticalState
+from cpa.vertical.decide.patch import PatchTarget, TargetError, parse_target, patch_body
+from cpa.vertical.decide.state import FileRead, InvalidConfigPolicy, VerticalState
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "cpva_vectors.json"
 

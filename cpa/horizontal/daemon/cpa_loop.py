@@ -1,0 +1,570 @@
+"""What happens every poll period: counts -> parameters -> replicas -> target writes.
+
+:meth:`Autoscaler.poll_once` reads as upstream's ``pollAPIServer``
+(autoscaler_server.go): the cluster status from the node store (no API call), the
+ConfigMap (GET, or lazily create; re-parsed only when its resourceVersion changed:
+:mod:`cpa.horizontal.daemon.paramscache`), the expected replicas, then each target's write (its
+writer's GET, and a write on change: :mod:`cpa.kube.writers`); with a ``load`` key (ours),
+each target's load axis between the two (:class:`LoadAxes`). After a poll that succeeded,
+the next sends its GETs together as it starts (the ConfigMap's, then each target's first
+read) and reads their answers as it goes: one wake-up for them all. Time and the API are
+injected so the loop can be tested; the period is a :class:`~cpa.runtime.ticker.Ticker`,
+the early polls of ``--react-to-node-changes`` are :mod:`cpa.horizontal.daemon.react`'s.
+
+The whole outcome of a poll (:class:`PollResult`) goes to a list of observers: the health
+endpoint first, then whatever else wants it (metrics, Events), so none of them reaches into
+the loop.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar, Protocol
+
+from cpa import logs
+from cpa.horizontal.daemon.configdir import ConfigDir, ConfigDirError
+from cpa.horizontal.daemon.configmapsource import ConfigMapSource, DefaultsReport
+from cpa.horizontal.daemon.loopconfig import LoopConfig
+from cpa.horizontal.daemon.paramscache import InvalidParams, ParamsCache
+from cpa.horizontal.daemon.placements import PlacementCounts, TargetPlacements
+from cpa.horizontal.daemon.react import EarlyPolls
+from cpa.horizontal.daemon.watchdogs import FloorClamps, OtherWriters, Overwrite
+from cpa.horizontal.decide.decision import Decision, decide
+from cpa.horizontal.decide.modes.mode import Params
+from cpa.kube.api import ApiError, RawApi, drop_ahead, send_ahead
+from cpa.kube.configmap import object_path as configmap_path
+from cpa.kube.targets import ScaleResult, Target
+from cpa.kube.writers import writer_for
+from cpa.nodes.counts import ClusterCounts, CountingPolicy
+from cpa.nodes.watch import WatchStatus
+from cpa.runtime.polls import FRESH, PollRecord, report
+from cpa.runtime.stalecounts import StaleCounts
+from cpa.runtime.ticker import Ticker
+
+if TYPE_CHECKING:
+    from cpa.horizontal.decide.behavior import Behavior, BehaviorStage, Outcome
+    from cpa.horizontal.decide.load import Load
+    from cpa.horizontal.decide.windows import LoadAxis
+
+
+class PollError(Exception):
+    """A poll that could not do its job; the message is what /last-poll reports."""
+
+
+class PollResult(PollRecord):
+    """Everything one poll saw and did. (A plain class, not a dataclass: the first poll
+    imports this module while the Node list is decoded, and a dataclass costs ~1 ms to
+    create; ``==`` and ``repr`` are :class:`PollRecord`'s, over ``_FIELDS``.)"""
+
+    __slots__ = ("behavior", "configmap_defaults", "counts", "decision", "decisions", "early",
+                 "load", "overwritten", "params", "params_invalid", "params_version",
+                 "scales", "target_counts")
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        *PollRecord._FIELDS, "counts", "params", "params_version", "params_invalid",
+        "configmap_defaults", "decision", "scales", "overwritten", "behavior", "early",
+        "load", "decisions", "target_counts")
+
+    def __init__(self, started: float, duration: float = 0.0, error: str | None = None,
+                 stale: str | None = None, counts: ClusterCounts | None = None,
+                 params: Params | None = None, params_version: str | None = None,
+                 params_invalid: str | None = None,
+                 configmap_defaults: DefaultsReport | None = None,
+                 decision: Decision | None = None, scales: list[ScaleResult] = FRESH,
+                 overwritten: list[Overwrite] = FRESH,
+                 behavior: dict[Target, Outcome] = FRESH, early: bool = False,
+                 load: dict[Target, LoadAxis] = FRESH,
+                 decisions: dict[Target, Decision] = FRESH,
+                 target_counts: dict[Target, ClusterCounts] = FRESH) -> None:
+        # The base's fields set here rather than by PollRecord.__init__: one call fewer
+        # per poll, as the dataclass's __init__ did.
+        self.started = started
+        self.duration = duration
+        self.error = error
+        self.stale = stale
+        self.counts = counts
+        self.params = params
+        self.params_version = params_version  # the ConfigMap's resourceVersion
+        self.params_invalid = params_invalid  # why that version's parameters are invalid
+        self.configmap_defaults = configmap_defaults
+        """Ours, ``--update-configmap-from-defaults``: the ConfigMap against the defaults."""
+        self.decision = decision
+        self.scales: list[ScaleResult] = [] if scales is FRESH else scales
+        self.overwritten: list[Overwrite] = (  # another writer's changes
+            [] if overwritten is FRESH else overwritten)
+        self.behavior: dict[Target, Outcome] = {} if behavior is FRESH else behavior
+        """Ours: what ``behavior`` made of the decision per target (empty without it)."""
+        self.early = early
+        """Ours: run between the period's polls because the node counts changed the decision
+        (``--react-to-node-changes``)."""
+        self.load: dict[Target, LoadAxis] = {} if load is FRESH else load
+        """Ours: the load axis per target (parameters with a ``load`` key; empty without)."""
+        self.decisions: dict[Target, Decision] = {} if decisions is FRESH else decisions
+        """Ours, with ``load`` or ``targetPlacement``: each target's decision (the load axis
+        and the placement are per target); ``decision`` is then the first target's."""
+        self.target_counts: dict[Target, ClusterCounts] = (
+            {} if target_counts is FRESH else target_counts)
+        """Ours, with ``targetPlacement``: the counts of the Nodes each target fits on
+        (empty without the key: every target decides on ``counts``)."""
+
+
+Observer = Callable[[PollResult], None]
+
+FIRST_READS_FRESH = 1.0
+"""Seconds the first poll's reads, sent ahead while the first Node list is read
+(:func:`poll_reads`; ``reads_sent`` of :class:`Autoscaler`), stay good to take: after a
+longer list (clusters of thousands of Nodes) the poll makes them again, so that no
+decision rests on a ConfigMap or a replica count read more than this before it."""
+
+
+def poll_reads(config: LoopConfig) -> list[str]:
+    """The GETs a poll begins with, in the order it makes them: the ConfigMap (none with
+    ``--config-dir``), then each target's first read. A poll after one that succeeded
+    sends them ahead together; the daemon sends the first poll's while the first Node list
+    is read."""
+    namespace = config.namespace
+    paths = [] if config.config_dir else [configmap_path(namespace, config.configmap)]
+    paths.extend(writer_for(target).first_read(namespace, target) for target in config.targets)
+    return paths
+
+
+class LoadAxes(Protocol):
+    """Ours, the ``load`` key: each target's load axis
+    (:class:`cpa.horizontal.daemon.loadstage.LoadStage`)."""
+
+    def axis(self, target: Target, load: Load, now: float) -> LoadAxis:
+        """The load axis of ``target`` for the poll at ``now``."""
+        ...
+
+    def retire(self) -> None:
+        """No ``load`` key any more: stop scraping."""
+        ...
+
+
+class Autoscaler:
+    """Joins the node store, the ConfigMap and the targets, once per poll."""
+
+    def __init__(self, config: LoopConfig, api: RawApi, counts: Callable[[], ClusterCounts], *,
+                 observers: Sequence[Observer] = (),
+                 watch_status: Callable[[], WatchStatus] | None = None,
+                 may_write: Callable[[], bool] | None = None,
+                 on_follower: Callable[[], None] | None = None,
+                 count_by: Callable[[CountingPolicy], bool] | None = None,
+                 load: LoadAxes | None = None,
+                 placements: PlacementCounts | None = None,
+                 placement_wait: float = 0.0,
+                 reads_sent: bool = False,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``may_write`` (leader election) is asked before every poll: a follower does not
+        poll at all, it only keeps its node watch warm, and ``on_follower`` is called on
+        each period boundary instead (to report a Lease it cannot read). ``count_by`` hands
+        the parameters' counting policy to the node store (True when that changed the
+        counts); ``placements`` (the node store) keeps the totals per placement for
+        ``targetPlacement``, whose list with every label is waited for ``placement_wait``
+        seconds at most. ``reads_sent``: the first poll's reads (:func:`poll_reads`) were
+        sent ahead: it takes their answers, and gives up those it did not take."""
+        self._config = config
+        self._api = api
+        self._counts = counts
+        self._count_by = count_by
+        self._load = load
+        """Ours: the load axis (``load`` key); None in tests that have no scrapers."""
+        self._load_active = False  # the parameters in force have a load key
+        self._may_write = may_write
+        self._on_follower = on_follower
+        self._observers = list(observers)
+        self._clock = clock
+        self._log = logs.get_logger("autoscaler")
+        self._configmap = (None if config.config_dir else ConfigMapSource(
+            api, config.namespace, config.configmap, config.default_params,
+            dry_run=config.dry_run,
+            update_from_defaults=config.update_configmap_from_defaults))
+        self._params = ParamsCache(self._configmap or ConfigDir(config.config_dir))
+        self._stale = (StaleCounts(watch_status, clock, config.poll_period_seconds)
+                       if watch_status is not None else None)
+        source = (f"--config-dir {config.config_dir}" if config.config_dir
+                  else f"ConfigMap {config.namespace}/{config.configmap}")
+        self._placements = (TargetPlacements(api, config.namespace, source, placements,
+                                             placement_wait)
+                            if placements is not None else None)
+        self._placed_decisions: dict[Target, tuple[Params, ClusterCounts, Decision]] = {}
+        self._writers = OtherWriters()
+        self._clamps = FloorClamps()
+        self._would: dict[Target, tuple[int | None, int]] = {}  # dry run: logged once each
+        self._last_desired: int | None = None  # the last poll's decision
+        self._last_decision: tuple[Params, ClusterCounts, Decision] | None = None
+        # Without anything that wakes the loop early (leader election), it sleeps once
+        # until the boundary.
+        self._ticker = Ticker(float(config.poll_period_seconds), clock,
+                              1.0 if may_write is not None else float("inf"))
+        self._react = (EarlyPolls(self._ticker, clock, lambda: self._counts(),
+                                  lambda: (self._params.params, self._last_desired),
+                                  lambda: self.poll_once(early=True), may_write)
+                       if config.react_to_node_changes else None)
+        self._behavior: BehaviorStage | None = None
+        self.consecutive_failures = 0
+        self.polls = 0
+        # The last poll succeeded (or, before the first, the daemon sent its reads): this
+        # one sends its reads ahead, and the client skips those waiting already.
+        self._send_ahead = reads_sent
+        self._reads: list[str] | None = None  # what it sends (_send_reads_ahead)
+
+    @property
+    def behavior(self) -> BehaviorStage:
+        """Ours: the windows' and policies' history, per target; made at the first poll
+        whose parameters have a ``behavior`` (its module is not loaded without one)."""
+        if self._behavior is None:
+            from cpa.horizontal.decide.behavior import BehaviorStage
+
+            self._behavior = BehaviorStage()
+        return self._behavior
+
+    def add_observer(self, observer: Observer) -> None:
+        self._observers.append(observer)
+
+    def wake(self) -> None:
+        """Poll at once instead of at the next period boundary (leadership acquired); the
+        loop notices within a second (at once with ``react_to_node_changes``, or while a
+        ``load`` key is in force: the load's scrapes call this)."""
+        self._ticker.wake()
+        self.interrupt()
+
+    def interrupt(self) -> None:
+        """Make a waiting loop look at its stop event now (the signal handler calls this
+        after setting it); without ``react_to_node_changes`` or a ``load`` key the loop
+        waits on the stop event itself and this changes nothing."""
+        self._ticker.interrupt()
+        if self._react is not None:
+            self._react.interrupt()
+
+    def nodes_changed(self) -> None:
+        """A Node's record changed (:attr:`node_listener`, when reacting)."""
+        if self._react is not None:
+            self._react.nodes_changed()
+
+    @property
+    def node_listener(self) -> Callable[[], None] | None:
+        """What the node store calls on every changed Node record: the early polls' flag
+        with ``react_to_node_changes``, else nothing (the store then calls no one)."""
+        return self._react.nodes_changed if self._react is not None else None
+
+    @property
+    def early_polls(self) -> int:
+        """Ours: polls run early because the node counts changed the decision."""
+        return self._react.early_polls if self._react is not None else 0
+
+    @property
+    def node_wakeups(self) -> int:
+        """Ours: node changes the loop woke up for (``react_to_node_changes``)."""
+        return self._react.node_wakeups if self._react is not None else 0
+
+    @property
+    def decision_checks(self) -> int:
+        """Ours: decisions recomputed against new node counts, without a poll."""
+        return self._react.decision_checks if self._react is not None else 0
+
+    # --- one poll, as upstream's pollAPIServer -------------------------------------------
+    def poll_once(self, early: bool = False) -> PollResult:
+        """Run one poll; never raises: the outcome (and /last-poll) carries the error.
+        ``early``: run between the period's polls (``react_to_node_changes``)."""
+        self.polls += 1
+        result = PollResult(started=self._clock(), early=early)
+        if self._send_ahead:
+            self._send_reads_ahead()
+        try:
+            counts = self._cluster_status(result)
+            params = self._sync_params(result)
+            counts = self._count_as(params, counts, result)
+            placed = self._placed_counts(params, result)
+            decision = self._expected_replicas(params, counts, result)
+            with_load = self._load_axes(params, counts, result, placed)
+            self._update_targets(decision, with_load, counts, params.shared.behavior, result)
+        except InvalidParams as exc:
+            result.error = result.params_invalid = str(exc)
+            result.params_version = self._params.version
+        except (PollError, ApiError, ConfigDirError) as exc:
+            result.error = str(exc)
+        except Exception as exc:
+            result.error = f"unexpected {type(exc).__name__}: {exc}"
+        if self._send_ahead:
+            drop_ahead(self._api)  # a failed poll's, which did not read them all
+        self._send_ahead = result.error is None
+        self._count_failure(result)
+        result.duration = self._clock() - result.started
+        report(self._observers, result, self._log)
+        self._params.give_back()  # after a large version came or went
+        return result
+
+    def _send_reads_ahead(self) -> None:
+        """Send the poll's GETs together (the parameters' source, then each target's first
+        read, the order they are read in) and read their answers as the poll goes: one
+        wake-up for them all, not one each (a steady poll's CPU: 1.16 -> 1.04 ms at 1,000
+        Nodes). Only after a poll that succeeded (or for the first poll, whose reads the
+        daemon sent while the first Node list was read): one that failed may not read them
+        all, and the next one makes its requests one by one, as upstream does."""
+        if self._reads is None:  # the same every poll: the source and the targets are fixed
+            self._reads = poll_reads(self._config)
+        send_ahead(self._api, self._reads)
+
+    def _cluster_status(self, result: PollResult) -> ClusterCounts:
+        """The node store's running totals (no request), and whether they may be stale."""
+        result.stale = self._stale.check() if self._stale is not None else None
+        counts = result.counts = self._counts()
+        if logs.v(4):
+            self._log.info("poll.counts", nodes=counts.total_nodes, cores=counts.total_cores,
+                           schedulable_nodes=counts.schedulable_nodes,
+                           schedulable_cores=counts.schedulable_cores)
+        return counts
+
+    def _sync_params(self, result: PollResult) -> Params:
+        """The ConfigMap's parameters (one GET; a parse only for a new version), or
+        the mounted directory's (``--config-dir``: one readlink while unchanged)."""
+        try:
+            params = result.params = self._params.load()
+        finally:
+            if self._configmap is not None:
+                result.configmap_defaults = self._configmap.defaults
+        result.params_version = self._params.version
+        return params
+
+    def _count_as(self, params: Params, counts: ClusterCounts,
+                  result: PollResult) -> ClusterCounts:
+        """The counts under the parameters' counting policy (counted again when it is a
+        new one)."""
+        if self._count_by is not None and self._count_by(params.shared.policy()):
+            counts = result.counts = self._counts()
+        return counts
+
+    def _placed_counts(self, params: Params, result: PollResult) -> dict[Target, ClusterCounts]:
+        """Ours, ``targetPlacement``: the counts of the Nodes each target's Pod template fits
+        on (one GET of each workload); empty without the key."""
+        if self._placements is None:
+            if params.shared.target_placement:
+                raise PollError("targetPlacement: this process keeps no per-placement Node "
+                                "totals")
+            return {}
+        placed = self._placements.counts(params, self._config.targets)
+        for target, counts in placed.items():
+            if counts is None:
+                raise PollError("targetPlacement: the Node list with every label and taint "
+                                "is not complete yet; the next poll tries again")
+            result.target_counts[target] = counts
+        return result.target_counts
+
+    def _decide_placed(self, target: Target, params: Params,
+                       counts: ClusterCounts) -> Decision:
+        """A target's own decision on its own counts, reused while both are the same."""
+        last = self._placed_decisions.get(target)
+        if last is not None and last[0] is params and last[1] == counts:
+            return last[2]
+        decision = decide(params, counts)
+        self._placed_decisions[target] = (params, counts, decision)
+        return decision
+
+    def _expected_replicas(self, params: Params, counts: ClusterCounts,
+                           result: PollResult) -> Decision:
+        """:func:`decide`, or the last poll's decision when its inputs are the same: the
+        decision is a pure function of the two (its steps, written out for ``explain``,
+        were a tenth of a steady poll's CPU)."""
+        last = self._last_decision
+        if last is not None and last[0] is params and last[1] == counts:
+            decision = last[2]
+        else:
+            decision = decide(params, counts)
+            self._last_decision = (params, counts, decision)
+        result.decision = decision
+        self._last_desired = decision.replicas
+        if decision.error is not None:
+            raise PollError(decision.error)
+        return decision
+
+    def _load_axes(self, params: Params, counts: ClusterCounts, result: PollResult,
+                   placed: Mapping[Target, ClusterCounts]) -> Mapping[Target, Decision]:
+        """Ours, the ``load`` key: each target's decision with its load axis, max(proportional,
+        load) (:func:`decide` with the axis); empty without the key (every target takes the
+        proportional decision). The scrapers stop when a version without the key comes."""
+        load = params.shared.load
+        if load is None and self._load_active and self._load is not None:
+            self._load.retire()
+        self._load_active = load is not None and self._load is not None
+        if load is None or self._load is None:
+            if not placed:
+                self._placed_decisions.clear()
+                return {}
+            for target in self._config.targets:
+                decision = result.decisions[target] = self._decide_placed(
+                    target, params, placed[target])
+                if len(result.decisions) == 1:
+                    result.decision = decision
+            return result.decisions
+        for target in self._config.targets:
+            axis = result.load[target] = self._load.axis(target, load, result.started)
+            decision = result.decisions[target] = decide(params, placed.get(target, counts),
+                                                         axis)
+            if len(result.decisions) == 1:
+                result.decision = decision
+        return result.decisions
+
+    def _update_targets(self, proportional: Decision, with_load: Mapping[Target, Decision],
+                        counts: ClusterCounts, behavior: Behavior | None,
+                        result: PollResult) -> None:
+        """Every target is attempted (ours: upstream stops at the first failure), each with
+        its own decision where the load axis made one."""
+        if behavior is None and self._behavior is not None:
+            self._behavior.reset()
+        failures: list[str] = []
+        for target in self._config.targets:
+            decision = with_load.get(target, proportional)
+            if decision.error is not None:  # only a load axis's: the proportional one raised
+                failures.append(f"{target}: {decision.error}")
+                continue
+            res = self._ensure(target, decision, behavior, result)
+            result.scales.append(res)
+            self._watch_write(res, decision, result)
+            shaped = self._behavior_fields(res, result)
+            if res.error:
+                failures.append(res.error)
+            elif res.changed:
+                seen = result.target_counts.get(target, counts)
+                self._log.info("scale.changed", target=str(target), old=res.previous,
+                               new=res.replicas, mode=decision.mode, nodes=decision.nodes,
+                               cores=decision.cores, total_nodes=seen.total_nodes,
+                               total_cores=seen.total_cores,
+                               schedulable_nodes=seen.schedulable_nodes,
+                               schedulable_cores=seen.schedulable_cores,
+                               **_zones_field(decision), **_load_fields(decision), **shaped)
+        if failures:
+            raise PollError("; ".join(failures))
+
+    def _ensure(self, target: Target, decision: Decision, behavior: Behavior | None,
+                result: PollResult) -> ScaleResult:
+        """One target's write, its writer's way. Whatever goes wrong is this target's
+        error alone, named: a failed request or a malformed answer is the writer's
+        :class:`ApiError` result; anything else (a bug) is caught here too, so that the
+        targets after it are still written in this poll."""
+        try:
+            return writer_for(target).ensure(self._api, self._config.namespace, target,
+                                             decision.replicas,
+                                             self._shaper(target, behavior, result, decision),
+                                             dry_run=self._config.dry_run)
+        except Exception as exc:
+            return ScaleResult(target, None, decision.replicas, False,
+                               f"{target}: unexpected {type(exc).__name__}: {exc}")
+
+    def _watch_write(self, res: ScaleResult, decision: Decision, result: PollResult) -> None:
+        """A clamped floor, another writer, or (a dry run) what would have been written."""
+        self._clamps.check(res)
+        if res.dry_run:
+            self._would_write(res, decision)
+        else:  # a dry run writes nothing, so there is no fight to report
+            overwrite = self._writers.check(res)
+            if overwrite is not None:
+                result.overwritten.append(overwrite)
+
+    def _count_failure(self, result: PollResult) -> None:
+        if result.error is None:
+            self.consecutive_failures = 0
+        else:
+            self.consecutive_failures += 1
+            self._log.error("poll.failed", error=result.error,
+                            consecutive_failures=self.consecutive_failures)
+
+    # --- behavior (ours, opt-in) ---------------------------------------------------
+    def _shaper(self, target: Target, behavior: Behavior | None, result: PollResult,
+                decision: Decision) -> Callable[[int], int] | None:
+        """With ``behavior``, the count written depends on the target's current replicas
+        (the scale GET's), so the scale write asks this function; without it, None and the
+        formula's count is written as upstream writes it.
+
+        History is kept per target across polls and ConfigMap versions (a changed window or
+        mode is judged against the same history, so an edit can never release a scale-down
+        that the window was holding); it is dropped when the ConfigMap has no behavior.
+        """
+        if behavior is None:
+            return None
+        desired, now, floor = decision.replicas, result.started, decision.floor
+
+        def shape(current: int) -> int:
+            outcome = self.behavior.shape(target, behavior, desired, current, now, floor)
+            result.behavior[target] = outcome
+            return outcome.replicas
+        return shape
+
+    def _behavior_fields(self, res: ScaleResult, result: PollResult) -> dict[str, object]:
+        """Record a successful write in the target's history; log a hold once per episode;
+        return the extra ``scale.changed`` fields when the behavior shaped the write."""
+        outcome = result.behavior.get(res.target)
+        if outcome is None or res.error is not None:
+            return {}
+        if res.changed and res.previous is not None:
+            self.behavior.written(res.target, res.previous, res.replicas, result.started)
+        elif self.behavior.newly_held(res.target, outcome):
+            self._log.info("scale.held", target=str(res.target), replicas=outcome.replicas,
+                           desired=outcome.desired, behavior=outcome.reason)
+        if not outcome.shaped:
+            return {}
+        return {"desired": outcome.desired, "behavior": outcome.reason}
+
+    def _would_write(self, res: ScaleResult, decision: Decision) -> None:
+        """Dry run: log what would have been written, once per target and pair of counts."""
+        pair = (res.previous, res.replicas)
+        if res.previous == res.replicas:
+            self._would.pop(res.target, None)
+            return
+        if self._would.get(res.target) == pair:
+            return
+        self._would[res.target] = pair
+        self._log.info("dry_run.would_scale", target=str(res.target), old=res.previous,
+                       new=res.replicas, mode=decision.mode, nodes=decision.nodes,
+                       cores=decision.cores, **_zones_field(decision))
+
+    # --- the loop ------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> int:
+        """Poll now, then on every period boundary until ``stop``; return the exit code
+        (1 after ``max_sync_failures`` consecutive failed polls, early ones included).
+
+        A poll that overruns the period skips the boundaries it missed instead of
+        firing them back to back, so slow polls never pile up.
+        """
+        return self._ticker.run(stop, self._tick, self._sleep)
+
+    def _sleep(self, stop: threading.Event, until: float) -> bool:
+        """The wait between boundaries: with early polls, theirs; while a ``load`` key is
+        in force, one that a scrape's wake() cuts short at once; else the ticker's."""
+        if self._react is not None:
+            return self._react.sleep(stop, until)
+        if self._load_active:  # the load's scrapes may wake() it
+            return self._ticker.sleep_prompt(stop, until)
+        return self._ticker.sleep(stop, until)
+
+    def _tick(self) -> int | None:
+        if self._gave_up():  # early polls failed meanwhile
+            return 1
+        if self._may_write is None or self._may_write():
+            self.poll_once()
+            if self._gave_up():
+                return 1
+        elif self._on_follower is not None:
+            self._on_follower()
+        return None
+
+    def _gave_up(self) -> bool:
+        limit = self._config.max_sync_failures
+        if limit > 0 and self.consecutive_failures >= limit:
+            self._log.error("exit.max_sync_failures", failures=self.consecutive_failures,
+                            limit=limit)
+            return True
+        return False
+
+
+def _load_fields(decision: Decision) -> dict[str, object]:
+    """``proportional`` and ``load`` for ``scale.changed`` with a load key (ours)."""
+    if decision.proportional is None:
+        return {}
+    return {"proportional": decision.proportional, "load": decision.load}
+
+
+def _zones_field(decision: Decision) -> dict[str, object]:
+    """``zones`` for ``scale.changed`` when the parameters count them (ours, opt-in)."""
+    return {} if decision.zones is None else {"zones": decision.zones}

@@ -1,0 +1,319 @@
+"""The autoscaler daemon (``cluster-proportional-autoscaler``, ``cpa run``): parse the
+flags, start the pieces in the order the first write needs, poll until told to stop.
+
+Exit codes as upstream's: 2 for a usage error, 1 for invalid flags or too many failed
+polls, 0 on SIGTERM/SIGINT. The start-up order is a measured goal (docs/architecture.md):
+only what the Node list's request needs is imported before it goes out
+(:mod:`cpa.nodes.listing`); the reflector, the store, the health server and the first
+poll's code are imported while the API server answers it, and the logging library and
+prometheus_client after the first poll's writes.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from cpa import VERSION_TEXT, __version__, logs
+from cpa.go.pflag import EXIT_INVALID
+from cpa.horizontal import cpa_flags as flags
+from cpa.runtime.startup import StartupError, connect, read_command_line, serve_health
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from cpa.horizontal.daemon.cpa_loop import Autoscaler, PollResult
+    from cpa.horizontal.daemon.lateload import LateLoad
+    from cpa.horizontal.daemon.latemetrics import LateMetrics
+    from cpa.horizontal.daemon.loopconfig import LoopConfig
+    from cpa.kube.api import Api, RawApi
+    from cpa.kube.clientconfig import Connection
+    from cpa.kube.targets import Target
+    from cpa.nodes.store import NodeStore
+    from cpa.nodes.watch import NodeReflector
+    from cpa.runtime.election import Election
+    from cpa.runtime.health import HealthState
+
+__all__ = ["DAEMON_NAME", "LABEL_LIST_WAIT", "WAITING", "loop_config", "run"]
+
+DAEMON_NAME = "cluster-proportional-autoscaler"
+LABEL_LIST_WAIT = 30.0
+"""Seconds a poll waits for the Node list that a new zones topologyKey needs (the records
+keep only the label they were listed with); a longer list fails that poll, and the next
+poll decides once it is done."""
+
+
+def run(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
+    """Parse flags, sync the node cache, serve health, poll until told to stop."""
+    # No cyclic garbage collection until the first poll is done (or the first list takes
+    # long, or the process is a leader-elect candidate, which may never poll): at 1,000
+    # Nodes its passes were ~3 ms of the CPU before the first write, over objects that
+    # are all alive. Reference counting frees the rest as always.
+    gc.disable()
+    try:
+        return _run(argv, prog)
+    finally:
+        gc.enable()
+        logs.release()  # events still held (an early exit) are written before we go
+        logs.flush()  # ... and the buffered lines are out before the process is
+
+
+def _run(argv: Sequence[str], prog: str) -> int:
+    opts = read_command_line(argv, prog, flags.parse_args, flags.usage, VERSION_TEXT,
+                             flags.validate, "failed to validate all input parameters")
+    if isinstance(opts, int):
+        return opts
+    config = loop_config(opts)
+    try:
+        stopper, conn, api = connect(opts.kubeconfig)
+    except StartupError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    # The Node list goes out first: the API server prepares it while the rest of the
+    # daemon loads (its reflector takes the answer); the rest is imported while it is in
+    # flight.
+    from cpa.nodes.listing import ONE_PAGE_NODES, send_first_list
+
+    send_first_list(api, opts.nodelabels)
+    from cpa.horizontal.daemon.lateload import LateLoad
+    from cpa.horizontal.daemon.latemetrics import LateMetrics
+    from cpa.nodes.store import NodeStore
+    from cpa.nodes.watch import NodeReflector, watch_pace
+    from cpa.runtime.health import HealthState
+
+    try:
+        store = NodeStore()
+        watch = NodeReflector(api, store, opts.nodelabels, first_page=ONE_PAGE_NODES,
+                              pace=watch_pace(opts.react_to_node_changes))
+        # The health server answers while the first list is read (ours: upstream serves
+        # nothing until its informer synced): /healthz 200, /last-poll 500 saying why we
+        # wait, /metrics counting it. It is a few sockets and one thread, ~1 ms.
+        health = HealthState(WAITING)
+        load = LateLoad(_api_maker(conn), opts.namespace)  # ours: nothing until a load key
+        metrics = LateMetrics(opts.targets, watch.status, opts.dry_run, load.view,
+                              opts.update_configmap_from_defaults,
+                              leader_elect=opts.leader_elect and not opts.dry_run)
+        server = serve_health(health, opts.health_port, metrics.exposition)
+    except StartupError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    watch.start()
+    stopper.abort_on_stop(api)
+    # Events until the first poll is done are held and written after it (cpa.logs): the
+    # logging library is not imported before the first write. While the API server answers
+    # the Node list, the first poll's code is imported.
+    logs.hold()
+    _log_start(opts, conn)
+    if opts.dry_run:
+        _dry_run(opts)
+    from cpa.horizontal.daemon.cpa_loop import FIRST_READS_FRESH, Autoscaler, poll_reads
+
+    # While the list is read: the first poll's GETs (the ConfigMap, each target's replicas),
+    # whose answers wait on their connections until it reads them (the API server's
+    # ~9 ms for them came after the list at 1,000 Nodes), and a connection for the watch
+    # the reflector opens once the list is whole (its TLS handshake, ~4 ms, too). Not for
+    # a leader-elect follower, which does not poll, nor for RESOURCE.GROUP targets, which
+    # are resolved first.
+    reads = ([] if opts.leader_elect or any(target.custom for target in config.targets)
+             else poll_reads(config))
+    api.preconnect(1 if reads else 2, reads, FIRST_READS_FRESH)
+    ready = _ready(config, api, watch, stopper.event, health, metrics)
+    if isinstance(ready, str):
+        if ready:
+            print(f"{prog}: {ready}", file=sys.stderr)
+        watch.stop()
+        server.shutdown()
+        return EXIT_INVALID if ready else 0
+    election = None
+    if opts.leader_elect:
+        gc.enable()
+        from cpa.runtime.election import Election
+
+        election = Election(api, opts, opts.namespace, opts.lease_name)
+        metrics.watch_lease(election.status)
+        health.record(None)  # a follower has no poll of its own to report
+    autoscaler = _autoscaler(Autoscaler, opts, ready, election.writer if election else api,
+                             store, watch, health, metrics, election, load, bool(reads))
+    stopper.also_interrupt(autoscaler.interrupt)
+    code = _poll(autoscaler, stopper.event, health, metrics, election, load)
+    watch.stop()
+    server.shutdown()
+    logs.get_logger("main").info("stopped", exit_code=code, signal=stopper.signal_name)
+    return code
+
+
+def _poll(autoscaler: Autoscaler, stop: threading.Event, health: HealthState,
+          metrics: LateMetrics, election: Election | None, load: LateLoad) -> int:
+    """Campaign for the Lease (with ``--leader-elect``) and poll until ``stop``; then stop
+    the load's scrapers (if a load key started any) and give the Lease up."""
+    if election is not None:
+        def on_change(leading: bool) -> None:
+            if leading:
+                autoscaler.wake()
+            else:
+                health.record(None)  # a follower has no poll of its own to report
+
+        election.start(on_change, metrics.set_leader)
+    code = autoscaler.run(stop)
+    load.retire()
+    if election is not None:
+        election.stop()
+    return code
+
+
+def _log_start(opts: flags.Options, conn: Connection) -> None:
+    logs.get_logger("main").info(
+        "starting", version=__version__, server=conn.server, config=conn.source,
+        namespace=opts.namespace, configmap=opts.configmap,
+        targets=[str(t) for t in opts.targets], nodelabels=opts.nodelabels or None,
+        poll_period_seconds=opts.poll_period_seconds, events=opts.events,
+        leader_elect=opts.leader_elect, react_to_node_changes=opts.react_to_node_changes,
+        **({"config_dir": opts.config_dir} if opts.config_dir else {}),
+        **({"update_configmap_from_defaults": True}
+           if opts.update_configmap_from_defaults else {}))
+
+
+def _ready(config: LoopConfig, api: Api, watch: NodeReflector, stop: threading.Event,
+           health: HealthState, metrics: LateMetrics) -> LoopConfig | str:
+    """Wait for what the first poll needs: the ``RESOURCE.GROUP`` targets resolved (the
+    config comes back with them), the first Node list. Else why not ("" when told to stop
+    meanwhile)."""
+    if any(target.custom for target in config.targets):
+        targets = _resolve_targets(config.targets, api, stop)
+        if isinstance(targets, str):
+            return targets
+        config = config._replace(targets=targets)
+    if not _wait_for_the_first_list(watch, stop, health, metrics, config.poll_period_seconds):
+        return ""
+    return config
+
+
+def _autoscaler(autoscaler: type[Autoscaler], opts: flags.Options, config: LoopConfig,
+                writer: RawApi, store: NodeStore, watch: NodeReflector, health: HealthState,
+                metrics: LateMetrics, election: Election | None, load: LateLoad,
+                reads_sent: bool) -> Autoscaler:
+    """The poll loop, its observers, the node store's changes and the load's scrapes
+    handed to it."""
+    loop = autoscaler(config, writer, store.counts,
+                      observers=[_FirstPollDone(), health.observe, metrics.observe],
+                      watch_status=watch.status,
+                      may_write=election.is_leader if election is not None else None,
+                      on_follower=(lambda: election.follower_report(
+                          health.record, metrics.failed_lease)) if election else None,
+                      count_by=lambda policy: store.set_policy(policy, LABEL_LIST_WAIT),
+                      load=load, placements=store, placement_wait=LABEL_LIST_WAIT,
+                      reads_sent=reads_sent)
+    load.wake = loop.wake  # a scrape that makes a panic likely polls now
+    store.on_change = loop.node_listener
+    if opts.events:
+        from cpa.horizontal.daemon.cpa_events import EventRecorder
+
+        instance = os.environ.get("HOSTNAME") or DAEMON_NAME
+        loop.add_observer(
+            EventRecorder(writer, opts.namespace, opts.configmap, instance,
+                          mounted=bool(opts.config_dir)).observe)
+    return loop
+
+
+WAITING = "waiting for the first Node list"
+
+
+def _api_maker(conn: Connection) -> Callable[[], Api]:
+    """Each load scraper's own API client (its own connection: the scrapes never queue
+    behind a poll's requests)."""
+    from cpa.kube.client import KubeApi
+
+    return lambda: KubeApi(conn)
+
+
+def _wait_for_the_first_list(watch: NodeReflector, stop: threading.Event,
+                             health: HealthState, metrics: LateMetrics,
+                             period: float) -> bool:
+    """Wait until the node store is synced (as upstream waits for its informer); False when
+    told to stop first. Meanwhile ``/last-poll`` says why, and each poll period that passes
+    with the list failing counts as a failed poll in ``/metrics`` (not towards
+    ``--max-sync-failures``: upstream polls only after the sync)."""
+    next_count: float | None = None
+    while not watch.wait_synced(0.5):
+        gc.enable()  # a slow list: collect as usual meanwhile
+        if stop.is_set():
+            return False
+        error = watch.status().error
+        health.record(WAITING if error is None else f"{WAITING}: {error}")
+        now = time.monotonic()
+        if error is not None and (next_count is None or now >= next_count):
+            metrics.failed_before_sync()
+            next_count = now + period
+    return True
+
+
+def _resolve_targets(targets: tuple[Target, ...], api: Api,
+                     stop: threading.Event) -> tuple[Target, ...] | str:
+    """``RESOURCE.GROUP`` targets through API discovery: the targets resolved (as given
+    when stopped first), else the problem (no such resource, no scale subresource). An API
+    server that does not answer is retried, as the Node list is."""
+    from cpa.kube.api import ApiError
+    from cpa.kube.discovery import ResolveError, resolve_all
+
+    log = logs.get_logger("main")
+    while not stop.is_set():
+        try:
+            resolved = resolve_all(api, targets)
+        except ResolveError as exc:
+            return str(exc)
+        except ApiError as exc:
+            if exc.forbidden or exc.status == 401:
+                return f"--target: API discovery was refused: {exc}"
+            log.warning("targets.discovery_failed", error=str(exc)[:300], retry_in=2)
+            stop.wait(2.0)
+            continue
+        log.info("targets.resolved", targets={
+            str(t): f"{t.api.api_version} {t.api.name} ({t.api.plural}/scale)"
+            for t in resolved if t.custom})
+        return resolved
+    return targets
+
+
+def _dry_run(opts: flags.Options) -> None:
+    """``--dry-run`` writes nothing at all: the flags that would write (Events, a Lease)
+    are switched off here, and said so once."""
+    suppressed = [flag for flag, on in (("--events", opts.events),
+                                        ("--leader-elect", opts.leader_elect)) if on]
+    opts.events = opts.leader_elect = False
+    logs.get_logger("main").info(
+        "dry_run", suppressed=suppressed or None,
+        note="computing everything and writing nothing: no scale or HPA write, no "
+             "ConfigMap creation, no Event, no Lease; see dry_run.would_scale and "
+             "cpa_dry_run_replicas")
+
+
+def loop_config(opts: flags.Options) -> LoopConfig:
+    """What the poll loop needs of the validated flags (``flags.validate`` filled
+    ``opts.targets``)."""
+    from cpa.horizontal.daemon.loopconfig import LoopConfig
+
+    return LoopConfig(namespace=opts.namespace, configmap=opts.configmap, targets=opts.targets,
+                      poll_period_seconds=opts.poll_period_seconds,
+                      default_params=opts.default_params,
+                      max_sync_failures=opts.max_sync_failures, dry_run=opts.dry_run,
+                      react_to_node_changes=opts.react_to_node_changes,
+                      config_dir=opts.config_dir,
+                      update_configmap_from_defaults=opts.update_configmap_from_defaults)
+
+
+class _FirstPollDone:
+    """An observer that, once the first poll is done, writes the held log events and lets
+    the garbage collector run again (see :func:`run`)."""
+
+    def __init__(self) -> None:
+        self._done = False
+
+    def __call__(self, _result: PollResult) -> None:
+        if not self._done:
+            self._done = True
+            gc.enable()
+            logs.release()

@@ -1,0 +1,227 @@
+"""``/cpvpa``'s poll: counts -> config file -> computation -> template PATCH (and resizes).
+
+CPVA's ``pollAPIServer`` (autoscaler_server.go:95-156) in CPVA's order: the cluster size
+first (a failure ends the poll before the config file is looked at), then the config file,
+then :meth:`cpa.vertical.decide.state.VerticalState.plan`, then the write when the computed
+requirements differ from the last ones written (or it was never written since the start).
+A failed write is retried by the next poll; a dry run counts as written, as in CPVA.
+
+Log events mirror CPVA's lines one to one, structured: ``config.set`` (CPVA's "setting
+config"), ``update`` ("Updating resource for nodes: %d, cores: %d"), ``setting`` (one per
+value), ``update.failed`` and ``dry_run``; ``poll.counts`` and ``poll.computed`` at ``--v=4``.
+
+With ``--resize-mode=in-place`` each poll also runs :class:`InPlaceResizer`, before the
+template, which is then patched only where that restarts no Pod, or as the fallback.
+
+Several targets (``--target`` a comma list, ours): one Node count and one look at the
+config file per poll serve them all; then each target's share
+(:class:`~cpa.vertical.daemon.target.TargetLoop`) runs on its own, in ``--target``'s order,
+so that one failing target (a PATCH refused, an unexpected error) does not stop the others.
+The whole outcome (:class:`VerticalPollResult`, one :class:`TargetPollResult` per target)
+goes to observers: health, metrics, Events.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import ClassVar
+
+from cpa import logs
+from cpa.kube.api import ApiError
+from cpa.namedtuple import NamedTuple
+from cpa.runtime.polls import FRESH, PollRecord, report
+from cpa.runtime.ticker import Ticker
+from cpa.vertical.daemon.configfile import ConfigFile
+from cpa.vertical.daemon.inplace import InPlaceOutcome, InPlaceResizer
+from cpa.vertical.daemon.target import TargetLoop, TargetPollResult
+from cpa.vertical.daemon.writer import TemplateWriter
+from cpa.vertical.decide.budget import FallbackBudget
+from cpa.vertical.decide.formula import CoresError, Requirements
+from cpa.vertical.decide.patch import Difference
+from cpa.vertical.decide.state import Plan, VerticalState
+
+__all__ = ["TargetPollResult", "VerticalAutoscaler", "VerticalLoopConfig",
+           "VerticalPollResult"]
+
+
+class VerticalLoopConfig(NamedTuple):
+    poll_period_seconds: float = 10.0
+    in_place: bool = False
+
+
+class VerticalPollResult(PollRecord):
+    """Everything one poll saw and did: the counts, and each target's share (the
+    properties below are the first target's, CPVA's only one). A plain class, as its base
+    is (see :mod:`cpa.runtime.polls`): ``==`` and ``repr`` are the base's, over
+    ``_FIELDS``."""
+
+    __slots__ = ("cores", "dry_run", "nodes", "targets")
+    _FIELDS: ClassVar[tuple[str, ...]] = (*PollRecord._FIELDS, "nodes", "cores", "dry_run",
+                                          "targets")
+
+    def __init__(self, started: float, duration: float = 0.0, error: str | None = None,
+                 stale: str | None = None, nodes: int | None = None,
+                 cores: int | None = None, dry_run: bool = False,
+                 targets: list[TargetPollResult] = FRESH) -> None:
+        self.started = started
+        self.duration = duration
+        self.error = error
+        self.stale = stale
+        self.nodes = nodes
+        self.cores = cores
+        self.dry_run = dry_run
+        self.targets: list[TargetPollResult] = [] if targets is FRESH else targets
+
+    def _first(self) -> TargetPollResult | None:
+        return self.targets[0] if self.targets else None
+
+    @property
+    def plan(self) -> Plan | None:
+        first = self._first()
+        return first.plan if first else None
+
+    @property
+    def written(self) -> Requirements | None:
+        first = self._first()
+        return first.written if first else None
+
+    @property
+    def write_failed(self) -> bool:
+        first = self._first()
+        return first.write_failed if first else False
+
+    @property
+    def inplace(self) -> InPlaceOutcome | None:
+        first = self._first()
+        return first.inplace if first else None
+
+    @property
+    def template_skipped(self) -> str | None:
+        first = self._first()
+        return first.template_skipped if first else None
+
+    @property
+    def drift(self) -> list[Difference]:
+        first = self._first()
+        return first.drift if first else []
+
+    @property
+    def fallbacks(self) -> list[str]:
+        first = self._first()
+        return first.fallbacks if first else []
+
+
+Observer = Callable[[VerticalPollResult], None]
+
+
+class VerticalAutoscaler:
+    """The poll loop of ``/cpvpa``."""
+
+    def __init__(self, config: VerticalLoopConfig, counts: Callable[[], tuple[int, int]],
+                 config_file: ConfigFile, state: VerticalState, writer: TemplateWriter, *,
+                 resizer: InPlaceResizer | None = None, observers: Sequence[Observer] = (),
+                 stale: Callable[[], str | None] | None = None,
+                 may_write: Callable[[], bool] | None = None,
+                 warm: Callable[[], None] | None = None,
+                 on_follower: Callable[[], None] | None = None,
+                 more_targets: Sequence[TargetLoop] = (),
+                 budget: FallbackBudget | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """``state``, ``writer``, ``resizer`` and ``budget`` (the fallback's) are the first
+        target's, CPVA's only one; ``more_targets`` the others of a comma list.
+        ``may_write`` (leader election) is asked before every poll: a follower does not
+        poll, it calls ``warm`` instead (the Node counts get ready for a takeover) and
+        ``on_follower`` (to report a Lease it cannot read)."""
+        self._config = config
+        self._warm = warm
+        self._on_follower = on_follower
+        self._counts = counts
+        self._file = config_file
+        self.targets = [TargetLoop(state, writer, resizer=resizer, budget=budget,
+                                   clock=clock),
+                        *more_targets]
+        self._observers = list(observers)
+        self._stale = stale
+        self._may_write = may_write
+        self._clock = clock
+        self._ticker = Ticker(float(config.poll_period_seconds), clock)
+        self._log = logs.get_logger("cpvpa")
+        self.polls = 0
+
+    @property
+    def state(self) -> VerticalState:
+        """The first target's state (CPVA's only one)."""
+        return self.targets[0].state
+
+    def add_observer(self, observer: Observer) -> None:
+        self._observers.append(observer)
+
+    def wake(self) -> None:
+        self._ticker.wake()
+
+    def forget_written(self) -> None:
+        """Leadership lost: the next leadership writes at once, as CPVA after a restart."""
+        for target in self.targets:
+            target.state.last_written = None
+
+    # --- one poll ---------------------------------------------------------------------
+    def poll_once(self) -> VerticalPollResult:
+        """One poll; never raises: the result carries the error."""
+        self.polls += 1
+        result = VerticalPollResult(started=self._clock(),
+                                    dry_run=self.targets[0].writer.dry_run)
+        try:
+            self._poll(result)
+        except Exception as exc:  # an unexpected error must not end the loop
+            result.error = f"unexpected {type(exc).__name__}: {exc}"
+        if result.error is not None:
+            self._log.error("poll.failed", error=result.error)
+        result.duration = self._clock() - result.started
+        report(self._observers, result, self._log)
+        return result
+
+    def _poll(self, result: VerticalPollResult) -> None:
+        result.stale = self._stale() if self._stale is not None else None
+        try:
+            nodes, cores = self._counts()
+        except (ApiError, CoresError) as exc:
+            result.error = f"Error getting cluster size: {exc}"
+            return
+        result.nodes, result.cores = nodes, cores
+        if logs.v(4):
+            self._log.info("poll.counts", nodes=nodes, cores=cores)
+        file = self._file.poll()
+        for target in self.targets:
+            share = TargetPollResult(target.key)
+            result.targets.append(share)
+            try:
+                target.poll(nodes, cores, file, share)
+            except Exception as exc:  # one target's bug must not stop the others
+                share.error = f"unexpected {type(exc).__name__}: {exc}"
+        failed = [t for t in result.targets if t.error is not None]
+        if len(self.targets) == 1:
+            result.error = result.targets[0].error
+        elif failed:
+            result.error = "; ".join(f"{t.target}: {t.error}" for t in failed)
+
+    # --- the loop -----------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> int:
+        """Poll now, then once per period (a ticker: an overrun skips the ticks it missed,
+        as Go's ``time.Ticker`` drops them), until ``stop``."""
+        return self._ticker.run(stop, self._tick)
+
+    def _tick(self) -> None:
+        """The leader polls; a follower keeps its Node counts ready for a takeover."""
+        if self._may_write is None or self._may_write():
+            self.poll_once()
+            return
+        if self._on_follower is not None:
+            self._on_follower()
+        if self._warm is not None:
+            try:
+                self._warm()
+            except Exception as exc:  # the leader's polls report such errors
+                if logs.v(4):
+                    self._log.info("follower.warm_failed", error=str(exc))

@@ -1,0 +1,848 @@
+"""The poll loop's rules, against an in-memory fake of the few API calls it makes.
+
+This is a unit test of the loop's logic only; the same rules are checked end to end against
+a real kube-apiserver in tests/integration.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from cpa.horizontal.cpa_flags import parse_args, validate
+from cpa.horizontal.daemon.cpa_loop import Autoscaler, poll_reads
+from cpa.horizontal.daemon.cpa_main import loop_config
+from cpa.nodes.counts import ClusterCounts
+from cpa.runtime.health import HealthState
+from tests.fakes import FakeApi
+
+DEFAULTS = ('{"linear":{"coresPerReplica":256,"nodesPerReplica":16,'
+            '"preventSinglePointFailure":true,"includeUnschedulableNodes":true}}')
+CM = "/api/v1/namespaces/kube-system/configmaps/kube-dns-autoscaler"
+
+
+def scale_path(kind: str, name: str) -> str:
+    group = "/api/v1" if kind == "replicationcontrollers" else "/apis/apps/v1"
+    return f"{group}/namespaces/kube-system/{kind}/{name}/scale"
+
+
+COREDNS = scale_path("deployments", "coredns")
+
+
+def make(api: FakeApi, counts: ClusterCounts | Callable[[], ClusterCounts], *extra: str,
+         target: str = "Deployment/coredns",
+         clock: Callable[[], float] = time.monotonic, **kw: Any) -> Autoscaler:
+    opts = parse_args(["--namespace=kube-system", "--configmap=kube-dns-autoscaler",
+                       f"--target={target}", *extra], {})
+    assert validate(opts) == []
+    source = counts if callable(counts) else (lambda: counts)
+    return Autoscaler(loop_config(opts), api, source, clock=clock, **kw)
+
+
+def counts(nodes: int, cores: int, sched_nodes: int | None = None,
+           sched_cores: int | None = None) -> ClusterCounts:
+    return ClusterCounts(nodes, cores, nodes if sched_nodes is None else sched_nodes,
+                         cores if sched_cores is None else sched_cores)
+
+
+def test_seed_walkthrough_creates_configmap_and_scales() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    a = make(api, counts(16, 128), f"--default-params={DEFAULTS}")
+    result = a.poll_once()
+    assert result.error is None
+    assert api.objects[CM]["data"] == {
+        "linear": '{"coresPerReplica":256,"includeUnschedulableNodes":true,'
+                  '"nodesPerReplica":16,"preventSinglePointFailure":true}'}
+    assert api.objects[COREDNS]["spec"]["replicas"] == 2
+
+
+def test_no_write_when_replicas_already_right() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 2)
+    a = make(api, counts(16, 128), f"--default-params={DEFAULTS}")
+    a.poll_once()
+    api.calls.clear()
+    a.poll_once()
+    assert api.calls == [("GET", CM), ("GET", COREDNS)]  # 1 ConfigMap GET + 1 scale GET
+
+
+class AheadApi(FakeApi):
+    """The fake, with what the poll sends ahead and drops recorded among its requests."""
+
+    def send_ahead(self, paths: Sequence[str], fresh_for: float = math.inf) -> None:
+        self.calls.extend(("AHEAD", path) for path in paths)
+
+    def drop_ahead(self) -> None:
+        self.calls.append(("DROP", ""))
+
+
+def test_after_a_poll_that_succeeded_the_next_sends_its_reads_ahead() -> None:
+    """The ConfigMap's GET and the target's, sent together in the order they are read,
+    then read; what a poll did not read is dropped after it."""
+    api = AheadApi()
+    api.add_scale(COREDNS, 2)
+    a = make(api, counts(16, 128), f"--default-params={DEFAULTS}")
+    a.poll_once()
+    assert ("AHEAD", CM) not in api.calls, "the first poll makes its requests one by one"
+    api.calls.clear()
+    a.poll_once()
+    assert api.calls == [("AHEAD", CM), ("AHEAD", COREDNS), ("GET", CM), ("GET", COREDNS),
+                         ("DROP", "")]
+
+
+def test_a_first_poll_whose_reads_were_sent_takes_them_and_drops_the_rest() -> None:
+    """The daemon sends the first poll's reads while the first Node list is read
+    (``reads_sent``): the poll sends none again that wait (the client skips those), reads
+    them, and gives up what it did not take, as any poll after one that succeeded."""
+    api = AheadApi()
+    api.add_scale(COREDNS, 2)
+    a = make(api, counts(16, 128), f"--default-params={DEFAULTS}", reads_sent=True)
+    a.poll_once()
+    assert api.calls == [("AHEAD", CM), ("AHEAD", COREDNS), ("GET", CM),
+                         ("POST", "/api/v1/namespaces/kube-system/configmaps"),
+                         ("GET", COREDNS), ("DROP", "")]
+
+
+@pytest.mark.parametrize("extra, target, reads", [
+    ((), "Deployment/coredns",
+     ["/api/v1/namespaces/kube-system/configmaps/kube-dns-autoscaler",
+      "/apis/apps/v1/namespaces/kube-system/deployments/coredns/scale"]),
+    (("--config-dir=/etc/cpa",), "Deployment/coredns",
+     ["/apis/apps/v1/namespaces/kube-system/deployments/coredns/scale"]),
+    ((), "Deployment/coredns,statefulset/typha",
+     ["/api/v1/namespaces/kube-system/configmaps/kube-dns-autoscaler",
+      "/apis/apps/v1/namespaces/kube-system/deployments/coredns/scale",
+      "/apis/apps/v1/namespaces/kube-system/statefulsets/typha/scale"]),
+])
+def test_poll_reads_are_the_gets_a_poll_begins_with(extra: tuple[str, ...], target: str,
+                                                     reads: list[str]) -> None:
+    opts = parse_args(["--namespace=kube-system", "--configmap=kube-dns-autoscaler",
+                       f"--target={target}", *extra], {})
+    assert validate(opts) == []
+    assert poll_reads(loop_config(opts)) == reads
+
+
+def test_after_a_poll_that_failed_the_next_makes_its_requests_one_by_one() -> None:
+    api = AheadApi()
+    api.add_scale(COREDNS, 2)
+    a = make(api, counts(16, 128), f"--default-params={DEFAULTS}")
+    a.poll_once()
+    del api.objects[COREDNS]  # the target is gone: the poll fails
+    api.calls.clear()
+    assert a.poll_once().error is not None
+    assert api.calls[-1] == ("DROP", "")
+    api.calls.clear()
+    assert a.poll_once().error is not None
+    assert api.calls == [("GET", CM), ("GET", COREDNS)], "nothing sent ahead, nothing dropped"
+    api.add_scale(COREDNS, 2)
+    a.poll_once()
+    api.calls.clear()
+    a.poll_once()
+    assert api.calls[:2] == [("AHEAD", CM), ("AHEAD", COREDNS)], "sent ahead again"
+
+
+def test_missing_configmap_without_defaults_fails_the_poll() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    health = HealthState()
+    opts = parse_args(["--namespace=kube-system", "--configmap=kube-dns-autoscaler",
+                       "--target=deployment/coredns"], {})
+    assert validate(opts) == []
+    a = Autoscaler(loop_config(opts), api, lambda: counts(3, 3), observers=[health.observe])
+    result = a.poll_once()
+    assert result.error is not None and "--default-params" in result.error
+    assert health.error == result.error
+    assert api.objects[COREDNS]["spec"]["replicas"] == 1
+
+
+def test_deleted_configmap_is_recreated() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    a = make(api, counts(16, 128), f"--default-params={DEFAULTS}")
+    a.poll_once()
+    del api.objects[CM]
+    assert a.poll_once().error is None
+    assert CM in api.objects
+
+
+def test_get_error_other_than_not_found_does_not_create() -> None:
+    api = FakeApi()
+    api.down = True
+    a = make(api, counts(1, 1), f"--default-params={DEFAULTS}")
+    assert a.poll_once().error
+    assert ("POST", "/api/v1/namespaces/kube-system/configmaps") not in api.calls
+
+
+@pytest.mark.parametrize("data,fragment", [
+    ({"linear": "{bad json"}, "linear"),
+    ({"linear": '{"nodesPerReplica":1}', "ladder": '{"nodesToReplicas":[[1,1]]}'}, "one"),
+    ({"bogus": "{}"}, "bogus"),
+    ({}, "key"),
+])
+def test_invalid_configmap_fails_and_scales_nothing(data: dict[str, str], fragment: str) -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, data)
+    a = make(api, counts(10, 10))
+    result = a.poll_once()
+    assert result.error is not None and fragment in result.error
+    assert api.objects[COREDNS]["spec"]["replicas"] == 1
+    # fixed -> scaling resumes on the next poll
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":2}'})
+    assert a.poll_once().error is None
+    assert api.objects[COREDNS]["spec"]["replicas"] == 5
+
+
+def test_params_reparsed_only_on_new_resource_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cpa.horizontal.daemon.paramscache as mod
+    from cpa.horizontal.decide.modes.registry import parse_configmap_data as real
+
+    calls: list[Any] = []
+
+    def counting(data: Any) -> Any:
+        calls.append(data)
+        return real(data)
+
+    monkeypatch.setattr(mod, "parse_configmap_data", counting)
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":2}'})
+    a = make(api, counts(10, 10))
+    for _ in range(3):
+        a.poll_once()
+    assert len(calls) == 1
+    api.set_configmap(CM, {"ladder": '{"nodesToReplicas":[[1,1],[5,7]]}'})  # mode switch
+    a.poll_once()
+    assert len(calls) == 2
+    assert api.objects[COREDNS]["spec"]["replicas"] == 7
+
+
+def test_the_free_heap_is_given_back_after_the_first_poll_then_every_30th(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """malloc_trim walks the heap's free chunks, work a steady poll has no use for: it runs
+    after the first poll (the node list's peak), every TRIM_EVERY_POLLS polls, and, with
+    the garbage collected, for GIVE_BACK_POLLS polls after a large version came or went."""
+    import cpa.horizontal.daemon.paramscache as mod
+
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":2}'})
+    a = make(api, counts(10, 10))
+    trims: list[tuple[int, bool]] = []
+    monkeypatch.setattr(mod, "return_free_memory",
+                        lambda collect=False: trims.append((a.polls, collect)))
+    every = mod.TRIM_EVERY_POLLS
+    for _ in range(2 * every + 1):
+        assert a.poll_once().error is None
+    assert trims == [(1, False), (1 + every, False), (1 + 2 * every, False)]
+    trims.clear()
+    steps = ",".join(f"[{n},{n}]" for n in range(1, 12_000))  # over LARGE_PARAMS_BYTES
+    api.set_configmap(CM, {"ladder": f'{{"nodesToReplicas":[{steps}]}}'})
+    for _ in range(mod.GIVE_BACK_POLLS + every):
+        assert a.poll_once().error is None
+    start = 2 * every + 2
+    assert trims == [*[(start + i, True) for i in range(mod.GIVE_BACK_POLLS)],
+                     (start + mod.GIVE_BACK_POLLS - 1 + every, False)]
+
+
+def test_every_target_is_attempted_and_failure_reported() -> None:
+    api = FakeApi()
+    paths = [scale_path("deployments", "a"), scale_path("replicasets", "b"),
+             scale_path("replicationcontrollers", "c"), scale_path("statefulsets", "d")]
+    for p in paths:
+        api.add_scale(p, 1)
+    del api.objects[paths[1]]  # replicaset/b is missing
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    a = make(api, counts(3, 3),
+             target="deployment/a,replicaset/b,replicationcontroller/c,statefulset/d")
+    result = a.poll_once()
+    assert result.error is not None and "replicaset/b" in result.error
+    for p in (paths[0], paths[2], paths[3]):
+        assert api.objects[p]["spec"]["replicas"] == 3
+
+
+def test_conflict_is_retried_once_with_a_fresh_get() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api.conflicts[COREDNS] = 1
+    a = make(api, counts(4, 4))
+    assert a.poll_once().error is None
+    assert api.objects[COREDNS]["spec"]["replicas"] == 4
+    assert api.calls.count(("GET", COREDNS)) == 2
+
+
+def test_two_conflicts_fail_the_poll() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api.conflicts[COREDNS] = 2
+    result = make(api, counts(4, 4)).poll_once()
+    assert result.error is not None and "coredns" in result.error
+
+
+def test_max_sync_failures_exits_1() -> None:
+    api = FakeApi()
+    api.down = True
+    clock = [0.0]
+    a = make(api, counts(1, 1), "--max-sync-failures=3", "--poll-period-seconds=1",
+             clock=lambda: clock[0])
+
+    class InstantStop(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            clock[0] += timeout or 0
+            return False
+
+    assert a.run(InstantStop()) == 1
+    assert a.polls == 3
+
+
+def test_slow_polls_do_not_pile_up() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    clock = [0.0]
+    starts: list[float] = []
+
+    def slow_counts() -> ClusterCounts:
+        starts.append(clock[0])
+        clock[0] += 25.0  # each poll takes 2.5 periods
+        return counts(1, 1)
+
+    a = make(api, slow_counts, "--poll-period-seconds=10", clock=lambda: clock[0])
+    waits: list[float] = []
+
+    class Stop(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            waits.append(timeout or 0)
+            clock[0] += timeout or 0
+            return len(starts) >= 4
+
+    a.run(Stop())
+    assert starts == [0.0, 30.0, 60.0, 90.0]  # next boundary, never back-to-back
+    assert all(w > 0 for w in waits)
+
+
+def test_stop_ends_the_loop_with_0() -> None:
+    """A stop (SIGTERM) while the loop waits for the next period ends it at once, with 0."""
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    stop = threading.Event()
+    polled = threading.Event()
+    a = make(api, counts(1, 1), "--poll-period-seconds=3600",
+             observers=[lambda _result: polled.set()])
+    codes: list[int] = []
+    loop = threading.Thread(target=lambda: codes.append(a.run(stop)))
+    loop.start()
+    assert polled.wait(30), "the first poll runs at once"
+    stop.set()  # the loop now waits for a boundary an hour away
+    loop.join(30)
+    assert codes == [0] and a.polls == 1
+
+
+def test_a_follower_reports_instead_of_polling() -> None:
+    """Under --leader-elect a follower does not poll; on each period boundary it reports
+    (its Lease's problem, if any: cpa.runtime.election.Election.follower_report)."""
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    stop = threading.Event()
+    reports: list[int] = []
+
+    def report() -> None:
+        reports.append(1)
+        if len(reports) == 2:
+            stop.set()
+
+    a = make(api, counts(1, 1), "--poll-period-seconds=1", may_write=lambda: False,
+             on_follower=report)
+    assert a.run(stop) == 0
+    assert reports == [1, 1] and a.polls == 0 and api.replicas(COREDNS) == 1
+
+
+# --------------------------------------------------------- fail closed; int32 range
+
+
+def test_unexpected_parse_error_fails_closed_until_the_configmap_changes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any exception while reading a new version makes it invalid on every poll; the
+    previous parameters never stay in force (they did: one failed poll, then the old
+    parameters were used again with /last-poll 200)."""
+    import cpa.horizontal.daemon.paramscache as autoscaler_module
+    from cpa.horizontal.decide.modes.registry import parse_configmap_data as real
+
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    a = make(api, counts(5, 5))
+    assert a.poll_once().error is None
+    assert api.objects[COREDNS]["spec"]["replicas"] == 5
+
+
+    def explode(data: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(autoscaler_module, "parse_configmap_data", explode)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":2}'})
+    a._counts = lambda: counts(9, 9)  # a change the old parameters would act on
+    for _ in range(3):
+        result = a.poll_once()
+        assert result.error is not None
+        assert "unexpected RuntimeError while parsing it: boom" in result.error
+        assert "resourceVersion" in result.error
+    assert api.objects[COREDNS]["spec"]["replicas"] == 5, "old parameters stayed in force"
+
+    monkeypatch.setattr(autoscaler_module, "parse_configmap_data", real)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":3}'})
+    assert a.poll_once().error is None
+    assert api.objects[COREDNS]["spec"]["replicas"] == 3
+
+
+@pytest.mark.parametrize("data", [
+    {"linear": '{"nodesPerReplica":16,"min":2147483648}'},
+    {"ladder": '{"nodesToReplicas":[[0,4611686018427387904]]}'},
+    {"linear": '{"coresPerReplica":1e-320}'},
+])
+def test_replicas_beyond_int32_write_nothing(data: dict[str, str]) -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 3)
+    api.set_configmap(CM, data)
+    a = make(api, counts(3, 12))
+    health = HealthState()
+    a.add_observer(health.observe)
+    result = a.poll_once()
+    assert result.error is not None and "more than a scale subresource can hold" in result.error
+    assert ("PUT", COREDNS) not in api.calls
+    assert api.objects[COREDNS]["spec"]["replicas"] == 3
+    assert health.error == result.error
+
+
+@pytest.mark.parametrize("literal", ["9" * 4301, "-" + "9" * 5000, "1" + "0" * 30])
+def test_huge_integer_literal_is_an_invalid_configmap_every_poll(literal: str) -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 2)
+    api.set_configmap(CM, {"linear": f'{{"nodesPerReplica":1,"min":{literal}}}'})
+    a = make(api, counts(3, 3))
+    for _ in range(2):
+        result = a.poll_once()
+        assert result.error is not None and "out of range" in result.error
+        assert "unexpected" not in result.error
+    assert api.objects[COREDNS]["spec"]["replicas"] == 2
+
+
+# ------------------------------------------------------------- observers; stale counts
+
+
+def test_observers_get_the_whole_poll_and_cannot_break_it() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":2}'})
+    seen: list[Any] = []
+
+    def broken(result: Any) -> None:
+        raise RuntimeError("observer bug")
+
+    a = make(api, counts(6, 6), observers=[broken, seen.append])
+    result = a.poll_once()
+    assert result.ok and seen == [result]
+    assert result.counts == counts(6, 6)
+    assert result.params is not None and result.params_version is not None
+    assert result.decision is not None and result.decision.replicas == 3
+    assert [s.replicas for s in result.scales] == [3]
+    assert result.duration >= 0
+    assert api.objects[COREDNS]["spec"]["replicas"] == 3
+
+
+def test_stale_counts_are_reported_and_the_poll_goes_on() -> None:
+    from cpa.nodes.watch import WatchStatus
+
+    clock = [1000.0]
+    status = [WatchStatus(True, True, 1000.0, None, 0)]
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    health = HealthState()
+    a = make(api, counts(4, 4), "--poll-period-seconds=10", clock=lambda: clock[0],
+             observers=[health.observe], watch_status=lambda: status[0])
+    assert a.poll_once().stale is None and health.error is None
+
+    # The watch went down at t=1000 with a reason; within 3 periods it is not yet "stale".
+    status[0] = WatchStatus(True, False, 1000.0, "connection refused", 1)
+    clock[0] = 1030.0
+    assert a.poll_once().stale is None
+    clock[0] = 1031.0
+    result = a.poll_once()
+    assert result.ok, "stale counts are not a failed poll (--max-sync-failures ignores them)"
+    assert result.stale is not None
+    assert "down for 31s (connection refused)" in result.stale
+    assert health.error == result.stale
+    assert a.consecutive_failures == 0
+    assert api.objects[COREDNS]["spec"]["replicas"] == 4  # decided on the last counts
+
+    status[0] = WatchStatus(True, True, 1040.0, None, 1)
+    clock[0] = 1041.0
+    assert a.poll_once().stale is None and health.error is None
+
+
+def test_another_writer_is_warned_once_per_episode_and_counted(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from cpa import logs
+
+    logs.configure(0, "json")
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    a = make(api, counts(3, 3))
+    assert a.poll_once().overwritten == []  # we write 3
+    assert a.poll_once().overwritten == []  # 3 is still there: nothing to say
+    overwrites = []
+    for other in (7, 8):  # an HPA, a person, a second autoscaler...
+        api.objects[COREDNS]["spec"]["replicas"] = other
+        result = a.poll_once()
+        overwrites += result.overwritten
+        assert api.objects[COREDNS]["spec"]["replicas"] == 3  # upstream's behaviour: undo
+    assert [(str(o.target), o.ours, o.found) for o in overwrites] == [
+        ("deployment/coredns", 3, 7), ("deployment/coredns", 3, 8)]
+    assert a.poll_once().overwritten == []  # the episode ends
+    api.objects[COREDNS]["spec"]["replicas"] = 9
+    assert len(a.poll_once().overwritten) == 1  # a new episode
+    events = [json.loads(line)["event"] for line in capsys.readouterr().err.splitlines()
+              if line.startswith("{")]
+    assert events.count("scale.overwritten") == 2
+    assert events.count("scale.overwritten.ended") == 1
+
+
+def test_a_target_deleted_and_created_again_is_not_another_writer() -> None:
+    api = FakeApi()
+    api.put(COREDNS, {"kind": "Scale", "metadata": {"uid": "first"}, "spec": {"replicas": 1}})
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    a = make(api, counts(3, 3))
+    a.poll_once()  # we write 3 on the first object
+    api.put(COREDNS, {"kind": "Scale", "metadata": {"uid": "second"},
+                      "spec": {"replicas": 1}})  # deleted, created again from its manifest
+    result = a.poll_once()
+    assert result.overwritten == [] and result.scales[0].uid == "second"
+    assert api.objects[COREDNS]["spec"]["replicas"] == 3
+    api.objects[COREDNS]["spec"]["replicas"] = 5  # but the same object changed is
+    assert len(a.poll_once().overwritten) == 1
+
+
+def test_the_parameters_counting_policy_reaches_the_node_store() -> None:
+    from cpa.nodes.counts import DEFAULT_POLICY, CountingPolicy
+
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"coresPerReplica":1,"excludeNodesWithTaints":["vk"]}'})
+    policies: list[Any] = []
+    current = [counts(3, 20012)]
+
+    def count_by(policy: Any) -> bool:
+        changed = not policies or policies[-1] != policy
+        policies.append(policy)
+        if changed:
+            current[0] = counts(2, 12) if policy != DEFAULT_POLICY else counts(3, 20012)
+        return changed
+
+    a = make(api, lambda: current[0], count_by=count_by)
+    result = a.poll_once()
+    assert policies == [CountingPolicy(frozenset({"vk"}))]
+    assert result.counts == counts(2, 12), "counted again under the new policy"
+    assert api.objects[COREDNS]["spec"]["replicas"] == 12
+    api.set_configmap(CM, {"linear": '{"coresPerReplica":1}'})
+    a.poll_once()
+    assert policies[-1] == DEFAULT_POLICY
+    assert api.objects[COREDNS]["spec"]["replicas"] == 20012
+
+
+class _Recorder:
+    """Stands in for the loop's logger: keeps (event, fields) of every call."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def __getattr__(self, _level: str) -> Callable[..., None]:
+        def record(event: str, **fields: Any) -> None:
+            self.events.append((event, fields))
+        return record
+
+    def named(self, event: str) -> list[dict[str, Any]]:
+        return [fields for name, fields in self.events if name == event]
+
+
+def test_mode_changed_names_the_mode_in_force_before_an_invalid_version(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from cpa import logs
+
+    monkeypatch.setattr(logs, "_verbosity", 1)
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    a = make(api, counts(16, 64))
+    log = _Recorder()
+    a._params._log = log
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":16}'})
+    assert a.poll_once().ok
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":-1}'})
+    assert not a.poll_once().ok
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":8}'})
+    assert a.poll_once().ok
+    # The same mode back after an invalid version is no change of mode.
+    assert log.named("mode.changed") == [{"mode": "linear", "previous": None}]
+    api.set_configmap(CM, {"ladder": "{"})
+    assert not a.poll_once().ok
+    api.set_configmap(CM, {"ladder": '{"nodesToReplicas":[[1,3]]}'})
+    assert a.poll_once().ok
+    assert log.named("mode.changed")[1:] == [{"mode": "ladder", "previous": "linear"}]
+
+
+# --------------------------------------------------------- --react-to-node-changes
+
+
+def _reacting(api: FakeApi, source: Callable[[], ClusterCounts], *extra: str,
+              **kw: Any) -> Autoscaler:
+    """A loop whose period's next poll is an hour away: any second poll is an early one."""
+    return make(api, source, "--react-to-node-changes", "--poll-period-seconds=3600", *extra,
+                **kw)
+
+
+def _running(a: Autoscaler) -> tuple[threading.Event, threading.Thread, list[int]]:
+    stop = threading.Event()
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(a.run(stop)), daemon=True)
+    thread.start()
+    return stop, thread, codes
+
+
+def _until(what: str, condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)
+
+
+def _stopped(a: Autoscaler, stop: threading.Event, thread: threading.Thread,
+             codes: list[int]) -> None:
+    stop.set()
+    a.interrupt()
+    thread.join(30)
+    assert codes == [0]
+
+
+def test_react_polls_early_when_the_counts_change_the_decision() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    now = [counts(3, 3)]
+    a = _reacting(api, lambda: now[0])
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: api.replicas(COREDNS) == 3)
+    now[0] = counts(5, 5)
+    a.nodes_changed()
+    _until("the early poll", lambda: api.replicas(COREDNS) == 5)
+    assert (a.polls, a.early_polls) == (2, 1)
+    # An early poll makes the same requests as any poll: one ConfigMap GET, one scale GET
+    # (and the PUT that changed it).
+    assert api.calls[-3:] == [("GET", CM), ("GET", COREDNS), ("PUT", COREDNS)]
+    _stopped(a, stop, thread, codes)
+
+
+def test_react_does_not_poll_when_the_decision_stays() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":16}'})
+    now = [counts(17, 17)]
+    a = _reacting(api, lambda: now[0])
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: a.polls == 1)
+    requests = len(api.calls)
+    now[0] = counts(18, 18)  # ceil(18/16) == ceil(17/16): the same 2 replicas
+    a.nodes_changed()
+    _until("the decision's check", lambda: a.decision_checks == 1)
+    assert (a.polls, a.early_polls, len(api.calls)) == (1, 0, requests)  # no request
+    _stopped(a, stop, thread, codes)
+
+
+def test_react_follower_never_polls() -> None:
+    """Only the leader polls: a follower's node changes are dropped unexamined, and the
+    poll it runs on taking the lead is the ordinary one."""
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    leading = [False]
+    now = [counts(3, 3)]
+    a = _reacting(api, lambda: now[0], may_write=lambda: leading[0])
+    stop, thread, codes = _running(a)
+    now[0] = counts(4, 4)
+    a.nodes_changed()
+    _until("the loop to look at the change", lambda: a.node_wakeups == 1)
+    assert (a.polls, a.decision_checks, api.calls) == (0, 0, [])
+    leading[0] = True
+    a.wake()
+    _until("the new leader's poll", lambda: api.replicas(COREDNS) == 4)
+    assert a.early_polls == 0
+    _stopped(a, stop, thread, codes)
+
+
+def test_react_at_most_one_early_poll_a_second() -> None:
+    """A long burst of Nodes, each changing the decision: the early polls come at most once
+    a second, and the last counts are written without waiting for the period."""
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    now = [counts(2, 2)]
+    a = _reacting(api, lambda: now[0])
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: a.polls == 1)
+    started = time.monotonic()
+    for n in range(3, 3 + 100):
+        now[0] = counts(n, n)
+        a.nodes_changed()
+        time.sleep(0.025)
+    _until("the last count written", lambda: api.replicas(COREDNS) == 102)
+    elapsed = time.monotonic() - started
+    assert 1 <= a.early_polls <= int(elapsed) + 1
+    assert a.polls == 1 + a.early_polls
+    _stopped(a, stop, thread, codes)
+
+
+def test_react_waits_for_a_burst_to_pause_and_writes_its_last_count_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A burst shorter than a second, its changes closer together than the debounce: one
+    early poll, after the burst, with the burst's last count. (Counting the debounce from
+    the first change polled in the middle of the burst, and its last Nodes then waited out
+    the one-a-second limit.) The debounce is 0.3 s here and the changes 0.02 s apart, so a
+    stalled test thread does not pass for a pause."""
+    import cpa.horizontal.daemon.react as react
+
+    monkeypatch.setattr(react, "REACT_DEBOUNCE_SECONDS", 0.3)
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    now = [counts(2, 2)]
+    a = _reacting(api, lambda: now[0])
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: a.polls == 1)
+    for n in range(3, 3 + 20):  # 0.4 s of changes
+        now[0] = counts(n, n)
+        a.nodes_changed()
+        time.sleep(0.02)
+        assert a.early_polls == 0, "an early poll in the middle of the burst"
+    _until("the last count written", lambda: api.replicas(COREDNS) == 22, timeout=5)
+    assert (a.polls, a.early_polls) == (2, 1)
+    _stopped(a, stop, thread, codes)
+
+
+def test_react_polls_within_a_second_while_the_changes_go_on() -> None:
+    """Changes that never pause still get an early poll about a second after the first
+    one: waiting for a pause has a limit."""
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    now = [counts(2, 2)]
+    a = _reacting(api, lambda: now[0])
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: a.polls == 1)
+    started = time.monotonic()
+    n = 3
+    while a.early_polls == 0:
+        assert time.monotonic() - started < 10, "no early poll while the changes went on"
+        now[0] = counts(n, n)
+        a.nodes_changed()
+        n += 1
+        time.sleep(0.02)
+    assert api.replicas(COREDNS) > 2
+    _stopped(a, stop, thread, codes)
+
+
+def test_react_stop_is_noticed_at_once() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    a = _reacting(api, lambda: counts(1, 1))
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: a.polls == 1)
+    _stopped(a, stop, thread, codes)
+    assert a.polls == 1
+
+
+def test_the_decision_is_computed_again_only_when_its_inputs_change(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """decide() is pure: a poll with the last poll's parameters and counts reuses its
+    decision (the steps it writes out cost a tenth of a steady poll)."""
+    import cpa.horizontal.daemon.cpa_loop as loop_module
+    from cpa.horizontal.decide.decision import decide as real
+
+    calls: list[ClusterCounts] = []
+
+    def counting(params: Any, c: ClusterCounts) -> Any:
+        calls.append(c)
+        return real(params, c)
+
+    monkeypatch.setattr(loop_module, "decide", counting)
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    now = [counts(3, 3)]
+    a = make(api, lambda: now[0])
+    for _ in range(3):
+        assert a.poll_once().decision is not None
+    assert len(calls) == 1 and api.replicas(COREDNS) == 3
+    now[0] = counts(4, 4)
+    assert a.poll_once().decision is not None and api.replicas(COREDNS) == 4
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":2}'})  # new parameters
+    assert a.poll_once().decision is not None and api.replicas(COREDNS) == 2
+    assert len(calls) == 3
+
+
+@pytest.mark.parametrize("bad", [{"x": 1}, "7", 7.0, True, 2**31])
+def test_a_malformed_scale_is_its_target_error_alone(bad: object) -> None:
+    """Issue 27 #4: one target's Scale with spec.replicas of the wrong type (or out of the
+    int32 range) fails that target, named; every other target is written in the same
+    poll, and the malformed one is not overwritten ("7" is not read as 7)."""
+    api = FakeApi()
+    names = [f"t{i:02d}" for i in range(20)]
+    for name in names:
+        api.add_scale(scale_path("deployments", name), 1)
+    bad_path = scale_path("deployments", names[1])
+    api.objects[bad_path]["spec"]["replicas"] = bad
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    a = make(api, counts(3, 3), target=",".join(f"deployment/{n}" for n in names))
+    result = a.poll_once()
+    assert result.error is not None
+    assert result.error.startswith(f"deployment/{names[1]}: cannot scale to 3: GET ")
+    assert "spec.replicas" in result.error and "unexpected" not in result.error
+    assert api.objects[bad_path]["spec"]["replicas"] == bad
+    assert not [c for c in api.calls if c == ("PUT", bad_path)]
+    for name in names[:1] + names[2:]:
+        assert api.replicas(scale_path("deployments", name)) == 3
+
+
+def test_an_unexpected_error_in_one_target_is_that_target_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever else goes wrong in one target's write (a bug) is named and the targets
+    after it are still written."""
+    import cpa.kube.scale as scale_mod
+
+    real = scale_mod.ensure_scale
+
+    def ensure(api: Any, namespace: str, target: Any, *args: Any, **kw: Any) -> Any:
+        if target.name == "a":
+            raise KeyError("boom")
+        return real(api, namespace, target, *args, **kw)
+
+    monkeypatch.setattr(scale_mod, "ensure_scale", ensure)
+    api = FakeApi()
+    for name in ("a", "b"):
+        api.add_scale(scale_path("deployments", name), 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    a = make(api, counts(3, 3), target="deployment/a,deployment/b")
+    result = a.poll_once()
+    assert result.error == "deployment/a: unexpected KeyError: 'boom'"
+    assert api.replicas(scale_path("deployments", "b")) == 3
