@@ -53,17 +53,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench import measure
 from bench.profile import _control_plane
-from bench.run import RESULTS, Impl, log, ours, upstream, upstream_problem
+from bench.run import RESULTS, log
+from bench.variants import HELP as VARIANT_HELP
+from bench.variants import Variant, variants
 from tests.controlplane import ControlPlane
-
-REPO = Path(__file__).resolve().parents[1]
-TREES = REPO / ".cache" / "bench-trees"
 
 # Run by the variant's interpreter instead of its console script: cProfile around
 # poll_once for BENCH_CPROFILE_POLLS polls after BENCH_CPROFILE_WARM, then a dump.
@@ -175,54 +173,6 @@ _CATEGORIES = (
                    "cpa/runtime/ticker.py", "cpa/runtime/polls.py", "cpa/cli.py")),
     ("threading (locks)", ("threading.py", "<method 'acquire'", "<method 'release'")),
 )
-
-
-@dataclass
-class Variant:
-    """One implementation to measure: ours from some tree, or upstream."""
-
-    name: str
-    impl: Impl
-    python: str | None  # ours: the venv's interpreter (for --cprofile); upstream: None
-
-
-def prepare_tree(name: str, spec: str) -> Path:
-    """The directory a ``--variant`` names: a path, or ``git:REF`` exported."""
-    if not spec.startswith("git:"):
-        return Path(spec).resolve()
-    ref = spec[4:]
-    dest = TREES / name
-    shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", ref], check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-    return dest
-
-
-def variants(plane: ControlPlane, args: argparse.Namespace, work: Path) -> list[Variant]:
-    out = []
-    for spec in args.variant or ["ours=."]:
-        name, _, tree_spec = spec.partition("=")
-        tree_spec, _, interpreter = tree_spec.partition(",python=")
-        tree = prepare_tree(name, tree_spec or ".")
-        venv = REPO / ".cache" / f"bench-venv-{name}"
-        problem = measure.install_tree(tree, venv, interpreter or None)
-        if problem:
-            raise SystemExit(f"cannot install variant {name} from {tree}: {problem}")
-        log(f"variant {name}: {tree_spec or '.'} installed in {venv.relative_to(REPO)} on "
-            f"{interpreter or measure.shipped_interpreter()[1]}")
-        command = [str(venv / "bin" / "cluster-proportional-autoscaler")]
-        out.append(Variant(name, ours(plane, args.period, work, command=command,
-                                      extra=args.flag or (), name=name),
-                           str(venv / "bin" / "python")))
-    if args.upstream:
-        binary, problem = upstream_problem()
-        if binary is None:
-            log(f"upstream: not measured: {problem}")
-        else:
-            out.append(Variant("upstream", upstream(plane, binary, args.period, work), None))
-    return out
 
 
 def _wait_polls(variant: Variant, proc: measure.Process, count: int, period: float) -> int:
@@ -450,10 +400,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m bench.pollcost",
                                  description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--nodes", type=int, default=1000)
-    ap.add_argument("--variant", action="append",
-                    help="NAME=TREE[,python=PATH]: ours from a directory or git:REF, "
-                         "installed on the image's interpreter or on PATH (repeatable; "
-                         "default: ours=.)")
+    ap.add_argument("--variant", action="append", help=VARIANT_HELP)
     ap.add_argument("--upstream", action="store_true", help="measure upstream v1.10.3 too")
     ap.add_argument("--flag", action="append", help="an extra flag for every variant of ours")
     ap.add_argument("--rounds", type=int, default=5, help="schedstat rounds (0: none)")
@@ -489,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
             tempfile.TemporaryDirectory(prefix="cpa-pollcost-") as tmp:
         work = Path(tmp)
         plane = bench.plane
-        vs = variants(plane, args, work)
+        vs = variants(plane, args.variant, args.period, work, flags=args.flag or (),
+                      with_upstream=args.upstream)
         rounds: dict[str, list[dict[str, Any]]] = {v.name: [] for v in vs}
         for r in range(args.rounds):
             order = vs[:]

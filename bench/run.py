@@ -286,7 +286,7 @@ def _wait_quiet(plane: ControlPlane, below_percent: float = 5.0, timeout: float 
             return round(percent, 1)
 
 
-def _first_write_once(impl: Impl, plane: ControlPlane, admin: Any, expected: int,
+def first_write_once(impl: Impl, plane: ControlPlane, admin: Any, expected: int,
                       log_path: Path, timeout: float) -> tuple[float, float]:
     """Start the implementation once on a quiet API server; seconds to the first correct
     write and the API server's CPU seconds until then; then stop it."""
@@ -342,7 +342,7 @@ def measure_impl(impl: Impl, plane: ControlPlane, writer: nodes.NodeWriter, clus
     # write and the API server's CPU for it are medians of several starts (the other figures
     # come from the last, which keeps running).
     starts = args.starts if n <= args.starts_max_nodes else args.large_starts
-    earlier = [_first_write_once(impl, plane, admin, expected, workdir / f"{impl.name}-{n}-{i}",
+    earlier = [first_write_once(impl, plane, admin, expected, workdir / f"{impl.name}-{n}-{i}",
                                  args.sync_timeout) for i in range(max(0, starts - 1))]
     _set_replicas(admin, 1)
     writes = measure.ReplicaWatch(plane.server, plane.ca_file, plane.admin_token, NS, TARGET)
