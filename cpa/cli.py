@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from cpa import VERSION_TEXT, redact
+from cpa.failures import internal_error, missing_module
 from cpa.go.pflag import EXIT_INVALID, EXIT_USAGE
 from cpa.runtime.startup import usage_exit
 
@@ -92,13 +93,9 @@ def guarded(prog: str, command: Callable[[], int]) -> int:
         _say(prog, "the input is too large or nested too deeply to handle")
         return EXIT_INVALID
     except ModuleNotFoundError as exc:  # an installation's problem: say how to fix it
-        from cpa.tools.inputs import missing_module
-
         _say(prog, missing_module(exc))
         return EXIT_INVALID
     except Exception as exc:
-        from cpa.tools.inputs import internal_error
-
         _say(prog, internal_error(exc))
         return EXIT_INVALID
 

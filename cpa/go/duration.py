@@ -6,7 +6,6 @@ Go binary; the same text must mean the same seconds here.
 
 from __future__ import annotations
 
-import functools
 import re
 
 __all__ = ["parse_duration"]
@@ -15,10 +14,7 @@ _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms
                    "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-@functools.cache
-def _duration_part() -> re.Pattern[str]:
-    """Compiled at the first duration flag (a default command line has none)."""
-    return re.compile(r"([0-9]*\.?[0-9]*)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]*)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
 
 
 def parse_duration(text: str) -> float:
@@ -32,7 +28,7 @@ def parse_duration(text: str) -> float:
     if not s:
         raise ValueError("invalid duration")
     total, pos = 0.0, 0
-    part = _duration_part()
+    part = _DURATION_PART
     while pos < len(s):
         match = part.match(s, pos)
         if match is None or match.group(1) in ("", "."):

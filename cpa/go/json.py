@@ -23,10 +23,11 @@ Go behaviours reproduced here (all checked against Go 1.26's ``encoding/json``):
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Final, TypeAlias, final
 
 __all__ = [
@@ -55,29 +56,12 @@ class GoJsonError(ValueError):
     """A JSON document that Go's ``encoding/json`` would refuse to decode."""
 
 
+@dataclass(frozen=True, slots=True)
 class Number:
-    """A JSON number kept as its literal text, so int fields can reject ``2.0``.
+    """A JSON number kept as its literal text, so int fields can reject ``2.0``. (Not a
+    tuple: a JSON array is the one tuple among JSON values.)"""
 
-    A plain class, not a dataclass: this module is on the daemon's start-up path (the
-    flags' ``--default-params``), where a frozen dataclass costs ~1 ms to make and the
-    ``dataclasses`` module ~10 ms to import; nor a NamedTuple: a JSON array is the one
-    tuple among JSON values."""
-
-    __slots__ = ("literal",)
-
-    def __init__(self, literal: str) -> None:
-        self.literal: Final[str] = literal
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is Number:
-            return self.literal == other.literal
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash((Number, self.literal))
-
-    def __repr__(self) -> str:
-        return f"Number(literal={self.literal!r})"
+    literal: str
 
 
 class JsonObject:
@@ -150,16 +134,10 @@ _SIMPLE_ESCAPES: Final = {
 }
 
 
-@functools.cache
-def _hex4() -> re.Pattern[str]:
-    """Compiled at the first ``\\u`` escape (parameters seldom have one)."""
-    return re.compile(r"[0-9a-fA-F]{4}")
+_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
 
 
-@functools.cache
-def _surrogates() -> re.Pattern[str]:
-    """Compiled at the first string that is not ASCII."""
-    return re.compile("[\ud800-\udfff]")
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 @final
@@ -291,7 +269,7 @@ class _Parser:
                 self.pos += 1
                 # Go reads bytes; a lone surrogate cannot be valid UTF-8 there.
                 value = "".join(parts)
-                return value if value.isascii() else _surrogates().sub("\ufffd", value)
+                return value if value.isascii() else _SURROGATES.sub("\ufffd", value)
             if char != "\\":
                 raise self.fail("no raw control characters inside a string (use an escape)")
             parts.append(self.escape())
@@ -316,7 +294,7 @@ class _Parser:
         return chr(first)
 
     def _hex4(self, at: int) -> int:
-        match = _hex4().match(self.text, at)
+        match = _HEX4.match(self.text, at)
         if match is None:
             raise self.fail("four hex digits after \\u", at)
         return int(match.group(), 16)
@@ -496,16 +474,11 @@ def format_go_float(number: float) -> str:
     magnitude = abs(number)
     if magnitude == 0:
         return sign + "0"
-    # repr() gives the shortest digits that round-trip, the same digits Go's 'f'/-1 uses:
-    # "256.0", "1.5e-07", "1e+21" read as significant digits and a power of ten (by hand,
-    # not through decimal: --default-params is written at every start, and decimal's
-    # import costs ~1 ms of it).
-    mantissa, _, power = repr(magnitude).partition("e")
-    whole, _, fraction = mantissa.partition(".")
-    significant = (whole + fraction).lstrip("0")
-    digits = significant.rstrip("0")
-    # value == int(digits) * 10**exponent
-    exponent = int(power or 0) - len(fraction) + len(significant) - len(digits)
+    # repr() gives the shortest digits that round-trip, the same digits Go's 'f'/-1 uses;
+    # as a Decimal without trailing zeros: value == int(digits) * 10**exponent.
+    _, digit_tuple, exponent = Decimal(repr(magnitude)).normalize().as_tuple()
+    digits = "".join(map(str, digit_tuple))
+    assert isinstance(exponent, int)  # a finite number
     if 1e-6 <= magnitude < 1e21:
         if exponent >= 0:
             return sign + digits + "0" * exponent
@@ -533,10 +506,7 @@ _HTML_UNSAFE_ESCAPES: Final = {
 _PLAIN_UNSAFE = ('"', "\\", "<", ">", "&")  # printable ASCII that Go escapes
 
 
-@functools.cache
-def _needs_escape() -> re.Pattern[str]:
-    """Compiled at the first string with something to escape or outside printable ASCII."""
-    return re.compile('["\\\\\x00-\x1f<>&\u2028\u2029\ud800-\udfff]')
+_NEEDS_ESCAPE = re.compile('["\\\\\x00-\x1f<>&\u2028\u2029\ud800-\udfff]')
 
 
 def _escape_char(match: re.Match[str]) -> str:
@@ -554,7 +524,7 @@ def _encode_string(text: str) -> str:
     names) needs nothing escaped: checked without the pattern."""
     if text.isascii() and text.isprintable() and not any(c in text for c in _PLAIN_UNSAFE):
         return '"' + text + '"'
-    return '"' + _needs_escape().sub(_escape_char, text) + '"'
+    return '"' + _NEEDS_ESCAPE.sub(_escape_char, text) + '"'
 
 
 def _marshal_scalar(value: JsonValue, where: Iterator[str]) -> str:

@@ -17,9 +17,7 @@ Two failure classes, with upstream's exit codes:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
-
-from cpa.namedtuple import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 __all__ = ["EXIT_INVALID", "EXIT_USAGE", "Flag", "FlagTable", "UsageError", "parse_flags",
            "parse_str", "suggest", "usage"]

@@ -22,11 +22,10 @@ representation to keep. This module is pure: no I/O, no logging.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Final
-
-if TYPE_CHECKING:
-    from fractions import Fraction
+from fractions import Fraction
+from typing import Final
 
 __all__ = [
     "INT64_MAX",
@@ -257,6 +256,7 @@ def _cmp_int(mantissa: int, exponent: int, n: int) -> int:
     return (mantissa > scaled_n) - (mantissa < scaled_n)
 
 
+@dataclass(frozen=True, slots=True, eq=False)  # equal by value: __eq__ below
 class Quantity:
     """A ``resource.Quantity``: value ``unscaled * 10**exponent`` in Go's representation.
 
@@ -266,26 +266,13 @@ class Quantity:
     instead of the canonical form. Equality is by value and format, as two quantities that
     print alike after a fresh canonicalisation are interchangeable; ``text`` and the
     representation do not take part.
-
-    A plain class, not a dataclass: this module is on the daemon's start-up path, where a
-    frozen dataclass costs ~1 ms to make and the ``dataclasses`` module ~10 ms to import;
-    nor a NamedTuple, whose equality is the tuple's, not the value's.
     """
 
-    __slots__ = ("dec", "exponent", "format", "text", "unscaled")
-
-    def __init__(self, unscaled: int, exponent: int, format: Format,
-                 dec: bool = False, text: str | None = None) -> None:
-        self.unscaled: Final[int] = unscaled
-        self.exponent: Final[int] = exponent
-        self.format: Final[Format] = format
-        self.dec: Final[bool] = dec
-        self.text: Final[str | None] = text
-
-    def __repr__(self) -> str:
-        return (f"{self.__class__.__qualname__}(unscaled={self.unscaled!r}, "
-                f"exponent={self.exponent!r}, format={self.format!r}, dec={self.dec!r}, "
-                f"text={self.text!r})")
+    unscaled: int
+    exponent: int
+    format: Format
+    dec: bool = False
+    text: str | None = None
 
     # --- construction ---------------------------------------------------------------
     @classmethod
@@ -677,8 +664,8 @@ def cpu_millicores(text: str) -> int | Fraction:
             "Ki, Mi, Gi, Ti, Pi, Ei, or an exponent like e3), for example '3920m' or '4'"
         )
     whole, _, fraction = match["number"].partition(".")
-    # cores = top / bottom, exactly, in integers (fractions is loaded only for the rare
-    # sub-millicore result: it costs ~1.5 ms of the daemon's start).
+    # cores = top / bottom, exactly, in integers (a Fraction only for the rare
+    # sub-millicore result).
     top: int = int((whole or "0") + fraction)
     bottom: int = 10 ** len(fraction)
     suffix = match["suffix"]
@@ -700,8 +687,6 @@ def cpu_millicores(text: str) -> int | Fraction:
         nanos = -nanos
     if nanos % _NANOS_PER_MILLICORE == 0:
         return nanos // _NANOS_PER_MILLICORE
-    from fractions import Fraction
-
     return Fraction(nanos, _NANOS_PER_MILLICORE)
 
 

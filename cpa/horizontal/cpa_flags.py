@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from cpa.go.pflag import Flag, FlagTable, parse_flags, parse_str
 from cpa.go.pflag import usage as table_usage
 from cpa.go.strconv import parse_bool, parse_go_int
+from cpa.horizontal.decide.defaults import default_params_to_data
+from cpa.kube.selector import SelectorError, parse_selector
 from cpa.kube.targets import Target, parse_targets
 from cpa.runtime import common_flags as shared
 
@@ -99,8 +101,6 @@ class Options(shared.GlogOptions, shared.LeaderElectionOptions):
 
 def _parse_default_params(text: str) -> dict[str, str]:
     """``--default-params``: upstream decodes it while parsing flags, so bad JSON is exit 2."""
-    from cpa.horizontal.decide.defaults import default_params_to_data
-
     return default_params_to_data(text)
 
 
@@ -195,7 +195,6 @@ def validate(opts: Options) -> list[str]:
             f"--poll-period-seconds must be at least 1, got {opts.poll_period_seconds}")
     if opts.nodelabels:
         # Imported only for a selector (its parser compiles patterns: ~2 ms of start-up).
-        from cpa.kube.selector import SelectorError, parse_selector
         try:
             parse_selector(opts.nodelabels)
         except SelectorError as exc:

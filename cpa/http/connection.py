@@ -147,13 +147,6 @@ def _send_all(sock: Any, data: bytes) -> None:
                 sent += tls.write(view[sent:])
 
 
-def _ascii(host: str) -> str | bytes:
-    """A host name as the socket and TLS layers take it without loading the IDNA codec
-    (~1.3 ms of the first connection): bytes when it is ASCII, which that codec would
-    return unchanged; an internationalised name stays text, for the codec."""
-    return host.encode("ascii") if host.isascii() else host
-
-
 class HttpConnection:
     """One connection, plain or TLS. The name verified (and sent as SNI) may differ from
     the address dialled (a kubeconfig's ``tls-server-name``), and the handshake runs on a
@@ -186,9 +179,7 @@ class HttpConnection:
 
     def connect(self) -> None:
         self._poller = None
-        # getaddrinfo takes bytes too (typeshed says str only)
-        sock = socket.create_connection((_ascii(self.host), self.port),  # type: ignore[arg-type]
-                                        self.timeout)
+        sock = socket.create_connection((self.host, self.port), self.timeout)
         self.sock = sock
         try:  # as Go and urllib3 do
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -196,7 +187,7 @@ class HttpConnection:
             if exc.errno != errno.ENOPROTOOPT:
                 raise
         if self._tls is not None:
-            tls = self._tls.wrap_socket(self.sock, server_hostname=_ascii(self._server_name),
+            tls = self._tls.wrap_socket(self.sock, server_hostname=self._server_name,
                                         do_handshake_on_connect=False)
             self.sock = tls
             if self.deadline != math.inf:  # the handshake, as a whole, within the deadline

@@ -27,6 +27,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from cpa import redact
 from cpa.http.errors import (
@@ -38,7 +39,6 @@ from cpa.http.errors import (
 )
 from cpa.http.message import field_value_problem
 from cpa.http.pool import Pool
-from cpa.namedtuple import NamedTuple
 
 __all__ = ["MAX_REDIRECTS", "FetchError", "Fetched", "Fetcher"]
 

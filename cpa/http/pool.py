@@ -7,13 +7,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import re
 import socket
 import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import NoReturn
+from urllib.parse import urlsplit
 
 from cpa.http.connection import (
     DEADLINE_SLACK,
@@ -180,28 +180,6 @@ def deadline_error() -> DeadlineExceeded:
     return DeadlineExceeded("the request's deadline passed before its answer was complete")
 
 
-_PLAIN_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]*)"
-                        r"(?::([0-9]{1,5}))?(/[^?#\s]*)?")
-
-
-def split_url(url: str) -> tuple[str, str | None, int | None, str]:
-    """``urlsplit(url)``'s scheme, hostname, port and path.
-
-    A plain ``scheme://host[:port][/path]`` (every API server address seen in practice) is
-    read here; anything else (user info, a query, spaces) by ``urllib.parse``, which costs
-    ~2.5 ms to import with ``ipaddress``, on the path to the first Node list."""
-    plain = _PLAIN_URL.fullmatch(url)
-    if plain is not None:
-        scheme, host, port, path = plain.groups()
-        if port is None or int(port) <= 65535:
-            return (scheme.lower(), host.strip("[]").lower() or None,
-                    int(port) if port is not None else None, path or "")
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    return parts.scheme, parts.hostname, parts.port, parts.path
-
-
 class Pool:
     """Kept-alive connections to one server; each request has one to itself.
 
@@ -211,13 +189,14 @@ class Pool:
     def __init__(self, server: str, ssl_context: ssl.SSLContext | None,
                  server_name: str | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        scheme, host, port, path = split_url(server)
+        parts = urlsplit(server)
+        scheme, host, port = parts.scheme, parts.hostname, parts.port
         if scheme not in ("https", "http") or not host:
             raise ValueError(f"the API server address {server!r} is not an http(s) URL")
         self._https = scheme == "https"
         self._host = host
         self._port = port or (443 if self._https else 80)
-        self._prefix = path.rstrip("/")
+        self._prefix = parts.path.rstrip("/")
         self._ctx = ssl_context if ssl_context is not None or not self._https \
             else ssl.create_default_context()
         self._server_name = server_name

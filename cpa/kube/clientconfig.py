@@ -6,9 +6,9 @@ a bool belongs is an error naming the field, never Python's truthiness), client-
 refusals apply (``insecure-skip-tls-verify`` with a CA, two auth methods, a certificate
 without its key), ``tls-server-name`` is the name verified, and a broken CA or key is one
 line saying which field. ``exec`` plugins run here (:mod:`cpa.kube.execplugin`); only
-``auth-provider`` goes to the official ``kubernetes`` client's loader: importing that
-package costs about 31 MiB of RSS, which alone would eat half of a 64 MiB budget, so the
-daemon's common paths never import it.
+``auth-provider`` goes to the official ``kubernetes`` client's loader: that package is
+not in the image (it is large, and needed only there), so it is imported on that path
+alone.
 """
 
 from __future__ import annotations
@@ -17,47 +17,40 @@ import base64
 import binascii
 import os
 import ssl
+import tempfile
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
 
 from cpa import redact
 from cpa.http.message import field_value_problem
+from cpa.kube import execplugin
 from cpa.kube.tokenfile import FileToken
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-"""A text, not a Path: ``pathlib`` (with ``urllib.parse`` and ``ipaddress``, ~3 ms) is
-loaded only for a kubeconfig, never on a Pod's way to its first Node list."""
 
 
 class ConfigError(Exception):
     """No usable API server configuration; the message says what to provide."""
 
 
+@dataclass(slots=True, eq=False)
 class Connection:
-    """Everything an HTTP client needs to reach the API server. (A plain class, not a
-    dataclass: this module is on the daemon's start-up path, where a dataclass costs ~1 ms
-    to make and the ``dataclasses`` module ~10 ms to import.)"""
+    """Everything an HTTP client needs to reach the API server."""
 
-    __slots__ = ("authorization", "server", "server_name", "source", "ssl_context",
-                 "unauthorized")
-
-    def __init__(self, server: str, ssl_context: ssl.SSLContext | None,
-                 authorization: Callable[[], str | None], source: str,
-                 server_name: str | None = None,
-                 unauthorized: Callable[[str | None], None] | None = None) -> None:
-        self.server = server
-        self.ssl_context = ssl_context
-        self.authorization = authorization  # the Authorization header value, or None
-        self.source = source  # "in-cluster" or the kubeconfig path, for logs
-        self.server_name = server_name
-        """The name the server's certificate must carry, when not the server's host (a
-        kubeconfig's ``tls-server-name``); also sent as SNI."""
-        self.unauthorized = unauthorized
-        """Told the ``Authorization`` header of a request the API server answered 401: a
-        token file is read again, an exec plugin run again, before the next request."""
+    server: str
+    ssl_context: ssl.SSLContext | None
+    authorization: Callable[[], str | None]  # the Authorization header value, or None
+    source: str  # "in-cluster" or the kubeconfig path, for logs
+    server_name: str | None = None
+    """The name the server's certificate must carry, when not the server's host (a
+    kubeconfig's ``tls-server-name``); also sent as SNI."""
+    unauthorized: Callable[[str | None], None] | None = None
+    """Told the ``Authorization`` header of a request the API server answered 401: a
+    token file is read again, an exec plugin run again, before the next request."""
 
 
 def _context(ca_file: str | None, ca_data: bytes | None, insecure: bool,
@@ -114,8 +107,6 @@ def in_cluster() -> Connection:
 
 
 def _resolve(base: Path, path: str) -> str:
-    from pathlib import Path  # a kubeconfig's: not on a Pod's path (SA_DIR)
-
     p = Path(os.path.expanduser(path))
     return str(p if p.is_absolute() else base / p)
 
@@ -301,10 +292,6 @@ def _check_cluster(cluster: _Fields) -> tuple[str | None, bytes | None, bool]:
 def from_kubeconfig(path: str, context_name: str = "") -> Connection:
     """Load the current context of a kubeconfig file (``context_name``, when given,
     instead)."""
-    from pathlib import Path
-
-    import yaml
-
     file = Path(os.path.expanduser(path.split(os.pathsep)[0]))
     try:
         doc = yaml.safe_load(file.read_text()) or {}
@@ -374,8 +361,6 @@ def _sendable(user: _Fields, key: str) -> str:
 
 def _use_exec_plugin(conn: Connection, stanza: _Fields, cluster: _Fields, base: Path) -> None:
     """Run the exec plugin once now: a plugin that fails is an error at start."""
-    from cpa.kube import execplugin  # only for a kubeconfig with an exec plugin
-
     env: list[tuple[str, str]] = []
     for item in stanza.mappings("env"):
         env.append((item.string("name"), item.string("value")))
@@ -447,9 +432,6 @@ def _read(base: Path, name: str, what: str) -> bytes:
 
 def _load_pair(ctx: ssl.SSLContext, cert: bytes, key: bytes, what: str) -> None:
     """ssl can only load a key pair from files; keep them only as long as loading takes."""
-    import tempfile  # only for a kubeconfig with inline client certificates
-    from pathlib import Path
-
     with tempfile.TemporaryDirectory() as tmp:
         cert_path, key_path = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
         cert_path.write_bytes(cert)
@@ -510,8 +492,6 @@ def kubectl_paths(explicit: str, environ: Mapping[str, str], home: Path) -> list
     """The kubeconfig files kubectl would read, in order: ``--kubeconfig`` alone; else every
     file of ``KUBECONFIG`` (a list, merged, missing files skipped); else
     ``~/.kube/config`` when it exists; else none (then in-cluster)."""
-    from pathlib import Path
-
     if explicit:
         return [Path(os.path.expanduser(explicit))]
     listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
@@ -527,8 +507,6 @@ def kubectl_paths(explicit: str, environ: Mapping[str, str], home: Path) -> list
 
 
 def _read_doc(path: Path) -> dict[str, Any]:
-    import yaml
-
     try:
         doc = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
@@ -570,9 +548,7 @@ def _absolute(entry: dict[str, Any], section: str, base: Path) -> dict[str, Any]
     if isinstance(stanza, dict) and isinstance(stanza.get("command"), str):
         # An exec plugin's relative path (./bin/login) is its own file's too; a bare name
         # stays a PATH lookup.
-        from cpa.kube.execplugin import resolve_command
-
-        fixed["exec"] = {**stanza, "command": resolve_command(stanza["command"], base)}
+        fixed["exec"] = {**stanza, "command": execplugin.resolve_command(stanza["command"], base)}
     return {**entry, inner_key: fixed}
 
 
@@ -617,8 +593,6 @@ def load_like_kubectl(kubeconfig: str = "", context: str = "",
     """The connection kubectl would use: ``--kubeconfig``, else ``KUBECONFIG``, else
     ``~/.kube/config``, else the in-cluster service account; ``context`` instead of the
     current context. Every problem is a :class:`ConfigError` naming the file."""
-    from pathlib import Path
-
     env = os.environ if environ is None else environ
     paths = kubectl_paths(kubeconfig, env, home if home is not None else Path.home())
     if not paths:
@@ -658,11 +632,6 @@ def checked(shown: str, connect: Callable[[], Connection]) -> Connection:
 def _from_merged(doc: dict[str, Any], context: str, shown: str) -> Connection:
     """Load one merged document (entries from several KUBECONFIG files) through a private
     file that exists only while it is read."""
-    import tempfile
-    from pathlib import Path
-
-    import yaml
-
     with tempfile.TemporaryDirectory(prefix="cpa-kubeconfig-") as tmp:
         path = Path(tmp, "config")
         path.touch(mode=0o600)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import enum
 import functools
+import hashlib
+import json
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from cpa import logs
 from cpa.kube.api import Api, ApiError, get_decoded
 from cpa.kube.objects import decode_configmap
-from cpa.namedtuple import NamedTuple
 
 __all__ = ["DEFAULTS_ANNOTATION", "SUPERSEDED_ANNOTATION", "SUPERSEDED_KEPT", "ConfigMapData",
            "DefaultsState", "data_hash", "defaults_state", "fetch", "get_or_create",
@@ -18,9 +20,7 @@ __all__ = ["DEFAULTS_ANNOTATION", "SUPERSEDED_ANNOTATION", "SUPERSEDED_KEPT", "C
 
 
 class ConfigMapData(NamedTuple):
-    """What a poll needs of the ConfigMap: its version (to skip re-parsing) and its data.
-    (A NamedTuple, not a dataclass: the first poll imports this module while the Node list
-    is decoded, and a dataclass costs ~1 ms to create.)"""
+    """What a poll needs of the ConfigMap: its version (to skip re-parsing) and its data."""
 
     resource_version: str
     data: dict[str, str] | None
@@ -163,9 +163,6 @@ def data_hash(data: Mapping[str, str] | None) -> str:
     hashes the same whoever wrote it (the API server keeps ``data`` as a map). The imports
     are here: only --update-configmap-from-defaults hashes, and this module is on the path
     of every daemon's first poll."""
-    import hashlib
-    import json
-
     text = json.dumps(dict(data or {}), sort_keys=True, separators=(",", ":"),
                       ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -14,11 +14,10 @@ which the autoscaler already has).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from cpa.kube.api import Api, ApiError
 from cpa.kube.objects import decode_scale
-from cpa.namedtuple import NamedTuple
 
 __all__ = ["ReadyPod", "Selection", "list_ready_pods", "read_selection"]
 

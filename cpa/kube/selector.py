@@ -8,9 +8,9 @@ invalid selector can never fill.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from cpa.kube.targets import is_dns1123_subdomain
-from cpa.namedtuple import NamedTuple
 
 _NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _SPECIAL = set(" \t\r\n,=!()<>")
@@ -21,9 +21,7 @@ class SelectorError(ValueError):
 
 
 class Requirement(NamedTuple):
-    """One requirement of a selector. (A NamedTuple: ``--nodelabels`` is checked on the
-    daemon's start-up path, where a frozen dataclass costs ~1 ms to make and the
-    ``dataclasses`` module ~10 ms to import.)"""
+    """One requirement of a selector."""
 
     key: str
     operator: str  # "exists", "!", "=", "!=", "in", "notin", ">", "<"

@@ -15,21 +15,17 @@ replicas are written is its writer's business (:mod:`cpa.kube.writers`):
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
-from typing import Final
-
-from cpa.namedtuple import NamedTuple
+from dataclasses import dataclass, field
+from typing import Final, NamedTuple
 
 __all__ = ["ALIASES", "HPA", "KINDS", "TARGET_KINDS", "Current", "Kind", "ScaleResult", "Shape",
            "Target", "object_path", "parse_targets", "scale_path"]
 
 
 class Kind(NamedTuple):
-    """A kind ``--target`` accepts, and where its replicas live. (A NamedTuple: this module
-    is on the daemon's start-up path, where a frozen dataclass costs ~1 ms to make and the
-    ``dataclasses`` module ~10 ms to import.)"""
+    """A kind ``--target`` accepts, and where its replicas live."""
 
     name: str  # as in an object's "kind"
     api_prefix: str
@@ -58,34 +54,15 @@ ALIASES: Final = {"hpa": "horizontalpodautoscaler"}
 TARGET_KINDS: Final = tuple(KINDS)
 
 
+@dataclass(frozen=True, slots=True)
 class Target:
     """One target: ``kind/name`` after lower-casing, as upstream normalises it. ``kind`` is
     a key of :data:`KINDS`, or ``RESOURCE.GROUP`` (then ``resolved`` once discovery found
-    it; two targets are the same target whether resolved or not).
+    it; two targets are the same target whether resolved or not)."""
 
-    A plain class, not a dataclass: this module is on the daemon's start-up path, where a
-    frozen dataclass costs ~1 ms to make and the ``dataclasses`` module ~10 ms to import;
-    nor a NamedTuple, whose equality would count ``resolved`` (and equal plain tuples)."""
-
-    __slots__ = ("kind", "name", "resolved")
-
-    def __init__(self, kind: str, name: str, resolved: Kind | None = None) -> None:
-        self.kind: Final[str] = kind
-        self.name: Final[str] = name
-        self.resolved: Final[Kind | None] = resolved
-
-    def __eq__(self, other: object) -> bool:
-        """By ``kind`` and ``name`` only (a dataclass's ``compare=False`` on ``resolved``)."""
-        if isinstance(other, Target) and other.__class__ is self.__class__:
-            return self.kind == other.kind and self.name == other.name
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash((self.kind, self.name))
-
-    def __repr__(self) -> str:
-        return (f"{self.__class__.__qualname__}(kind={self.kind!r}, name={self.name!r}, "
-                f"resolved={self.resolved!r})")
+    kind: str
+    name: str
+    resolved: Kind | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         return f"{self.kind}/{self.name}"
@@ -106,25 +83,14 @@ class Target:
 
 
 _SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_LABEL_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+_SUBDOMAIN_PATTERN = re.compile(_SUBDOMAIN)
+_RESOURCE_GROUP = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\." + _SUBDOMAIN)
 
 
 def is_dns1123_subdomain(name: str) -> bool:
     """``name`` matches ``_SUBDOMAIN`` whole (the length limit is the caller's): labels of
-    lower-case letters, digits and '-', neither first nor last, joined by dots. A plain
-    check rather than the pattern: every start validates its targets, and compiling the
-    pattern cost ~0.4 ms of it."""
-    for label in name.split("."):
-        if not label or label[0] == "-" or label[-1] == "-" \
-                or not _LABEL_CHARACTERS.issuperset(label):
-            return False
-    return True
-
-
-@functools.cache
-def _resource_group() -> re.Pattern[str]:
-    """``RESOURCE.GROUP``, compiled for the first kind that is not a known one."""
-    return re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\." + _SUBDOMAIN)
+    lower-case letters, digits and '-', neither first nor last, joined by dots."""
+    return _SUBDOMAIN_PATTERN.fullmatch(name) is not None
 
 
 def parse_targets(text: str) -> tuple[tuple[Target, ...], list[str]]:
@@ -137,7 +103,7 @@ def parse_targets(text: str) -> tuple[tuple[Target, ...], list[str]]:
         item = raw.strip()
         kind, slash, name = item.partition("/")
         kind = ALIASES.get(kind, kind)
-        custom = (kind not in KINDS and _resource_group().fullmatch(kind) is not None
+        custom = (kind not in KINDS and _RESOURCE_GROUP.fullmatch(kind) is not None
                   and len(kind) <= 253)
         if not slash or (kind not in KINDS and not custom):
             problems.append(
@@ -170,9 +136,7 @@ def scale_path(namespace: str, target: Target) -> str:
 
 
 class ScaleResult(NamedTuple):
-    """What happened to one target during a poll. (A NamedTuple: this module is on the
-    daemon's start-up path, where a frozen dataclass costs ~1 ms to make and the
-    ``dataclasses`` module ~10 ms to import.)"""
+    """What happened to one target during a poll."""
 
     target: Target
     previous: int | None
@@ -191,8 +155,7 @@ class ScaleResult(NamedTuple):
 
 class Current(NamedTuple):
     """A target's replicas now, as the poll would read them; for an HPA floor its
-    ``minReplicas`` and ``maxReplicas``. (A NamedTuple: this module is on the daemon's
-    start-up path, where a frozen dataclass costs ~1.5 ms to make.)"""
+    ``minReplicas`` and ``maxReplicas``."""
 
     replicas: int
     max_replicas: int | None = None

@@ -24,11 +24,10 @@ import stat
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from cpa import logs, redact
 from cpa.http.message import field_value_problem
-from cpa.namedtuple import NamedTuple
 
 TOKEN_REREAD_SECONDS = 60.0  # client-go's period for a file token source
 MAX_TOKEN_BYTES = 64 * 1024
@@ -41,8 +40,7 @@ class TokenFileError(Exception):
 
 
 class Stamp(NamedTuple):
-    """What stat says of the file the path leads to; another stamp means it changed. A
-    tuple: made and compared on every request, cheaper than a frozen dataclass."""
+    """What stat says of the file the path leads to; another stamp means it changed."""
 
     device: int
     inode: int
@@ -118,8 +116,7 @@ class FileToken:
     def __init__(self, path: str | os.PathLike[str],
                  clock: Callable[[], float] = time.monotonic,
                  stat: Callable[[str], os.stat_result] = os.stat) -> None:
-        # Text, made once: stat's argument on every request (and no pathlib on the
-        # daemon's start-up path).
+        # Text, made once: stat's argument on every request.
         self._path = os.fspath(path)
         self._clock = clock
         self._stat = stat

@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from cpa.kube.api import ApiError, StreamResponse
-from cpa.namedtuple import NamedTuple
 
 __all__ = [
     "ACCEPT_PROTOBUF",

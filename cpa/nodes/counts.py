@@ -6,19 +6,13 @@ its running totals under a :class:`CountingPolicy` and hands out :class:`Cluster
 the decision (:mod:`cpa.horizontal.decide`) reads those counts and turns the parameters' counting
 keys
 into a policy. This is the one module of :mod:`cpa.nodes` that :mod:`cpa.horizontal.decide` imports,
-so it holds no behaviour and imports nothing: the store applies the policy itself, and the
-store stays on the start-up path to the first Node list without the parameter parsers.
-
-NamedTuples rather than frozen dataclasses: this module is imported before the first Node
-list goes out, and making a frozen dataclass costs ~1.5 ms at import (its methods are
-generated and compiled), a NamedTuple ~0.2 ms.
+so it holds no behaviour and imports nothing: the store applies the policy itself, without
+the parameter parsers.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
-
-from cpa.namedtuple import NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
     from fractions import Fraction

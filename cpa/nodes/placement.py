@@ -45,9 +45,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
-
-from cpa.namedtuple import NamedTuple
+from typing import Any, Final, NamedTuple
 
 __all__ = ["EVERYWHERE", "NODE_STATE_TAINTS", "Placement", "Requirement", "Term",
            "Toleration", "excluded_by", "fits", "placement_of"]
@@ -101,8 +99,7 @@ class Placement(NamedTuple):
 
     def excludes(self, name: str, labels: Mapping[str, str],
                  taints: Iterable[tuple[str, str, str]]) -> str | None:
-        """:func:`excluded_by` this placement: a method, so that the node store (on the
-        daemon's start-up path) needs no import of this module (opt-in) to call it."""
+        """:func:`excluded_by` this placement."""
         return excluded_by(self, name, labels, taints)
 
 

@@ -8,8 +8,9 @@ imports nothing heavy, so the protobuf path never loads the JSON decoder's libra
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from cpa.kube.wire import Status
-from cpa.namedtuple import NamedTuple
 
 __all__ = ["ALL_LABELS", "Event", "ListHead", "ListPage", "NodeInfo"]
 

@@ -45,11 +45,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from cpa import logs
 from cpa.go.quantity import CpuQuantityError, cores_rounded_up, cpu_millicores
-from cpa.namedtuple import NamedTuple
 from cpa.nodes.counts import DEFAULT_POLICY, ClusterCounts, CountingPolicy
 from cpa.nodes.records import ALL_LABELS, NodeInfo
 

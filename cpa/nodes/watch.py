@@ -47,15 +47,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 from cpa import logs
 from cpa.kube.api import RETRY_AFTER_CAP, ApiError, StreamingApi, StreamResponse
 from cpa.kube.wire import ACCEPT_PROTOBUF, JSON, Status, frames, is_protobuf, lines
-from cpa.namedtuple import NamedTuple
 from cpa.nodes import proto as nodeproto
 from cpa.nodes.listing import (
     NODES_PATH,
@@ -65,9 +65,6 @@ from cpa.nodes.listing import (
 )
 from cpa.nodes.records import Event, ListHead, ListPage
 from cpa.nodes.store import NodeSink, NodeStore
-
-if TYPE_CHECKING:
-    import random
 
 __all__ = ["WATCH_PACE_REACTING_SECONDS", "WATCH_PACE_SECONDS", "NodeReflector",
            "WatchStatus", "watch_pace"]
@@ -111,9 +108,7 @@ class _StreamEnded(ApiError):
 
 
 class WatchStatus(NamedTuple):
-    """Whether the store follows the cluster, for logs, metrics and ``/last-poll``. (A
-    NamedTuple: this module is on the daemon's start-up path, where a frozen dataclass
-    costs ~1 ms to make and the ``dataclasses`` module ~10 ms to import.)"""
+    """Whether the store follows the cluster, for logs, metrics and ``/last-poll``."""
 
     synced: bool
     up: bool  # a list or watch is open and delivering, as far as we can tell
@@ -159,8 +154,7 @@ class NodeReflector:
         self._streaming = use_streaming_list
         self._first_page = first_page if protobuf else 0
         self._clock = clock
-        self._rng = rng  # made at its first use: random is not imported on the way to the
-        # first write (the first watch opens after the list, beside the first poll)
+        self._rng = rng or random.Random()
         self._log = logs.get_logger("nodewatch")
         self._rv = ""
         self._synced = threading.Event()
@@ -199,13 +193,6 @@ class NodeReflector:
     def status(self) -> WatchStatus:
         return WatchStatus(self.synced, self._up, self._last_contact, self._error,
                            self._restarts)
-
-    def _random(self) -> random.Random:
-        if self._rng is None:
-            import random
-
-            self._rng = random.Random()
-        return self._rng
 
     def start(self) -> None:
         self._started = self._clock()
@@ -266,7 +253,7 @@ class NodeReflector:
                     break
                 if self._relist.is_set():  # relist() closed the stream under our feet
                     continue
-                pause = delay * self._random().uniform(0.8, 1.2)
+                pause = delay * self._rng.uniform(0.8, 1.2)
                 if isinstance(exc, _Corrupt):
                     need_list = True  # what the stream dropped is unknown: list again
                 if isinstance(exc, ApiError) and exc.retry_after:
@@ -275,7 +262,7 @@ class NodeReflector:
                 self._log.warning("watch.failed", error=self._error, retry_in=round(pause, 2),
                                   relist=need_list)
             else:
-                pause = delay * self._random().uniform(0.8, 1.2)
+                pause = delay * self._rng.uniform(0.8, 1.2)
             if self._wait(self._stop, pause):
                 break
             delay = min(delay * 2, BACKOFF_MAX)
@@ -475,7 +462,7 @@ class NodeReflector:
     def _watch(self) -> int:
         """One watch from the last resourceVersion; returns how many events it carried."""
         q = self._query(watch="1", resourceVersion=self._rv, allowWatchBookmarks="true",
-                        timeoutSeconds=str(self._random().randint(*WATCH_SECONDS)))
+                        timeoutSeconds=str(self._rng.randint(*WATCH_SECONDS)))
         try:
             resp = self._api.stream(NODES_PATH, q, read_timeout=READ_IDLE_SECONDS,
                                     accept=self._accept, pace=self._pace)

@@ -8,6 +8,7 @@ of a hung API request.
 from __future__ import annotations
 
 import importlib.util
+import resource
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -61,8 +62,6 @@ def raise_open_files_limit() -> None:
     (since Go 1.19; upstream is one). containerd 2.x gives a container a soft limit of
     1,024 under a hard one of ~500,000; CPython leaves it at 1,024."""
     try:
-        import resource
-
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft != hard:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

@@ -25,12 +25,12 @@ import math
 import re
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from cpa import redact
 from cpa.horizontal.decide.load import Load, Prometheus
 from cpa.horizontal.decide.windows import PanicState, Sample, read_windows, scale
-from cpa.namedtuple import NamedTuple
+from cpa.horizontal.scrape.prometheus import PrometheusClient, PrometheusError
 from cpa.tools.inputs import InputError, ToolParser, answer, parse_command_line, read_text
 
 __all__ = ["Candidate", "Series", "advise", "advise_main", "load_series", "replay"]
@@ -263,8 +263,6 @@ def _series(args: argparse.Namespace) -> Series:
         shown = redact.redact_url(args.prometheus_url)[:60]
         raise InputError(f"--prometheus-url {shown!r}: give the server's "
                          "base URL such as http://prometheus.monitoring:9090")
-    from cpa.horizontal.scrape.prometheus import PrometheusClient, PrometheusError
-
     hours = _positive(args.hours, "--hours", 24.0)
     step = _positive(args.step, "--step", 10.0)
     end = time.time()

@@ -22,19 +22,28 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cpa.horizontal.decide.behavior import BehaviorState, Outcome, apply
 from cpa.horizontal.decide.decision import Decision, decide
 from cpa.horizontal.decide.modes.mode import Params
 from cpa.horizontal.decide.steps import Step, plural
 from cpa.horizontal.decide.windows import LoadAxis, PanicState, Reading, scale
-from cpa.kube.targets import Current, Target
-from cpa.kube.writers import writer_for
-from cpa.namedtuple import NamedTuple
+from cpa.horizontal.scrape.scraper import Scraper
+from cpa.kube import configmap
+from cpa.kube.api import ApiError
+from cpa.kube.client import KubeApi
+from cpa.kube.clientconfig import ConfigError, load_like_kubectl
+from cpa.kube.discovery import ResolveError, resolve
+from cpa.kube.targets import Current, Target, parse_targets, scale_path
+from cpa.kube.template import NoTemplate, pod_template_spec
+from cpa.kube.writers import read_current, writer_for
 from cpa.nodes.counts import ClusterCounts
-from cpa.nodes.placement import Placement
+from cpa.nodes.placement import Placement, placement_of
+from cpa.nodes.store import NodeStore
+from cpa.nodes.watch import NodeReflector
 from cpa.tools.inputs import (
     InputError,
     ToolParser,
@@ -105,9 +114,6 @@ def _parser() -> ToolParser:
 
 def _connect(args: argparse.Namespace) -> KubeApi:
     """The API client, with the kubeconfig found as kubectl finds it."""
-    from cpa.kube.client import KubeApi
-    from cpa.kube.clientconfig import ConfigError, load_like_kubectl
-
     try:
         return KubeApi(load_like_kubectl(args.kubeconfig, args.context))
     except ConfigError as exc:
@@ -119,11 +125,6 @@ def _from_cluster(args: argparse.Namespace, source: tuple[dict[str, str] | None,
     """The parameters (``source``, else the ConfigMap, else the defaults the daemon would
     create it with), then the Nodes from a one-off list, counted as those parameters say
     (the list reads the zones' label when there is one). Reads only."""
-    from cpa.kube import configmap
-    from cpa.kube.api import ApiError
-    from cpa.nodes.store import NodeStore
-    from cpa.nodes.watch import NodeReflector
-
     if source is None and (not args.configmap or not args.namespace):
         raise InputError("--from-cluster needs --configmap and --namespace")
     api = _connect(args)
@@ -166,11 +167,6 @@ def _placement(args: argparse.Namespace, api: KubeApi, params: Params) -> Placem
     if not args.target:
         raise InputError("the parameters have targetPlacement: add --target KIND/NAME, whose "
                          "Pod template decides which Nodes count")
-    from cpa.kube.discovery import ResolveError, resolve
-    from cpa.kube.targets import parse_targets
-    from cpa.kube.template import NoTemplate, pod_template_spec
-    from cpa.nodes.placement import placement_of
-
     targets, problems = parse_targets(args.target)
     if problems or len(targets) != 1:
         raise InputError("; ".join(problems) or "--target: give exactly one kind/name")
@@ -236,11 +232,6 @@ def read_target(args: argparse.Namespace) -> TargetView | None:
     if not args.from_cluster:
         raise InputError("--target reads the scale from the cluster: add --from-cluster, "
                            "or give --current-replicas instead")
-    from cpa.kube.api import ApiError
-    from cpa.kube.discovery import ResolveError, resolve
-    from cpa.kube.targets import parse_targets
-    from cpa.kube.writers import read_current
-
     targets, problems = parse_targets(args.target)
     if problems or len(targets) != 1:
         raise InputError("; ".join(problems) or "--target: give exactly one kind/name")
@@ -428,11 +419,6 @@ def _measure(args: argparse.Namespace, params: Params, view: TargetView
     """One reading of the load now: two scrapes of the target's Ready Pods a scrape
     interval apart (a counter needs two), or one query of the Prometheus source; with the
     Pods', what the scrape read of them."""
-    import time
-
-    from cpa.horizontal.scrape.scraper import Scraper
-    from cpa.kube.targets import scale_path
-
     load = params.shared.load
     assert load is not None
     scraper = Scraper(_connect(args), args.namespace, scale_path(args.namespace, view.target),

@@ -23,6 +23,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from cpa.go.quantity import Format, Quantity
+from cpa.kube.api import ApiError
+from cpa.kube.client import KubeApi
+from cpa.kube.clientconfig import ConfigError as KubeConfigError
+from cpa.kube.clientconfig import load
+from cpa.nodes.records import NodeInfo
+from cpa.nodes.watch import NodeReflector
 from cpa.tools.inputs import InputError, ToolParser, UsageError, answer
 from cpa.vertical import cpvpa_flags as options
 from cpa.vertical.decide.cpva_config import (
@@ -36,6 +42,7 @@ from cpa.vertical.decide.formula import (
     CoresError,
     MilliRangeError,
     Steps,
+    cluster_cores,
     compute,
     guess_format,
     steps,
@@ -102,13 +109,6 @@ def _config(opts: options.VerticalOptions) -> tuple[ScaleConfig | None, str]:
 
 def _from_cluster(opts: options.VerticalOptions) -> tuple[int, int, list[str], Any]:
     """(nodes, cores, odd Nodes, api) from one Node list, summed as CPVA sums."""
-    from cpa.kube.client import ApiError, KubeApi
-    from cpa.kube.clientconfig import ConfigError as KubeConfigError
-    from cpa.kube.clientconfig import load
-    from cpa.nodes.records import NodeInfo
-    from cpa.nodes.watch import NodeReflector
-    from cpa.vertical.decide.formula import cluster_cores
-
     class Sink:
         def __init__(self) -> None:
             self.nodes: dict[str, NodeInfo] = {}
@@ -220,8 +220,6 @@ def _report(opts: options.VerticalOptions, config: ScaleConfig | None, origin: s
 
 def _compare(api: Any, opts: options.VerticalOptions, computed: Any, doc: dict[str, Any]
              ) -> list[str]:
-    from cpa.kube.api import ApiError
-
     target = opts.patch_target
     assert target is not None
     where = f"{target.kind}/{target.name} in {opts.namespace}"

@@ -22,7 +22,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
+import yaml
+
 from cpa import redact
+from cpa.failures import internal_error, missing_module
 from cpa.go.quantity import CpuQuantityError, cores_rounded_up, cpu_millicores
 from cpa.horizontal.decide.defaults import default_params_to_data
 from cpa.horizontal.decide.modes.mode import Params
@@ -106,8 +109,6 @@ def read_text(path: str, flag: str) -> str:
 
 
 def _yaml_documents(text: str, path: str) -> list[object]:
-    import yaml
-
     try:
         return [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
@@ -397,44 +398,6 @@ def answer(prog: str, output: str, compute: Callable[[], tuple[str, int]]) -> in
         return _fail(prog, output, internal_error(exc))
     print(redact.scrub(out))
     return code
-
-
-# Our dependencies whose module is not named as their package (pyproject.toml).
-_DISTRIBUTIONS = {"yaml": "pyyaml"}
-
-
-def missing_module(exc: ModuleNotFoundError) -> str:
-    """One line for a module that is not there: an installation's problem, not a bug of
-    the program. It names the package, the interpreter that lacks it and the fix: the
-    program with its dependencies in a venv (a distribution's own Python refuses a plain
-    ``pip install``; ``make`` in a checkout makes and fills ``.venv``)."""
-    top = (exc.name or "").partition(".")[0][:100] or "?"
-    python = sys.executable or "this Python"
-    if top == "cpa":
-        return (f"the installation is incomplete: {python} finds no module {exc.name!r} of "
-                "this program; reinstall it (from a checkout: make install)")
-    dist = _DISTRIBUTIONS.get(top, top)
-    named = f"{dist!r} (module {top!r})" if dist != top else repr(dist)
-    return (f"the Python package {named}, which this program needs, is not installed for "
-            f"{python}: install the program with its dependencies into a venv and run it "
-            "from there (from a checkout: make install, which makes .venv; else python3 -m "
-            "venv VENV && VENV/bin/pip install cluster-proportional-autoscaler-py), or add "
-            f"the package to that environment (pip install {dist})")
-
-
-def internal_error(exc: BaseException) -> str:
-    """One line for an exception nobody expected: where it happened and what it says,
-    asking for a report (no traceback, no bare exception type as the message)."""
-    tb = exc.__traceback__
-    where = ""
-    while tb is not None:
-        if "/cpa/" in tb.tb_frame.f_code.co_filename:
-            name = tb.tb_frame.f_code.co_filename.rsplit("/cpa/", 1)[1]
-            where = f" at cpa/{name}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    detail = " ".join(str(exc).split())[:500] or "no detail"
-    return (f"internal error{where} ({detail}); this is a bug: please report it with the "
-            "command line")
 
 
 def _fail(prog: str, output: str, message: str) -> int:

@@ -12,6 +12,7 @@ import urllib3
 
 from cpa import VERSION_TEXT, __version__
 from cpa.cli import main, run_daemon
+from cpa.failures import missing_module
 from cpa.runtime.health import HealthState, serve
 from cpa.tools.explain import explain_main
 
@@ -150,7 +151,7 @@ def test_daemon_path_does_not_import_the_kubernetes_client() -> None:
             "cpa.nodes.store, cpa.kube.clientconfig, cpa.kube.client, cpa.nodes.proto, "
             "cpa.runtime.health;"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('kubernetes', 'yaml', 'requests', 'pydantic', 'msgspec', 'google', "
+            "('kubernetes', 'requests', 'pydantic', 'msgspec', 'google', "
             "'structlog', 'prometheus_client', 'http', 'email')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
@@ -188,8 +189,6 @@ def test_a_missing_dependency_names_the_package_and_the_fix(tmp_path: Path) -> N
 
 
 def test_a_missing_module_of_ours_asks_for_a_reinstall() -> None:
-    from cpa.tools.inputs import missing_module
-
     text = missing_module(ModuleNotFoundError("No module named 'cpa.gone'", name="cpa.gone"))
     assert text.startswith("the installation is incomplete:") and "make install" in text
     other = missing_module(ModuleNotFoundError("No module named 'six'", name="six"))

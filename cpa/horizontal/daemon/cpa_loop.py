@@ -21,7 +21,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from cpa import logs
 from cpa.horizontal.daemon.configdir import ConfigDir, ConfigDirError
@@ -31,6 +32,7 @@ from cpa.horizontal.daemon.paramscache import InvalidParams, ParamsCache
 from cpa.horizontal.daemon.placements import PlacementCounts, TargetPlacements
 from cpa.horizontal.daemon.react import EarlyPolls
 from cpa.horizontal.daemon.watchdogs import FloorClamps, OtherWriters, Overwrite
+from cpa.horizontal.decide.behavior import BehaviorStage
 from cpa.horizontal.decide.decision import Decision, decide
 from cpa.horizontal.decide.modes.mode import Params
 from cpa.kube.api import ApiError, RawApi, drop_ahead, send_ahead
@@ -39,12 +41,12 @@ from cpa.kube.targets import ScaleResult, Target
 from cpa.kube.writers import writer_for
 from cpa.nodes.counts import ClusterCounts, CountingPolicy
 from cpa.nodes.watch import WatchStatus
-from cpa.runtime.polls import FRESH, PollRecord, report
+from cpa.runtime.polls import PollRecord, report
 from cpa.runtime.stalecounts import StaleCounts
 from cpa.runtime.ticker import Ticker
 
 if TYPE_CHECKING:
-    from cpa.horizontal.decide.behavior import Behavior, BehaviorStage, Outcome
+    from cpa.horizontal.decide.behavior import Behavior, Outcome
     from cpa.horizontal.decide.load import Load
     from cpa.horizontal.decide.windows import LoadAxis
 
@@ -53,60 +55,32 @@ class PollError(Exception):
     """A poll that could not do its job; the message is what /last-poll reports."""
 
 
+@dataclass(slots=True)
 class PollResult(PollRecord):
-    """Everything one poll saw and did. (A plain class, not a dataclass: the first poll
-    imports this module while the Node list is decoded, and a dataclass costs ~1 ms to
-    create; ``==`` and ``repr`` are :class:`PollRecord`'s, over ``_FIELDS``.)"""
+    """Everything one poll saw and did."""
 
-    __slots__ = ("behavior", "configmap_defaults", "counts", "decision", "decisions", "early",
-                 "load", "overwritten", "params", "params_invalid", "params_version",
-                 "scales", "target_counts")
-    _FIELDS: ClassVar[tuple[str, ...]] = (
-        *PollRecord._FIELDS, "counts", "params", "params_version", "params_invalid",
-        "configmap_defaults", "decision", "scales", "overwritten", "behavior", "early",
-        "load", "decisions", "target_counts")
-
-    def __init__(self, started: float, duration: float = 0.0, error: str | None = None,
-                 stale: str | None = None, counts: ClusterCounts | None = None,
-                 params: Params | None = None, params_version: str | None = None,
-                 params_invalid: str | None = None,
-                 configmap_defaults: DefaultsReport | None = None,
-                 decision: Decision | None = None, scales: list[ScaleResult] = FRESH,
-                 overwritten: list[Overwrite] = FRESH,
-                 behavior: dict[Target, Outcome] = FRESH, early: bool = False,
-                 load: dict[Target, LoadAxis] = FRESH,
-                 decisions: dict[Target, Decision] = FRESH,
-                 target_counts: dict[Target, ClusterCounts] = FRESH) -> None:
-        # The base's fields set here rather than by PollRecord.__init__: one call fewer
-        # per poll, as the dataclass's __init__ did.
-        self.started = started
-        self.duration = duration
-        self.error = error
-        self.stale = stale
-        self.counts = counts
-        self.params = params
-        self.params_version = params_version  # the ConfigMap's resourceVersion
-        self.params_invalid = params_invalid  # why that version's parameters are invalid
-        self.configmap_defaults = configmap_defaults
-        """Ours, ``--update-configmap-from-defaults``: the ConfigMap against the defaults."""
-        self.decision = decision
-        self.scales: list[ScaleResult] = [] if scales is FRESH else scales
-        self.overwritten: list[Overwrite] = (  # another writer's changes
-            [] if overwritten is FRESH else overwritten)
-        self.behavior: dict[Target, Outcome] = {} if behavior is FRESH else behavior
-        """Ours: what ``behavior`` made of the decision per target (empty without it)."""
-        self.early = early
-        """Ours: run between the period's polls because the node counts changed the decision
-        (``--react-to-node-changes``)."""
-        self.load: dict[Target, LoadAxis] = {} if load is FRESH else load
-        """Ours: the load axis per target (parameters with a ``load`` key; empty without)."""
-        self.decisions: dict[Target, Decision] = {} if decisions is FRESH else decisions
-        """Ours, with ``load`` or ``targetPlacement``: each target's decision (the load axis
-        and the placement are per target); ``decision`` is then the first target's."""
-        self.target_counts: dict[Target, ClusterCounts] = (
-            {} if target_counts is FRESH else target_counts)
-        """Ours, with ``targetPlacement``: the counts of the Nodes each target fits on
-        (empty without the key: every target decides on ``counts``)."""
+    counts: ClusterCounts | None = None
+    params: Params | None = None
+    params_version: str | None = None  # the ConfigMap's resourceVersion
+    params_invalid: str | None = None  # why that version's parameters are invalid
+    configmap_defaults: DefaultsReport | None = None
+    """Ours, ``--update-configmap-from-defaults``: the ConfigMap against the defaults."""
+    decision: Decision | None = None
+    scales: list[ScaleResult] = field(default_factory=list)
+    overwritten: list[Overwrite] = field(default_factory=list)  # another writer's changes
+    behavior: dict[Target, Outcome] = field(default_factory=dict)
+    """Ours: what ``behavior`` made of the decision per target (empty without it)."""
+    early: bool = False
+    """Ours: run between the period's polls because the node counts changed the decision
+    (``--react-to-node-changes``)."""
+    load: dict[Target, LoadAxis] = field(default_factory=dict)
+    """Ours: the load axis per target (parameters with a ``load`` key; empty without)."""
+    decisions: dict[Target, Decision] = field(default_factory=dict)
+    """Ours, with ``load`` or ``targetPlacement``: each target's decision (the load axis
+    and the placement are per target); ``decision`` is then the first target's."""
+    target_counts: dict[Target, ClusterCounts] = field(default_factory=dict)
+    """Ours, with ``targetPlacement``: the counts of the Nodes each target fits on
+    (empty without the key: every target decides on ``counts``)."""
 
 
 Observer = Callable[[PollResult], None]
@@ -202,7 +176,7 @@ class Autoscaler:
                                   lambda: (self._params.params, self._last_desired),
                                   lambda: self.poll_once(early=True), may_write)
                        if config.react_to_node_changes else None)
-        self._behavior: BehaviorStage | None = None
+        self._behavior = BehaviorStage()
         self.consecutive_failures = 0
         self.polls = 0
         # The last poll succeeded (or, before the first, the daemon sent its reads): this
@@ -212,12 +186,7 @@ class Autoscaler:
 
     @property
     def behavior(self) -> BehaviorStage:
-        """Ours: the windows' and policies' history, per target; made at the first poll
-        whose parameters have a ``behavior`` (its module is not loaded without one)."""
-        if self._behavior is None:
-            from cpa.horizontal.decide.behavior import BehaviorStage
-
-            self._behavior = BehaviorStage()
+        """Ours: the windows' and policies' history, per target."""
         return self._behavior
 
     def add_observer(self, observer: Observer) -> None:
@@ -411,7 +380,7 @@ class Autoscaler:
                         result: PollResult) -> None:
         """Every target is attempted (ours: upstream stops at the first failure), each with
         its own decision where the load axis made one."""
-        if behavior is None and self._behavior is not None:
+        if behavior is None:
             self._behavior.reset()
         failures: list[str] = []
         for target in self._config.targets:

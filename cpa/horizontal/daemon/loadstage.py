@@ -21,6 +21,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from cpa import logs
 from cpa.horizontal.decide.load import Load
@@ -29,7 +30,6 @@ from cpa.horizontal.scrape.scraper import Scraper, ScrapeStatus
 from cpa.kube.api import Api
 from cpa.kube.targets import Target, scale_path
 from cpa.kube.writers import writer_for
-from cpa.namedtuple import NamedTuple
 from cpa.redact import redact_url
 
 __all__ = ["LoadStage", "TargetLoad"]

@@ -1,13 +1,11 @@
-"""What the poll loop is told (:class:`LoopConfig`), in a module of its own: the daemon
-makes it from the flags before the Node list goes out, when the loop's own code (decide,
-the writers) is not imported yet."""
+"""What the poll loop is told (:class:`LoopConfig`), made from the flags."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from cpa.kube.targets import Target
-from cpa.namedtuple import NamedTuple
 
 __all__ = ["LoopConfig"]
 

@@ -11,6 +11,7 @@ invalid on every poll until the ConfigMap changes; older parameters never stay i
 
 from __future__ import annotations
 
+import ctypes
 import gc
 from collections.abc import Callable, Mapping
 from typing import Protocol
@@ -51,8 +52,6 @@ def return_free_memory(collect: bool = False) -> None:
         gc.collect()
     if _trim is None:
         try:
-            import ctypes  # after the first poll's writes, not on the start-up path
-
             _trim = getattr(ctypes.CDLL(None), "malloc_trim", None) or (lambda _pad: 0)
         except (OSError, AttributeError):
             _trim = lambda _pad: 0  # noqa: E731 - no libc to ask

@@ -21,6 +21,7 @@ from cpa.kube.api import Api
 from cpa.kube.targets import Target
 from cpa.kube.template import NoTemplate, pod_template_spec
 from cpa.nodes.counts import ClusterCounts
+from cpa.nodes.placement import placement_of
 
 if TYPE_CHECKING:
     from cpa.nodes.placement import Placement
@@ -69,8 +70,6 @@ class TargetPlacements:
                 self._log.info("placement.off", reason="the parameters have no "
                                                        "targetPlacement")
             return {}
-        from cpa.nodes.placement import placement_of  # here: the key is opt-in
-
         placements: dict[Target, Placement] = {}
         for target in targets:
             try:

@@ -14,17 +14,16 @@ the poll loop asks once per poll, so each can be tested on its own.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from cpa import logs
 from cpa.kube.targets import ScaleResult, Target
-from cpa.namedtuple import NamedTuple
 
 __all__ = ["FloorClamps", "OtherWriters", "Overwrite"]
 
 
 class Overwrite(NamedTuple):
-    """A target found with other replicas than we last wrote there. (A NamedTuple, not a
-    dataclass: the first poll imports this module while the Node list is decoded, and a
-    dataclass costs ~1 ms to create.)"""
+    """A target found with other replicas than we last wrote there."""
 
     target: Target
     ours: int

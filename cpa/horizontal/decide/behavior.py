@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
-from typing import Any, Final
+from dataclasses import dataclass, field
+from typing import Final, NamedTuple
 
 from cpa.go.json import (
     GoJsonError,
@@ -51,7 +52,6 @@ from cpa.go.json import (
     members_by_field,
 )
 from cpa.horizontal.decide.steps import Step, plural
-from cpa.namedtuple import NamedTuple
 
 __all__ = [
     "MAX_PERIOD_SECONDS",
@@ -85,14 +85,10 @@ _POLICY_FIELDS: Final = ("type", "value", "periodSeconds")
 
 
 # ----------------------------------------------------------------------------- the types
-#
-# NamedTuples and a plain class, not dataclasses: the first poll imports this module while
-# the Node list is decoded, and a dataclass costs ~1 ms to create.
 
 
 class Policy(NamedTuple):
-    """One HPAScalingPolicy: change by ``value`` pods or percent per ``period_seconds``.
-    (A NamedTuple, not a dataclass: see above.)"""
+    """One HPAScalingPolicy: change by ``value`` pods or percent per ``period_seconds``."""
 
     type: str
     value: int
@@ -107,8 +103,7 @@ class Policy(NamedTuple):
 
 
 class Rules(NamedTuple):
-    """One direction's HPAScalingRules, defaults filled in (window 0, selectPolicy Max).
-    (A NamedTuple, not a dataclass: see above.)"""
+    """One direction's HPAScalingRules, defaults filled in (window 0, selectPolicy Max)."""
 
     stabilization_window_seconds: int = 0
     select_policy: str = "Max"
@@ -121,8 +116,7 @@ class Rules(NamedTuple):
 
 
 class Behavior(NamedTuple):
-    """The ``behavior`` object; a direction that is ``None`` is neither delayed nor limited.
-    (A NamedTuple, not a dataclass: see above.)"""
+    """The ``behavior`` object; a direction that is ``None`` is neither delayed nor limited."""
 
     scale_up: Rules | None = None
     scale_down: Rules | None = None
@@ -321,46 +315,18 @@ def parse_behavior(value: JsonValue, where: str = "behavior") -> Behavior | None
 
 # ----------------------------------------------------------------------------- the state
 
-_FRESH: Any = object()
-"""The default of a list argument: a new empty list for each object (a dataclass's
-``field(default_factory=list)``)."""
-
-
+@dataclass(slots=True)
 class BehaviorState:
     """What the algorithm remembers between polls, for one target.
 
     ``recommendations`` are ``(time, formula result)``, one per poll; the events are
     ``(time, replicas added)`` and ``(time, replicas removed)``, one per write. Times are
     seconds on whatever clock the caller passes as ``now`` (monotonic in the daemon, the
-    timeline's ``t`` in ``cpa simulate``).
+    timeline's ``t`` in ``cpa simulate``)."""
 
-    A plain class, not a dataclass (the first poll imports this module while the Node list
-    is decoded, and a dataclass costs ~1 ms to create): equal, and shown, as the dataclass
-    was; with ``__eq__`` and no ``__hash__`` it is not hashable, as the dataclass was not.
-    """
-
-    __slots__ = ("recommendations", "scale_down_events", "scale_up_events")
-
-    def __init__(self, recommendations: list[tuple[float, int]] = _FRESH,
-                 scale_up_events: list[tuple[float, int]] = _FRESH,
-                 scale_down_events: list[tuple[float, int]] = _FRESH) -> None:
-        self.recommendations: list[tuple[float, int]] = (
-            [] if recommendations is _FRESH else recommendations)
-        self.scale_up_events: list[tuple[float, int]] = (
-            [] if scale_up_events is _FRESH else scale_up_events)
-        self.scale_down_events: list[tuple[float, int]] = (
-            [] if scale_down_events is _FRESH else scale_down_events)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, BehaviorState) or other.__class__ is not self.__class__:
-            return NotImplemented
-        return ((self.recommendations, self.scale_up_events, self.scale_down_events)
-                == (other.recommendations, other.scale_up_events, other.scale_down_events))
-
-    def __repr__(self) -> str:
-        return (f"{type(self).__qualname__}(recommendations={self.recommendations!r}, "
-                f"scale_up_events={self.scale_up_events!r}, "
-                f"scale_down_events={self.scale_down_events!r})")
+    recommendations: list[tuple[float, int]] = field(default_factory=list)
+    scale_up_events: list[tuple[float, int]] = field(default_factory=list)
+    scale_down_events: list[tuple[float, int]] = field(default_factory=list)
 
     def recommend(self, desired: int, now: float) -> None:
         """Keep this poll's recommendation (a second call at the same time replaces it:
@@ -396,9 +362,7 @@ class BehaviorState:
 
 
 class Outcome(NamedTuple):
-    """What the behavior made of one poll's formula result for one target. (A NamedTuple,
-    not a dataclass: the first poll imports this module while the Node list is decoded,
-    and a dataclass costs ~1 ms to create.)"""
+    """What the behavior made of one poll's formula result for one target."""
 
     desired: int
     """The formula's count (upstream's decision)."""

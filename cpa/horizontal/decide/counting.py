@@ -22,7 +22,9 @@ parser ignores unknown keys, so the same ConfigMap still works there.
 from __future__ import annotations
 
 import math
-from typing import Final
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Final, NamedTuple
 
 from cpa.go.json import (
     GoJsonError,
@@ -33,7 +35,6 @@ from cpa.go.json import (
     go_string,
 )
 from cpa.horizontal.decide.steps import Step, plural
-from cpa.namedtuple import NamedTuple
 from cpa.nodes.counts import DEFAULT_POLICY, CountingPolicy
 
 __all__ = ["FIELDS", "NO_COUNTING", "PRESETS", "Counting", "CountingDoc",
@@ -81,9 +82,7 @@ def expand_taints(entries: tuple[str, ...]) -> tuple[str, ...]:
 
 
 class Counting(NamedTuple):
-    """The counting keys of one parameters value; the default is upstream's counting.
-    (A NamedTuple, not a dataclass: the first poll imports this module while the Node list
-    is decoded, and a dataclass costs ~1 ms to create.)"""
+    """The counting keys of one parameters value; the default is upstream's counting."""
 
     exclude_taints: tuple[str, ...] = ()
     max_cores_per_node: float | None = None
@@ -99,8 +98,6 @@ class Counting(NamedTuple):
             return DEFAULT_POLICY
         cap = None
         if self.max_cores_per_node is not None:
-            from fractions import Fraction  # here: only with maxCoresPerNode (opt-in)
-
             millicores = Fraction(format_go_float(self.max_cores_per_node)) * 1000
             cap = int(millicores) if millicores.denominator == 1 else millicores
         return CountingPolicy(frozenset(expand_taints(self.exclude_taints)), cap)
@@ -166,34 +163,13 @@ NO_COUNTING: Final = Counting()
 # --- parsing, with Go's encoding/json semantics ------------------------------------------
 
 
+@dataclass(slots=True)
 class CountingDoc:
-    """The keys as decoded so far (Go decodes a repeated key over the earlier value).
+    """The keys as decoded so far (Go decodes a repeated key over the earlier value)."""
 
-    A plain class, not a dataclass (the first poll imports this module while the Node list
-    is decoded, and a dataclass costs ~1 ms to create): equal, and shown, as the dataclass
-    was; with ``__eq__`` and no ``__hash__`` it is not hashable, as the dataclass was not.
-    """
-
-    __slots__ = ("exclude_taints", "max_cores_per_node", "max_replicas_per_node")
-
-    def __init__(self, exclude_taints: list[str] | None = None,
-                 max_cores_per_node: float | None = None,
-                 max_replicas_per_node: float | None = None) -> None:
-        self.exclude_taints = exclude_taints
-        self.max_cores_per_node = max_cores_per_node
-        self.max_replicas_per_node = max_replicas_per_node
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, CountingDoc) or other.__class__ is not self.__class__:
-            return NotImplemented
-        return ((self.exclude_taints, self.max_cores_per_node, self.max_replicas_per_node)
-                == (other.exclude_taints, other.max_cores_per_node,
-                    other.max_replicas_per_node))
-
-    def __repr__(self) -> str:
-        return (f"{type(self).__qualname__}(exclude_taints={self.exclude_taints!r}, "
-                f"max_cores_per_node={self.max_cores_per_node!r}, "
-                f"max_replicas_per_node={self.max_replicas_per_node!r})")
+    exclude_taints: list[str] | None = None
+    max_cores_per_node: float | None = None
+    max_replicas_per_node: float | None = None
 
 
 def decode_counting_field(doc: CountingDoc, field: str, value: JsonValue, where: str) -> None:

@@ -25,11 +25,10 @@ target's current replicas (:mod:`cpa.horizontal.decide.behavior`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from cpa.horizontal.decide.modes.mode import Params
 from cpa.horizontal.decide.steps import Step, plural, show
-from cpa.namedtuple import NamedTuple
 from cpa.nodes.counts import ClusterCounts
 
 if TYPE_CHECKING:
@@ -42,9 +41,7 @@ INT32_MAX: Final = 2**31 - 1
 
 
 class Decision(NamedTuple):
-    """The expected replica count, the counts it was computed from, and why. (A NamedTuple,
-    not a dataclass: the first poll imports this module while the Node list is decoded,
-    and a dataclass costs ~1 ms to create.)"""
+    """The expected replica count, the counts it was computed from, and why."""
 
     mode: str
     replicas: int

@@ -27,7 +27,7 @@ a panic window of 1-100 % of it, a panic threshold of 110-1000 %).
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Final, NamedTuple
 
 from cpa.go.json import (
     JsonValue,
@@ -40,7 +40,6 @@ from cpa.go.json import (
     go_string,
     members_by_field,
 )
-from cpa.namedtuple import NamedTuple
 from cpa.redact import redact_url
 
 __all__ = ["FIELD", "Load", "LoadDoc", "Prometheus", "decode_load", "load_problems"]
@@ -63,9 +62,7 @@ _PATH = re.compile(r"/[!-~]*")  # printable ASCII, no space: it goes into a requ
 
 
 class Prometheus(NamedTuple):
-    """The optional second source: one instant query whose scalar is the rate. (A
-    NamedTuple, not a dataclass: the first poll imports this module while the Node list is
-    decoded, and a dataclass costs ~1 ms to create.)"""
+    """The optional second source: one instant query whose scalar is the rate."""
 
     url: str
     query: str
@@ -85,9 +82,7 @@ class Prometheus(NamedTuple):
 
 
 class Load(NamedTuple):
-    """The ``load`` key of one parameters value, validated. (A NamedTuple, not a dataclass:
-    the first poll imports this module while the Node list is decoded, and a dataclass
-    costs ~1 ms to create.)"""
+    """The ``load`` key of one parameters value, validated."""
 
     target_per_replica: float
     metric: str = ""

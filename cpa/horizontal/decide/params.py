@@ -25,9 +25,10 @@ each naming the ConfigMap key, the field and the value, and saying how to fix it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from cpa.go.json import GoJsonError, JsonObject, JsonValue, as_object, go_bool, parse
+from cpa.horizontal.decide.behavior import behavior_problems, decode_behavior
 from cpa.horizontal.decide.counting import FIELDS as COUNTING_KEYS
 from cpa.horizontal.decide.counting import (
     NO_COUNTING,
@@ -36,7 +37,8 @@ from cpa.horizontal.decide.counting import (
     counting_problems,
     decode_counting_field,
 )
-from cpa.namedtuple import NamedTuple
+from cpa.horizontal.decide.load import decode_load, load_problems
+from cpa.horizontal.decide.zones import decode_zones, zones_problems
 from cpa.nodes.counts import CountingPolicy
 
 if TYPE_CHECKING:  # opt-in keys: their modules load with the first value that has one
@@ -118,16 +120,10 @@ class SharedDecoder:
     def decode(self, key: str, value: JsonValue, where: str) -> None:
         """One member of a shared key (type errors raise :class:`GoJsonError`)."""
         if key == "behavior":  # a pointer: null makes it nil
-            from cpa.horizontal.decide.behavior import decode_behavior
-
             self._behavior = decode_behavior(value, where, self._behavior)
         elif key == ZONES_KEY:  # a pointer too
-            from cpa.horizontal.decide.zones import decode_zones
-
             self._zones = decode_zones(value, where, self._zones)
         elif key == LOAD_KEY:  # a pointer too
-            from cpa.horizontal.decide.load import decode_load
-
             self._load = decode_load(value, where, self._load)
         elif key == "includeUnschedulableNodes":
             if value is not None:  # null leaves the field as it was
@@ -148,17 +144,11 @@ class SharedDecoder:
         zones_errors: list[str] = []
         load_errors: list[str] = []
         if self._behavior is not None:
-            from cpa.horizontal.decide.behavior import behavior_problems
-
             behavior, problems = behavior_problems(self._behavior)
         counting, counting_errors = counting_problems(self._counting)
         if self._zones is not None:
-            from cpa.horizontal.decide.zones import zones_problems
-
             zones, zones_errors = zones_problems(self._zones)
         if self._load is not None:
-            from cpa.horizontal.decide.load import load_problems
-
             load, load_errors = load_problems(self._load)
         return (SharedParams(self._include, behavior, counting, zones, load, self._placement),
                 problems + counting_errors + zones_errors + load_errors)

@@ -8,10 +8,9 @@ write counts and numbers the same way (:func:`show`, :func:`plural`).
 from __future__ import annotations
 
 import math
-from typing import Final
+from typing import Final, NamedTuple
 
 from cpa.go.json import format_go_float
-from cpa.namedtuple import NamedTuple
 
 __all__ = ["INFINITE", "Step", "plural", "show"]
 
@@ -21,9 +20,7 @@ larger than any finite result, so every comparison still orders it correctly."""
 
 
 class Step(NamedTuple):
-    """One step of the reasoning: a stable greppable ``key`` and a full sentence. (A
-    NamedTuple, not a dataclass: the first poll imports this module while the Node list is
-    decoded, and a dataclass costs ~1 ms to create.)"""
+    """One step of the reasoning: a stable greppable ``key`` and a full sentence."""
 
     key: str
     text: str

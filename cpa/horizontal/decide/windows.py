@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from cpa.go.json import format_go_float
 from cpa.horizontal.decide.load import Load
 from cpa.horizontal.decide.steps import Step, plural
-from cpa.namedtuple import NamedTuple
 
 __all__ = ["LoadAxis", "LoadOutcome", "PanicState", "Reading", "Sample", "read_windows",
            "scale", "start", "unavailable"]
@@ -100,35 +101,17 @@ def read_windows(samples: Sequence[Sample], now: float, load: Load) -> Reading |
                    newest.ready, stable_n, panic_n, now - newest.at)
 
 
+@dataclass(slots=True)
 class PanicState:
     """What the panic rule remembers between polls, for one target (Knative's
-    ``panicTime`` and ``maxPanicPods``).
+    ``panicTime`` and ``maxPanicPods``)."""
 
-    A plain class, not a dataclass (the first poll imports this module while the Node list
-    is decoded, and a dataclass costs ~1 ms to create): equal, and shown, as the dataclass
-    was; with ``__eq__`` and no ``__hash__`` it is not hashable, as the dataclass was not.
-    """
-
-    __slots__ = ("begun", "max_pods", "since")
-
-    def __init__(self, since: float | None = None, max_pods: int = 0,
-                 begun: bool = False) -> None:
-        self.since = since
-        """When the test last held (None: not in panic)."""
-        self.max_pods = max_pods
-        """The highest count of this panic episode."""
-        self.begun = begun
-        """A first decision has been made (the start-in-panic rule is applied once)."""
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, PanicState) or other.__class__ is not self.__class__:
-            return NotImplemented
-        return (self.since, self.max_pods, self.begun) == (other.since, other.max_pods,
-                                                           other.begun)
-
-    def __repr__(self) -> str:
-        return (f"{type(self).__qualname__}(since={self.since!r}, "
-                f"max_pods={self.max_pods!r}, begun={self.begun!r})")
+    since: float | None = None
+    """When the test last held (None: not in panic)."""
+    max_pods: int = 0
+    """The highest count of this panic episode."""
+    begun: bool = False
+    """A first decision has been made (the start-in-panic rule is applied once)."""
 
 
 class LoadOutcome(NamedTuple):

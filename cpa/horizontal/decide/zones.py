@@ -35,7 +35,7 @@ earlier one).
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Final, NamedTuple
 
 from cpa.go.json import (
     JsonValue,
@@ -47,7 +47,6 @@ from cpa.go.json import (
     members_by_field,
 )
 from cpa.horizontal.decide.steps import Step, plural
-from cpa.namedtuple import NamedTuple
 
 __all__ = ["DEFAULT_TOPOLOGY_KEY", "FIELD", "Zones", "ZonesDoc", "decode_zones",
            "zones_problems"]
@@ -69,9 +68,7 @@ def _label_key(key: str) -> bool:
 
 
 class Zones(NamedTuple):
-    """The ``zones`` key of one parameters value. (A NamedTuple, not a dataclass: the first
-    poll imports this module while the Node list is decoded, and a dataclass costs ~1 ms to
-    create.)"""
+    """The ``zones`` key of one parameters value."""
 
     topology_key: str = DEFAULT_TOPOLOGY_KEY
     min_per_zone: int = 1

@@ -13,9 +13,9 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from cpa.http.fetch import Fetcher, FetchError
-from cpa.namedtuple import NamedTuple
 
 __all__ = ["MAX_BYTES", "Answer", "PodPages", "Request"]
 

@@ -52,10 +52,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from cpa.horizontal.scrape.exposition import Family
-from cpa.namedtuple import NamedTuple
 
 __all__ = ["CounterBook", "PodRate", "answers_needed", "estimate", "page_fault"]
 

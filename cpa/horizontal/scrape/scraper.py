@@ -22,6 +22,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
+from typing import NamedTuple
 
 from cpa import logs
 from cpa.horizontal.decide.load import Load
@@ -32,7 +33,6 @@ from cpa.horizontal.scrape.prometheus import PrometheusClient, PrometheusError
 from cpa.horizontal.scrape.rates import CounterBook, answers_needed, estimate
 from cpa.kube.api import Api, ApiError
 from cpa.kube.pods import ReadyPod, list_ready_pods, read_selection
-from cpa.namedtuple import NamedTuple
 
 __all__ = ["SELECTOR_REFRESH_SECONDS", "UNSEEN_SCRAPES", "ScrapeStatus", "Scraper"]
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from cpa.go.quantity import INT64_MAX, Quantity, QuantityError
-from cpa.namedtuple import NamedTuple
 from cpa.nodes.records import NodeInfo
 from cpa.vertical.decide.formula import CoresError, cluster_cores
 

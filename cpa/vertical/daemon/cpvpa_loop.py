@@ -26,12 +26,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from cpa import logs
 from cpa.kube.api import ApiError
-from cpa.namedtuple import NamedTuple
-from cpa.runtime.polls import FRESH, PollRecord, report
+from cpa.runtime.polls import PollRecord, report
 from cpa.runtime.ticker import Ticker
 from cpa.vertical.daemon.configfile import ConfigFile
 from cpa.vertical.daemon.inplace import InPlaceOutcome, InPlaceResizer
@@ -51,28 +51,15 @@ class VerticalLoopConfig(NamedTuple):
     in_place: bool = False
 
 
+@dataclass(slots=True)
 class VerticalPollResult(PollRecord):
     """Everything one poll saw and did: the counts, and each target's share (the
-    properties below are the first target's, CPVA's only one). A plain class, as its base
-    is (see :mod:`cpa.runtime.polls`): ``==`` and ``repr`` are the base's, over
-    ``_FIELDS``."""
+    properties below are the first target's, CPVA's only one)."""
 
-    __slots__ = ("cores", "dry_run", "nodes", "targets")
-    _FIELDS: ClassVar[tuple[str, ...]] = (*PollRecord._FIELDS, "nodes", "cores", "dry_run",
-                                          "targets")
-
-    def __init__(self, started: float, duration: float = 0.0, error: str | None = None,
-                 stale: str | None = None, nodes: int | None = None,
-                 cores: int | None = None, dry_run: bool = False,
-                 targets: list[TargetPollResult] = FRESH) -> None:
-        self.started = started
-        self.duration = duration
-        self.error = error
-        self.stale = stale
-        self.nodes = nodes
-        self.cores = cores
-        self.dry_run = dry_run
-        self.targets: list[TargetPollResult] = [] if targets is FRESH else targets
+    nodes: int | None = None
+    cores: int | None = None
+    dry_run: bool = False
+    targets: list[TargetPollResult] = field(default_factory=list)
 
     def _first(self) -> TargetPollResult | None:
         return self.targets[0] if self.targets else None

@@ -247,7 +247,9 @@ def test_a_target_is_the_same_target_resolved_or_not() -> None:
     assert {bare: 1}[resolved] == 1 and len({bare, resolved}) == 1
     assert resolved != Target("clones.example.com", "y", clone)
     assert resolved != Target("clones.example.org", "x", clone)
-    assert bare != ("clones.example.com", "x") and bare != "clones.example.com/x"
+    pair: object = ("clones.example.com", "x")
+    text: object = "clones.example.com/x"
+    assert bare != pair and bare != text
     assert repr(resolved) == (
         "Target(kind='clones.example.com', name='x', resolved=Kind(name='Clone', "
         "api_prefix='/apis/example.com/v1', plural='clones', upstream=False, floor=False, "

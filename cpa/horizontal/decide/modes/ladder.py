@@ -12,12 +12,11 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Final, overload
+from typing import Final, NamedTuple, overload
 
 from cpa.go.json import GoJsonError, JsonValue, describe, go_int
 from cpa.horizontal.decide.modes.mode import Mode, larger_reading
 from cpa.horizontal.decide.steps import Step, plural
-from cpa.namedtuple import NamedTuple
 
 __all__ = ["MODE", "LadderParams", "Table", "replicas"]
 
@@ -81,9 +80,7 @@ _EMPTY: Final = Table()
 
 
 class LadderParams(NamedTuple):
-    """Ladder mode's own keys; each table is ``(threshold, replicas)`` pairs, stably sorted.
-    (A NamedTuple, not a dataclass: the first poll imports this module while the Node list
-    is decoded, and a dataclass costs ~1 ms to create.)"""
+    """Ladder mode's own keys; each table is ``(threshold, replicas)`` pairs, stably sorted."""
 
     cores_to_replicas: Table = _EMPTY
     nodes_to_replicas: Table = _EMPTY

@@ -12,20 +12,17 @@ the ``max`` clamp, so it can exceed ``max``. ``min`` 0 means 1, ``max`` 0 means 
 from __future__ import annotations
 
 import math
-from typing import Final
+from typing import Final, NamedTuple
 
 from cpa.go.json import JsonValue, format_go_float, go_bool, go_float, go_int
 from cpa.horizontal.decide.modes.mode import Mode, larger_reading
 from cpa.horizontal.decide.steps import INFINITE, Step, plural, show
-from cpa.namedtuple import NamedTuple
 
 __all__ = ["MODE", "LinearParams", "replicas"]
 
 
 class LinearParams(NamedTuple):
-    """Linear mode's own keys; ``min`` is already lifted from 0 to 1, ``max`` 0 means no cap.
-    (A NamedTuple, not a dataclass: the first poll imports this module while the Node list
-    is decoded, and a dataclass costs ~1 ms to create.)"""
+    """Linear mode's own keys; ``min`` is already lifted from 0 to 1, ``max`` 0 means no cap."""
 
     cores_per_replica: float
     nodes_per_replica: float

@@ -18,7 +18,7 @@ applies a formula to its parameters is :meth:`Configured.replicas`, type-checked
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from cpa.go.json import GoJsonError, JsonValue, members_by_field
 from cpa.horizontal.decide.params import (
@@ -30,7 +30,6 @@ from cpa.horizontal.decide.params import (
     document,
 )
 from cpa.horizontal.decide.steps import Step, show
-from cpa.namedtuple import NamedTuple
 
 __all__ = ["Configured", "Decoder", "Mode", "ModeParams", "Params", "larger_reading"]
 
@@ -62,9 +61,7 @@ class Decoder(Protocol[P_co]):
 
 
 class Mode(NamedTuple, Generic[P]):
-    """One way to compute replicas, named by its ConfigMap key. (A NamedTuple, not a
-    dataclass: the first poll imports this module while the Node list is decoded, and a
-    dataclass costs ~1 ms to create.)"""
+    """One way to compute replicas, named by its ConfigMap key."""
 
     name: str
     keys: tuple[str, ...]

@@ -64,13 +64,7 @@ sys.exit(main.run(sys.argv[2:]))
 
 LATER = ("cpa.nodes.store", "cpa.nodes.watch", "cpa.nodes.proto", "cpa.runtime.health",
          "cpa.horizontal.daemon.cpa_loop", "cpa.horizontal.decide.decision")
-NEVER = ("dataclasses", "inspect", "urllib.parse", "ipaddress", "encodings.idna",
-         "cpa.kube.selector", "structlog", "prometheus_client", "fractions", "decimal",
-         "fnmatch", "random",
-         # the opt-in keys' modules, without those keys in the parameters:
-         "cpa.horizontal.decide.behavior", "cpa.horizontal.decide.windows",
-         "cpa.horizontal.decide.load", "cpa.horizontal.decide.zones",
-         "cpa.nodes.placement")
+NEVER = ("structlog", "prometheus_client")
 
 
 def test_the_list_goes_out_first_and_nothing_costly_is_loaded(tmp_path: Path) -> None:
