@@ -15,9 +15,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 from cpa import VERSION_TEXT, redact
-from cpa.failures import internal_error, missing_module
+from cpa.failures import internal_error, missing_module, usage_exit
 from cpa.go.pflag import EXIT_INVALID, EXIT_USAGE
-from cpa.runtime.startup import usage_exit
 
 __all__ = ["DAEMON_NAME", "daemon_main", "guarded", "main", "run_daemon", "vertical_main"]
 

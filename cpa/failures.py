@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["internal_error", "missing_module"]
+from cpa.go.pflag import EXIT_USAGE
+
+__all__ = ["internal_error", "missing_module", "usage_exit"]
 
 # Our dependencies whose module is not named as their package (pyproject.toml).
 _DISTRIBUTIONS = {"yaml": "pyyaml"}
@@ -45,3 +47,9 @@ def internal_error(exc: BaseException) -> str:
     detail = " ".join(str(exc).split())[:500] or "no detail"
     return (f"internal error{where} ({detail}); this is a bug: please report it with the "
             "command line")
+
+
+def usage_exit(prog: str, message: str) -> int:
+    """A command line that cannot be parsed: one line, exit 2 (pflag's)."""
+    print(f"{prog}: {message} (see --help)", file=sys.stderr)
+    return EXIT_USAGE

@@ -5,12 +5,6 @@ Manifests pass ``--v=N``; operators expect the same N to mean the same amount of
 names are stable dotted words (``scale.changed``, ``poll.failed``) so they can be grepped
 and alerted on; details go in key=value fields, never in the event string.
 
-structlog (~30 ms to import, asyncio included) is imported at the first event, not at
-start-up. The daemon goes further (:func:`hold`): its events until the first poll is done
-are kept, stamped with the time they happened, and written right after that poll's writes
-(or after at most ``HOLD_SECONDS``); on a 2-core machine the import would otherwise be
-~15% of the start to the first scale write at 1,000 Nodes.
-
 Logging never blocks the daemons' loops (:func:`buffer_stderr`): a log pipe that nobody
 reads (a container runtime's, backing up) would otherwise stop the poll loop at its next
 log line, as glog's does. A line is written at once only when stderr can take it
@@ -25,6 +19,8 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import json
+import logging
 import os
 import select
 import sys
@@ -33,16 +29,11 @@ import time
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
+import structlog
+
 from cpa import redact
 
 _verbosity = 0
-_format = "text"
-_ready = False  # structlog imported and configured for _format
-_ready_lock = threading.Lock()
-_held: list[tuple[str, str, str, dict[str, Any]]] | None = None  # see hold()
-_HELD_AT = "_cpa_held_at"  # the event's own time (ns since the epoch), carried to _stamp()
-HOLD_SECONDS = 1.0
-_PLAIN = frozenset({"debug", "info", "warning", "warn", "error", "critical", "msg"})
 BUFFER_LINES = 5000
 """Lines kept for a stderr that does not take them: about 1.5 MB of JSON lines, minutes
 of ``--v=4`` output. ``CPA_LOG_BUFFER_LINES`` (both daemons) sets another number; 0
@@ -52,82 +43,23 @@ FLUSH_SECONDS = 2.0  # at exit: the buffer is written out for at most this long
 
 
 def configure(verbosity: int = 0, fmt: str = "text") -> None:
-    """Set verbosity and renderer once at start-up; logs go to stderr like upstream's."""
-    global _verbosity, _format, _ready
+    """Set verbosity and renderer at start-up; logs go to stderr like upstream's."""
+    global _verbosity
     _verbosity = verbosity
-    with _ready_lock:
-        _format = fmt
-        _ready = False
-        if "structlog" in sys.modules:  # already in use: apply now, as before
-            _setup()
+    render = _json_line if fmt == "json" else logfmt
 
+    def scrubbed(logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
+        return redact.scrub(render(logger, name, event))
 
-def hold() -> None:
-    """Keep events from now until :func:`release` (called after the first poll, at exit,
-    at an exception, and by a timer after ``HOLD_SECONDS``). Each keeps the time it was
-    logged: the output is what it would have been, written a moment later."""
-    global _held
-    with _ready_lock:
-        if _ready or _held is not None:
-            return  # structlog is in use already, or events are held already
-        _held = []
-    timer = threading.Timer(HOLD_SECONDS, release)
-    timer.daemon = True
-    timer.start()
-
-
-def release() -> None:
-    """Write the kept events in order and log directly from now on (nothing when no
-    events are held)."""
-    global _held
-    if _held is None:
-        return
-    import structlog
-
-    with _ready_lock:
-        held, _held = _held, None
-        if not _ready:
-            _setup()
-        for component, method, event, fields in held or ():
-            getattr(structlog.get_logger().bind(component=component), method)(event, **fields)
-
-
-_hour: tuple[int, str] = (-1, "")  # the last hour stamped, as ISO 8601 text to its colon
-
-
-def utc_stamp(ns: int) -> str:
-    """``datetime.fromtimestamp(ns / 1e9, UTC).isoformat()`` with ``Z`` for ``+00:00``
-    (microseconds only when not zero, as ``isoformat`` writes them), the date and hour
-    made once an hour: a ``--v=4`` poll logs a line every period, and ``isoformat`` with its
-    offset was a tenth of that line's cost (``gmtime`` and ``strftime`` once a second still
-    ran at every poll, seconds apart)."""
-    global _hour
-    sec, micro = divmod(ns // 1000, 1_000_000)
-    hour, in_hour = divmod(sec, 3600)
-    last = _hour
-    if last[0] != hour:
-        last = _hour = (hour, time.strftime("%Y-%m-%dT%H:", time.gmtime(hour * 3600)))
-    minute, second = divmod(in_hour, 60)
-    if micro:
-        return f"{last[1]}{minute:02d}:{second:02d}.{micro:06d}Z"
-    return f"{last[1]}{minute:02d}:{second:02d}Z"
-
-
-def _stamp(_logger: Any, name: str, event: MutableMapping[str, Any]
-           ) -> MutableMapping[str, Any]:
-    """structlog's ``add_log_level``, ``TimeStamper(fmt="iso", utc=True)`` (a kept event
-    keeps its time), ``StackInfoRenderer`` and ``format_exc_info`` in one step: the last
-    two only for an event that asks for them (a poll's line does not)."""
-    event["level"] = "warning" if name == "warn" else "error" if name == "exception" \
-        else name
-    at = event.pop(_HELD_AT, None)
-    event["timestamp"] = utc_stamp(time.time_ns() if at is None else at)
-    if "stack_info" in event or "exc_info" in event:
-        import structlog
-
-        event = structlog.processors.StackInfoRenderer()(_logger, name, event)
-        event = structlog.processors.format_exc_info(_logger, name, event)
-    return event
+    structlog.configure(
+        processors=[structlog.processors.add_log_level,
+                    structlog.processors.TimeStamper(fmt="iso", utc=True),
+                    structlog.processors.StackInfoRenderer(),
+                    structlog.processors.format_exc_info, scrubbed],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+        logger_factory=_stderr_logger,
+        cache_logger_on_first_use=True,
+    )
 
 
 def _json_fallback(obj: Any) -> Any:
@@ -138,40 +70,12 @@ def _json_fallback(obj: Any) -> Any:
         return repr(obj)
 
 
-_JSON = None  # the encoder, made at the first JSON line
+_JSON = structlog.processors.JSONRenderer(default=_json_fallback)
 
 
-def json_line(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> str:
-    """structlog's ``JSONRenderer(sort_keys=False)`` after :func:`_ordered`, with one
-    encoder for every line (``json.dumps`` with a ``default`` makes one per call)."""
-    global _JSON
-    encode = _JSON
-    if encode is None:
-        import json
-
-        encode = _JSON = json.JSONEncoder(default=_json_fallback).encode
-    return encode(_ordered(_logger, _name, event))
-
-
-def _setup() -> None:
-    """Configure structlog for ``_format`` (under ``_ready_lock``)."""
-    global _ready
-    import logging
-
-    import structlog
-
-    render = json_line if _format == "json" else logfmt
-
-    def scrubbed(logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
-        return redact.scrub(render(logger, name, event))
-
-    structlog.configure(
-        processors=[_stamp, scrubbed],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
-        logger_factory=_stderr_logger,
-        cache_logger_on_first_use=True,
-    )
-    _ready = True
+def _json_line(logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
+    """structlog's ``JSONRenderer`` after :func:`_ordered`."""
+    return str(_JSON(logger, name, _ordered(logger, name, event)))
 
 
 _FIRST = ("timestamp", "level", "event", "component")
@@ -227,8 +131,6 @@ def _plain(value: object) -> str:
         if all(v is None or isinstance(v, str | int | float) for v in items):
             return ",".join(_plain(v) for v in items)
     if isinstance(value, dict | list | tuple | set | frozenset):
-        import json
-
         return json.dumps(value, separators=(",", ":"), default=str, ensure_ascii=False)
     return str(value)
 
@@ -236,8 +138,6 @@ def _plain(value: object) -> str:
 def _quoted(text: str) -> str:
     if all(ord(c) in _BARE or (ord(c) > 0x7F and c.isprintable()) for c in text):
         return text
-    import json
-
     return json.dumps(text, ensure_ascii=False)
 
 
@@ -426,51 +326,7 @@ def verbosity() -> int:
 
 def get_logger(component: str) -> Any:
     """A logger whose every event carries ``component`` for filtering."""
-    return _Logger(component)
+    return structlog.get_logger(component=component)
 
 
-class _Logger:
-    """A component's logger: structlog's, made at its first use (see the module doc)."""
-
-    __slots__ = ("_component", "_real")
-
-    def __init__(self, component: str) -> None:
-        self._component = component
-        self._real: Any = None
-
-    def __getattr__(self, name: str) -> Any:  # info, warning, error, bind, ...
-        real = self._real
-        if real is None and _held is not None:
-            if name in _PLAIN:
-                return _Holder(self._component, name)
-            release()  # anything else (bind, exception) ends the holding, in order
-        if real is None:
-            with _ready_lock:
-                if not _ready:
-                    _setup()
-            import structlog
-            real = self._real = structlog.get_logger().bind(component=self._component)
-        return getattr(real, name)
-
-
-class _Holder:
-    """One logging call made while events are held (see :func:`hold`)."""
-
-    __slots__ = ("_component", "_method")
-
-    def __init__(self, component: str, method: str) -> None:
-        self._component = component
-        self._method = method
-
-    def __call__(self, event: str, **fields: Any) -> None:
-        if "exc_info" not in fields:
-            fields[_HELD_AT] = time.time_ns()
-            with _ready_lock:
-                held = _held
-                if held is not None:
-                    held.append((self._component, self._method, event, fields))
-                    return
-        else:  # an exception is rendered now, while it is the current one
-            release()
-        fields.pop(_HELD_AT, None)
-        getattr(get_logger(self._component), self._method)(event, **fields)
+configure()  # until the daemon's flags say otherwise: text, verbosity 0

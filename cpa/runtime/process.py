@@ -21,9 +21,8 @@ __all__ = ["DAEMON_MODULES", "Abortable", "Stopper", "raise_open_files_limit",
            "report_thread_failures", "require_modules"]
 
 DAEMON_MODULES = ("yaml", "structlog", "msgspec", "prometheus_client")
-"""What the daemons import later, some in threads (structlog on the timer that writes the
-held start-up events, msgspec on the Node watch's), where a missing one would not stop
-the process: it would run on, silent."""
+"""What the daemons import later, some in threads (msgspec on the Node watch's), where a
+missing one would not stop the process: it would run on, silent."""
 
 
 def require_modules(names: Sequence[str] = DAEMON_MODULES) -> None:

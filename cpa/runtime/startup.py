@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from cpa import logs
-from cpa.go.pflag import EXIT_INVALID, EXIT_USAGE, UsageError
+from cpa.failures import usage_exit
+from cpa.go.pflag import EXIT_INVALID, UsageError
 
 if TYPE_CHECKING:
     from cpa.kube.client import KubeApi
@@ -71,12 +72,6 @@ def read_command_line(argv: Sequence[str], prog: str, parse: Callable[[Sequence[
         print(f"{prog}: {failed}", file=sys.stderr)
         return EXIT_INVALID
     return opts
-
-
-def usage_exit(prog: str, message: str) -> int:
-    """A command line that cannot be parsed: one line, exit 2 (pflag's)."""
-    print(f"{prog}: {message} (see --help)", file=sys.stderr)
-    return EXIT_USAGE
 
 
 def connect(kubeconfig: str) -> tuple[Stopper, Connection, KubeApi]:

@@ -236,7 +236,6 @@ def _restore_process_state() -> Iterator[None]:
     yield
     for sig, handler in handlers.items():
         signal.signal(sig, handler)
-    logs.release()
     logs.configure(0, "text")
 
 
@@ -269,7 +268,6 @@ def _run(call: Callable[[], int], daemon: bool) -> tuple[int, str]:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         threading.excepthook = old_hook
-        logs.release()
     printed = out.getvalue() + err.getvalue() + "\n".join(thread_errors)
     return code, printed
 

@@ -5,8 +5,8 @@ Exit codes as upstream's: 2 for a usage error, 1 for invalid flags or too many f
 polls, 0 on SIGTERM/SIGINT. The start-up order is a measured goal (docs/architecture.md):
 only what the Node list's request needs is imported before it goes out
 (:mod:`cpa.nodes.listing`); the reflector, the store, the health server and the first
-poll's code are imported while the API server answers it, and the logging library and
-prometheus_client after the first poll's writes.
+poll's code are imported while the API server answers it, and prometheus_client after the
+first poll's writes.
 """
 
 from __future__ import annotations
@@ -58,8 +58,7 @@ def run(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
         return _run(argv, prog)
     finally:
         gc.enable()
-        logs.release()  # events still held (an early exit) are written before we go
-        logs.flush()  # ... and the buffered lines are out before the process is
+        logs.flush()  # the buffered lines are out before the process is
 
 
 def _run(argv: Sequence[str], prog: str) -> int:
@@ -103,10 +102,7 @@ def _run(argv: Sequence[str], prog: str) -> int:
         return EXIT_INVALID
     watch.start()
     stopper.abort_on_stop(api)
-    # Events until the first poll is done are held and written after it (cpa.logs): the
-    # logging library is not imported before the first write. While the API server answers
-    # the Node list, the first poll's code is imported.
-    logs.hold()
+    # While the API server answers the Node list, the first poll's code is imported.
     _log_start(opts, conn)
     if opts.dry_run:
         _dry_run(opts)
@@ -306,8 +302,8 @@ def loop_config(opts: flags.Options) -> LoopConfig:
 
 
 class _FirstPollDone:
-    """An observer that, once the first poll is done, writes the held log events and lets
-    the garbage collector run again (see :func:`run`)."""
+    """An observer that, once the first poll is done, lets the garbage collector run again
+    (see :func:`run`)."""
 
     def __init__(self) -> None:
         self._done = False
@@ -316,4 +312,3 @@ class _FirstPollDone:
         if not self._done:
             self._done = True
             gc.enable()
-            logs.release()

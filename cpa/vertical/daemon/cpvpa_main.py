@@ -43,7 +43,6 @@ def run_vertical(argv: list[str], prog: str = PROG) -> int:
     try:
         return _run(argv, prog)
     finally:
-        logs.release()
         logs.flush()  # the buffered lines are out before the process is
 
 
