@@ -9,7 +9,6 @@ each daemon parses its own flags and maps outcomes to its upstream's exit codes.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -61,7 +60,6 @@ def _is_cpva_command_line(args: Sequence[str]) -> bool:
 def vertical_main() -> None:
     """Console script ``cpvpa`` (the image's ``/cpvpa``): the vertical autoscaler,
     CPVA v0.8.9's drop-in (:mod:`cpa.vertical`)."""
-    gc.enable()  # the image's autoscaler script turns it off (a CPVA command line ends here)
     from cpa.vertical.daemon.cpvpa_main import run_vertical
 
     prog = os.path.basename(sys.argv[0]) or "cpvpa"

@@ -33,19 +33,11 @@ SCRIPT = """\
 # start; the venv has no .pth file for it to run): its packages go on the path here, last,
 # where site would put them.
 import sys
-{prelude}sys.path.append("{site}")
+sys.path.append("{site}")
 from {module} import {attr}
 if __name__ == "__main__":
     sys.exit({attr}())
 """
-PRELUDES = {
-    # The autoscaler's daemon: no cyclic garbage collection while it imports and reads the
-    # first Node list (its passes over objects that all stay alive were ~2 ms of the start
-    # before the daemon's own code runs); cpa.horizontal.daemon.cpa_main.run turns it back on after
-    # the
-    # first poll, cpa.cli.vertical_main for a CPVA command line handed over.
-    "cpa.cli:daemon_main": "import gc\ngc.disable()\n",
-}
 # glibc 2.36 in bookworm: any manylinux tag up to 2_36 runs there.
 MANYLINUX = [f"manylinux_2_{minor}" for minor in range(17, 37)] + ["manylinux2014"]
 
@@ -170,8 +162,7 @@ def write_scripts(root: Path) -> list[str]:
             module, _, attr = spec.strip().partition(":")
             script = bin_dir / name
             script.write_text(SCRIPT.format(venv=VENV, site=SITE, module=module,
-                                            attr=attr.strip(),
-                                            prelude=PRELUDES.get(spec.strip(), "")))
+                                            attr=attr.strip()))
             script.chmod(0o755)
             names.append(name)
     for name in ENTRYPOINTS:

@@ -238,28 +238,6 @@ def test_console_scripts_run_without_site_and_find_the_venvs_packages(
     assert (proc.returncode, proc.stdout) == (3, "False 1\n"), proc.stderr
 
 
-def test_only_the_autoscalers_script_starts_without_garbage_collection(
-        tmp_path: Path) -> None:
-    """The daemon's script turns the collector off before its imports
-    (cpa.horizontal.daemon.cpa_main.run
-    turns it on after the first poll); the others leave it as the interpreter starts."""
-    from ocibuild import python
-
-    site = _fake_install(tmp_path)
-    (site / "pkg-1.dist-info" / "entry_points.txt").write_text(
-        "[console_scripts]\n" + "".join(
-            f"{name} = {'cpa.cli:daemon_main' if name == SCRIPT else 'pkg:main'}\n"
-            for name in python.ENTRYPOINTS))
-    python.write_scripts(tmp_path)
-    bin_dir = tmp_path / python.VENV.lstrip("/") / "bin"
-    for name in python.ENTRYPOINTS:
-        script = (bin_dir / name).read_text()
-        assert ("gc.disable()" in script) == (name == SCRIPT), name
-        assert script.index("import sys") < script.index("from ")
-    daemon = (bin_dir / SCRIPT).read_text()
-    assert daemon.index("gc.disable()") < daemon.index("from cpa.cli import daemon_main")
-
-
 def test_a_pth_file_stops_the_build_since_the_scripts_skip_site(tmp_path: Path) -> None:
     from ocibuild import python
 

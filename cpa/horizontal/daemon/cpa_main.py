@@ -11,7 +11,6 @@ first poll's writes.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import threading
@@ -26,7 +25,7 @@ from cpa.runtime.startup import StartupError, connect, read_command_line, serve_
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from cpa.horizontal.daemon.cpa_loop import Autoscaler, PollResult
+    from cpa.horizontal.daemon.cpa_loop import Autoscaler
     from cpa.horizontal.daemon.lateload import LateLoad
     from cpa.horizontal.daemon.latemetrics import LateMetrics
     from cpa.horizontal.daemon.loopconfig import LoopConfig
@@ -49,15 +48,9 @@ poll decides once it is done."""
 
 def run(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
     """Parse flags, sync the node cache, serve health, poll until told to stop."""
-    # No cyclic garbage collection until the first poll is done (or the first list takes
-    # long, or the process is a leader-elect candidate, which may never poll): at 1,000
-    # Nodes its passes were ~3 ms of the CPU before the first write, over objects that
-    # are all alive. Reference counting frees the rest as always.
-    gc.disable()
     try:
         return _run(argv, prog)
     finally:
-        gc.enable()
         logs.flush()  # the buffered lines are out before the process is
 
 
@@ -126,7 +119,6 @@ def _run(argv: Sequence[str], prog: str) -> int:
         return EXIT_INVALID if ready else 0
     election = None
     if opts.leader_elect:
-        gc.enable()
         from cpa.runtime.election import Election
 
         election = Election(api, opts, opts.namespace, opts.lease_name)
@@ -195,7 +187,7 @@ def _autoscaler(autoscaler: type[Autoscaler], opts: flags.Options, config: LoopC
     """The poll loop, its observers, the node store's changes and the load's scrapes
     handed to it."""
     loop = autoscaler(config, writer, store.counts,
-                      observers=[_FirstPollDone(), health.observe, metrics.observe],
+                      observers=[health.observe, metrics.observe],
                       watch_status=watch.status,
                       may_write=election.is_leader if election is not None else None,
                       on_follower=(lambda: election.follower_report(
@@ -235,7 +227,6 @@ def _wait_for_the_first_list(watch: NodeReflector, stop: threading.Event,
     ``--max-sync-failures``: upstream polls only after the sync)."""
     next_count: float | None = None
     while not watch.wait_synced(0.5):
-        gc.enable()  # a slow list: collect as usual meanwhile
         if stop.is_set():
             return False
         error = watch.status().error
@@ -300,15 +291,3 @@ def loop_config(opts: flags.Options) -> LoopConfig:
                       config_dir=opts.config_dir,
                       update_configmap_from_defaults=opts.update_configmap_from_defaults)
 
-
-class _FirstPollDone:
-    """An observer that, once the first poll is done, lets the garbage collector run again
-    (see :func:`run`)."""
-
-    def __init__(self) -> None:
-        self._done = False
-
-    def __call__(self, _result: PollResult) -> None:
-        if not self._done:
-            self._done = True
-            gc.enable()
