@@ -3,8 +3,7 @@ series every poll sets, and the node watch's state read at scrape time.
 
 Each daemon names its series with its own prefix (``cpa_``, ``cpvpa_``) and registers them
 in its own order (the exposition lists them in that order); the names, help texts and
-buckets of the shared ones are made here once. prometheus_client is imported only when a
-daemon's metrics are (after the first poll's writes, or at the first scrape).
+buckets of the shared ones are made here once.
 """
 
 from __future__ import annotations

@@ -402,9 +402,7 @@ def test_runs_as_the_manifest_says(name: str, pulled: dict[str, str], network: P
                                         '"preventSinglePointFailure":true}'}
         wait_until("/last-poll 200", lambda: get("/last-poll") == (200, ""), 60)
         figures: dict[str, object] = {}
-        # The daemon writes its held-back logs and fills /metrics right AFTER the first
-        # poll's writes (cpa/horizontal/daemon/cpa_main.py: _FirstPollDone;
-        # cpa/horizontal/daemon/latemetrics.py): a
+        # The daemon logs and fills /metrics right AFTER the first poll's writes: a
         # moment after the replicas changed, seconds later under emulation.
         wait_until("the first poll's logs", lambda: "scale.changed" in container.logs(), 60)
         if full:

@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from cpa.horizontal.daemon.cpa_loop import Autoscaler
-    from cpa.horizontal.daemon.lateload import LateLoad
-    from cpa.horizontal.daemon.latemetrics import LateMetrics
+    from cpa.horizontal.daemon.cpa_metrics import Metrics
+    from cpa.horizontal.daemon.loadstage import LoadStage
     from cpa.horizontal.daemon.loopconfig import LoopConfig
     from cpa.kube.api import Api, RawApi
     from cpa.kube.clientconfig import Connection
@@ -71,8 +71,8 @@ def _run(argv: Sequence[str], prog: str) -> int:
     from cpa.nodes.listing import ONE_PAGE_NODES, send_first_list
 
     send_first_list(api, opts.nodelabels)
-    from cpa.horizontal.daemon.lateload import LateLoad
-    from cpa.horizontal.daemon.latemetrics import LateMetrics
+    from cpa.horizontal.daemon.cpa_metrics import Metrics
+    from cpa.horizontal.daemon.loadstage import LoadStage
     from cpa.nodes.store import NodeStore
     from cpa.nodes.watch import NodeReflector, watch_pace
     from cpa.runtime.health import HealthState
@@ -85,10 +85,11 @@ def _run(argv: Sequence[str], prog: str) -> int:
         # nothing until its informer synced): /healthz 200, /last-poll 500 saying why we
         # wait, /metrics counting it. It is a few sockets and one thread, ~1 ms.
         health = HealthState(WAITING)
-        load = LateLoad(_api_maker(conn), opts.namespace)  # ours: nothing until a load key
-        metrics = LateMetrics(opts.targets, watch.status, opts.dry_run, load.view,
-                              opts.update_configmap_from_defaults,
-                              leader_elect=opts.leader_elect and not opts.dry_run)
+        load = LoadStage(_api_maker(conn), opts.namespace)  # ours: scrapers at a load key
+        metrics = Metrics(opts.targets, watch.status, dry_run=opts.dry_run,
+                          load_view=load.view,
+                          follow_defaults=opts.update_configmap_from_defaults,
+                          leader_elect=opts.leader_elect and not opts.dry_run)
         server = serve_health(health, opts.health_port, metrics.exposition)
     except StartupError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
@@ -135,7 +136,7 @@ def _run(argv: Sequence[str], prog: str) -> int:
 
 
 def _poll(autoscaler: Autoscaler, stop: threading.Event, health: HealthState,
-          metrics: LateMetrics, election: Election | None, load: LateLoad) -> int:
+          metrics: Metrics, election: Election | None, load: LoadStage) -> int:
     """Campaign for the Lease (with ``--leader-elect``) and poll until ``stop``; then stop
     the load's scrapers (if a load key started any) and give the Lease up."""
     if election is not None:
@@ -166,7 +167,7 @@ def _log_start(opts: flags.Options, conn: Connection) -> None:
 
 
 def _ready(config: LoopConfig, api: Api, watch: NodeReflector, stop: threading.Event,
-           health: HealthState, metrics: LateMetrics) -> LoopConfig | str:
+           health: HealthState, metrics: Metrics) -> LoopConfig | str:
     """Wait for what the first poll needs: the ``RESOURCE.GROUP`` targets resolved (the
     config comes back with them), the first Node list. Else why not ("" when told to stop
     meanwhile)."""
@@ -182,7 +183,7 @@ def _ready(config: LoopConfig, api: Api, watch: NodeReflector, stop: threading.E
 
 def _autoscaler(autoscaler: type[Autoscaler], opts: flags.Options, config: LoopConfig,
                 writer: RawApi, store: NodeStore, watch: NodeReflector, health: HealthState,
-                metrics: LateMetrics, election: Election | None, load: LateLoad,
+                metrics: Metrics, election: Election | None, load: LoadStage,
                 reads_sent: bool) -> Autoscaler:
     """The poll loop, its observers, the node store's changes and the load's scrapes
     handed to it."""
@@ -219,7 +220,7 @@ def _api_maker(conn: Connection) -> Callable[[], Api]:
 
 
 def _wait_for_the_first_list(watch: NodeReflector, stop: threading.Event,
-                             health: HealthState, metrics: LateMetrics,
+                             health: HealthState, metrics: Metrics,
                              period: float) -> bool:
     """Wait until the node store is synced (as upstream waits for its informer); False when
     told to stop first. Meanwhile ``/last-poll`` says why, and each poll period that passes

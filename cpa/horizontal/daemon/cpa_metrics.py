@@ -3,8 +3,7 @@
 Why an observer: the poll loop hands its whole result to observers and knows nothing of
 Prometheus; this module turns each :class:`~cpa.horizontal.daemon.cpa_loop.PollResult` into gauges
 and
-counters, and reads the node watch's status at scrape time. prometheus_client costs about
-1 MiB of RSS (measured 1.0 MiB) and is imported only on the daemon's path.
+counters, and reads the node watch's status at scrape time.
 
 Every name is prefixed ``cpa_``; labels are few and bounded (targets come from the command
 line, modes from the registry), so the series count cannot grow with the cluster.
