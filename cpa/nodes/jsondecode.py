@@ -2,8 +2,7 @@
 
 Why msgspec: decoding a NodeList into the generated client models takes minutes and
 gigabytes at 65,000 nodes, while msgspec structs that name only the needed fields skip
-everything else unparsed (about a second, and no garbage). Imported only when a JSON
-response arrives (msgspec costs ~8 ms at start-up that the protobuf path does not need).
+everything else unparsed (and no garbage).
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 The rest of the program sees :class:`NodeInfo`, :class:`ListPage` and :class:`Event` and
 never a wire struct: :mod:`cpa.nodes.proto` decodes Kubernetes' protobuf (what the daemon
-asks for) and :mod:`cpa.nodes.jsondecode` JSON (the fallback) into these types. This module
-imports nothing heavy, so the protobuf path never loads the JSON decoder's library.
+asks for) and :mod:`cpa.nodes.jsondecode` JSON (the fallback) into these types.
 """
 
 from __future__ import annotations

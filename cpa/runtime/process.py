@@ -21,14 +21,15 @@ __all__ = ["DAEMON_MODULES", "Abortable", "Stopper", "raise_open_files_limit",
            "report_thread_failures", "require_modules"]
 
 DAEMON_MODULES = ("yaml", "structlog", "msgspec", "prometheus_client")
-"""What the daemons import later, some in threads (msgspec on the Node watch's), where a
-missing one would not stop the process: it would run on, silent."""
+"""The third-party modules the daemons need, looked for on the main thread before any
+thread starts: one missing in a thread would not stop the process, which would run on,
+silent."""
 
 
 def require_modules(names: Sequence[str] = DAEMON_MODULES) -> None:
     """Raise :class:`ModuleNotFoundError` (the console script's guard turns it into one
     line naming the package and how to install it) for the first of ``names`` that is not
-    installed; found, nothing is imported (start-up stays as fast)."""
+    installed; found, nothing is imported."""
     for name in names:
         if importlib.util.find_spec(name) is None:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)

@@ -3,25 +3,27 @@
 
 Why shared: the two daemons are drop-ins for two Go programs with the same conventions
 (pflag's usage errors, ``--help`` and ``--version``, every validation problem printed
-before exit 1), and the same start-up order matters to both: nothing heavy is imported
-before the command line is known to be good.
+before exit 1).
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from cpa import logs
 from cpa.failures import usage_exit
 from cpa.go.pflag import EXIT_INVALID, UsageError
-
-if TYPE_CHECKING:
-    from cpa.kube.client import KubeApi
-    from cpa.kube.clientconfig import Connection
-    from cpa.runtime.health import HealthServer, HealthState
-    from cpa.runtime.process import Stopper
+from cpa.kube.client import KubeApi
+from cpa.kube.clientconfig import ConfigError, Connection, load
+from cpa.runtime.health import HealthServer, HealthState, serve
+from cpa.runtime.process import (
+    Stopper,
+    raise_open_files_limit,
+    report_thread_failures,
+    require_modules,
+)
 
 __all__ = ["CommandLine", "StartupError", "connect", "read_command_line", "serve_health"]
 
@@ -82,12 +84,7 @@ def connect(kubeconfig: str) -> tuple[Stopper, Connection, KubeApi]:
     A missing module raises :class:`ModuleNotFoundError` here, on the main thread, rather
     than later in a thread where the process would run on, silent: the console script's
     guard (:func:`cpa.cli.guarded`) names the package and how to install it."""
-    from cpa.runtime.process import Stopper, raise_open_files_limit, require_modules
-
     require_modules()
-    from cpa.kube.client import KubeApi
-    from cpa.kube.clientconfig import ConfigError, load
-
     raise_open_files_limit()
     stopper = Stopper()
     try:
@@ -100,9 +97,6 @@ def connect(kubeconfig: str) -> tuple[Stopper, Connection, KubeApi]:
 def serve_health(health: HealthState, port: int,
                  metrics: Callable[[], bytes] | None) -> HealthServer:
     """``/healthz``, ``/last-poll`` and ``/metrics`` on ``port``, from this moment."""
-    from cpa.runtime.health import serve
-    from cpa.runtime.process import report_thread_failures
-
     report_thread_failures(health.thread_failed)
     try:
         return serve(health, port, metrics=metrics)

@@ -143,14 +143,13 @@ def test_explain_errors_exit_1(args: list[str], fragment: str,
 def test_daemon_path_does_not_import_the_kubernetes_client() -> None:
     """The generated client is not in the image and would multiply the daemon's memory;
     nor does the daemon import a protobuf library, or ``http.client`` with its ``email``
-    parser (cpa.http reads answers itself). (The JSON fallback's msgspec and
-    prometheus_client are imported when needed.)"""
+    parser (cpa.http reads answers itself)."""
     code = ("import sys, cpa.cli, cpa.horizontal.daemon.cpa_loop, cpa.nodes.watch, "
             "cpa.nodes.store, cpa.kube.clientconfig, cpa.kube.client, cpa.nodes.proto, "
             "cpa.runtime.health;"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('kubernetes', 'requests', 'pydantic', 'msgspec', 'google', "
-            "'prometheus_client', 'http', 'email')))")
+            "('kubernetes', 'requests', 'pydantic', 'google', 'http', 'email', "
+            "'matplotlib')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"

@@ -1,12 +1,10 @@
 """The autoscaler daemon (``cluster-proportional-autoscaler``, ``cpa run``): parse the
-flags, start the pieces in the order the first write needs, poll until told to stop.
+flags, make the pieces, poll until told to stop.
 
 Exit codes as upstream's: 2 for a usage error, 1 for invalid flags or too many failed
-polls, 0 on SIGTERM/SIGINT. The start-up order is a measured goal (docs/architecture.md):
-only what the Node list's request needs is imported before it goes out
-(:mod:`cpa.nodes.listing`); the reflector, the store, the health server and the first
-poll's code are imported while the API server answers it, and prometheus_client after the
-first poll's writes.
+polls, 0 on SIGTERM/SIGINT. The first Node list goes out as soon as the API server is
+known (:mod:`cpa.nodes.listing`): the API server prepares it while the daemon makes its
+store, reflector, health server and metrics.
 """
 
 from __future__ import annotations
@@ -15,27 +13,27 @@ import os
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 from cpa import VERSION_TEXT, __version__, logs
 from cpa.go.pflag import EXIT_INVALID
 from cpa.horizontal import cpa_flags as flags
+from cpa.horizontal.daemon.cpa_events import EventRecorder
+from cpa.horizontal.daemon.cpa_loop import FIRST_READS_FRESH, Autoscaler, poll_reads
+from cpa.horizontal.daemon.cpa_metrics import Metrics
+from cpa.horizontal.daemon.loadstage import LoadStage
+from cpa.horizontal.daemon.loopconfig import LoopConfig
+from cpa.kube.api import Api, ApiError, RawApi
+from cpa.kube.client import KubeApi
+from cpa.kube.clientconfig import Connection
+from cpa.kube.discovery import ResolveError, resolve_all
+from cpa.kube.targets import Target
+from cpa.nodes.listing import ONE_PAGE_NODES, send_first_list
+from cpa.nodes.store import NodeStore
+from cpa.nodes.watch import NodeReflector, watch_pace
+from cpa.runtime.election import Election
+from cpa.runtime.health import HealthState
 from cpa.runtime.startup import StartupError, connect, read_command_line, serve_health
-
-if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
-
-    from cpa.horizontal.daemon.cpa_loop import Autoscaler
-    from cpa.horizontal.daemon.cpa_metrics import Metrics
-    from cpa.horizontal.daemon.loadstage import LoadStage
-    from cpa.horizontal.daemon.loopconfig import LoopConfig
-    from cpa.kube.api import Api, RawApi
-    from cpa.kube.clientconfig import Connection
-    from cpa.kube.targets import Target
-    from cpa.nodes.store import NodeStore
-    from cpa.nodes.watch import NodeReflector
-    from cpa.runtime.election import Election
-    from cpa.runtime.health import HealthState
 
 __all__ = ["DAEMON_NAME", "LABEL_LIST_WAIT", "WAITING", "loop_config", "run"]
 
@@ -65,25 +63,16 @@ def _run(argv: Sequence[str], prog: str) -> int:
     except StartupError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_INVALID
-    # The Node list goes out first: the API server prepares it while the rest of the
-    # daemon loads (its reflector takes the answer); the rest is imported while it is in
-    # flight.
-    from cpa.nodes.listing import ONE_PAGE_NODES, send_first_list
-
+    # The Node list goes out first: the API server prepares it while the daemon makes its
+    # pieces (its reflector takes the answer).
     send_first_list(api, opts.nodelabels)
-    from cpa.horizontal.daemon.cpa_metrics import Metrics
-    from cpa.horizontal.daemon.loadstage import LoadStage
-    from cpa.nodes.store import NodeStore
-    from cpa.nodes.watch import NodeReflector, watch_pace
-    from cpa.runtime.health import HealthState
-
     try:
         store = NodeStore()
         watch = NodeReflector(api, store, opts.nodelabels, first_page=ONE_PAGE_NODES,
                               pace=watch_pace(opts.react_to_node_changes))
         # The health server answers while the first list is read (ours: upstream serves
         # nothing until its informer synced): /healthz 200, /last-poll 500 saying why we
-        # wait, /metrics counting it. It is a few sockets and one thread, ~1 ms.
+        # wait, /metrics counting it.
         health = HealthState(WAITING)
         load = LoadStage(_api_maker(conn), opts.namespace)  # ours: scrapers at a load key
         metrics = Metrics(opts.targets, watch.status, dry_run=opts.dry_run,
@@ -96,16 +85,12 @@ def _run(argv: Sequence[str], prog: str) -> int:
         return EXIT_INVALID
     watch.start()
     stopper.abort_on_stop(api)
-    # While the API server answers the Node list, the first poll's code is imported.
     _log_start(opts, conn)
     if opts.dry_run:
         _dry_run(opts)
-    from cpa.horizontal.daemon.cpa_loop import FIRST_READS_FRESH, Autoscaler, poll_reads
-
     # While the list is read: the first poll's GETs (the ConfigMap, each target's replicas),
-    # whose answers wait on their connections until it reads them (the API server's
-    # ~9 ms for them came after the list at 1,000 Nodes), and a connection for the watch
-    # the reflector opens once the list is whole (its TLS handshake, ~4 ms, too). Not for
+    # whose answers wait on their connections until it reads them, and a connection for
+    # the watch the reflector opens once the list is whole (its TLS handshake too). Not for
     # a leader-elect follower, which does not poll, nor for RESOURCE.GROUP targets, which
     # are resolved first.
     reads = ([] if opts.leader_elect or any(target.custom for target in config.targets)
@@ -120,12 +105,10 @@ def _run(argv: Sequence[str], prog: str) -> int:
         return EXIT_INVALID if ready else 0
     election = None
     if opts.leader_elect:
-        from cpa.runtime.election import Election
-
         election = Election(api, opts, opts.namespace, opts.lease_name)
         metrics.watch_lease(election.status)
         health.record(None)  # a follower has no poll of its own to report
-    autoscaler = _autoscaler(Autoscaler, opts, ready, election.writer if election else api,
+    autoscaler = _autoscaler(opts, ready, election.writer if election else api,
                              store, watch, health, metrics, election, load, bool(reads))
     stopper.also_interrupt(autoscaler.interrupt)
     code = _poll(autoscaler, stopper.event, health, metrics, election, load)
@@ -181,13 +164,13 @@ def _ready(config: LoopConfig, api: Api, watch: NodeReflector, stop: threading.E
     return config
 
 
-def _autoscaler(autoscaler: type[Autoscaler], opts: flags.Options, config: LoopConfig,
+def _autoscaler(opts: flags.Options, config: LoopConfig,
                 writer: RawApi, store: NodeStore, watch: NodeReflector, health: HealthState,
                 metrics: Metrics, election: Election | None, load: LoadStage,
                 reads_sent: bool) -> Autoscaler:
     """The poll loop, its observers, the node store's changes and the load's scrapes
     handed to it."""
-    loop = autoscaler(config, writer, store.counts,
+    loop = Autoscaler(config, writer, store.counts,
                       observers=[health.observe, metrics.observe],
                       watch_status=watch.status,
                       may_write=election.is_leader if election is not None else None,
@@ -199,8 +182,6 @@ def _autoscaler(autoscaler: type[Autoscaler], opts: flags.Options, config: LoopC
     load.wake = loop.wake  # a scrape that makes a panic likely polls now
     store.on_change = loop.node_listener
     if opts.events:
-        from cpa.horizontal.daemon.cpa_events import EventRecorder
-
         instance = os.environ.get("HOSTNAME") or DAEMON_NAME
         loop.add_observer(
             EventRecorder(writer, opts.namespace, opts.configmap, instance,
@@ -214,8 +195,6 @@ WAITING = "waiting for the first Node list"
 def _api_maker(conn: Connection) -> Callable[[], Api]:
     """Each load scraper's own API client (its own connection: the scrapes never queue
     behind a poll's requests)."""
-    from cpa.kube.client import KubeApi
-
     return lambda: KubeApi(conn)
 
 
@@ -244,9 +223,6 @@ def _resolve_targets(targets: tuple[Target, ...], api: Api,
     """``RESOURCE.GROUP`` targets through API discovery: the targets resolved (as given
     when stopped first), else the problem (no such resource, no scale subresource). An API
     server that does not answer is retried, as the Node list is."""
-    from cpa.kube.api import ApiError
-    from cpa.kube.discovery import ResolveError, resolve_all
-
     log = logs.get_logger("main")
     while not stop.is_set():
         try:
@@ -282,8 +258,6 @@ def _dry_run(opts: flags.Options) -> None:
 def loop_config(opts: flags.Options) -> LoopConfig:
     """What the poll loop needs of the validated flags (``flags.validate`` filled
     ``opts.targets``)."""
-    from cpa.horizontal.daemon.loopconfig import LoopConfig
-
     return LoopConfig(namespace=opts.namespace, configmap=opts.configmap, targets=opts.targets,
                       poll_period_seconds=opts.poll_period_seconds,
                       default_params=opts.default_params,

@@ -16,23 +16,32 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from cpa import VERTICAL_VERSION_TEXT, __version__, logs
 from cpa.go.pflag import EXIT_INVALID
+from cpa.kube.api import RawApi
+from cpa.kube.clientconfig import Connection
+from cpa.runtime.election import Election
+from cpa.runtime.event_sink import EventSink
+from cpa.runtime.health import HealthServer, HealthState
+from cpa.runtime.stalecounts import StaleCounts
 from cpa.runtime.startup import StartupError, connect, read_command_line, serve_health
 from cpa.vertical import cpvpa_flags as options
-
-if TYPE_CHECKING:
-    from cpa.kube.api import RawApi
-    from cpa.kube.clientconfig import Connection
-    from cpa.runtime.election import Election
-    from cpa.runtime.health import HealthServer, HealthState
-    from cpa.vertical.cpvpa_flags import VerticalOptions
-    from cpa.vertical.daemon.cpvpa_loop import VerticalAutoscaler, VerticalPollResult
-    from cpa.vertical.daemon.cpvpa_metrics import VerticalMetrics
-    from cpa.vertical.daemon.node_source import NodeCounts
-    from cpa.vertical.daemon.target import TargetLoop
+from cpa.vertical.cpvpa_flags import VerticalOptions
+from cpa.vertical.daemon.configfile import ConfigFile
+from cpa.vertical.daemon.cpvpa_events import REPORTING_CONTROLLER, VerticalEvents
+from cpa.vertical.daemon.cpvpa_loop import (
+    VerticalAutoscaler,
+    VerticalLoopConfig,
+    VerticalPollResult,
+)
+from cpa.vertical.daemon.cpvpa_metrics import VerticalMetrics
+from cpa.vertical.daemon.inplace import InPlaceResizer
+from cpa.vertical.daemon.node_source import NodeCounts
+from cpa.vertical.daemon.target import TargetLoop
+from cpa.vertical.daemon.writer import TemplateWriter
+from cpa.vertical.decide.budget import FallbackBudget
+from cpa.vertical.decide.state import VerticalState
 
 __all__ = ["run_vertical"]
 
@@ -51,9 +60,6 @@ def _run(argv: list[str], prog: str) -> int:
                              options.validate, "failed to validate config parameters")
     if isinstance(opts, int):
         return opts
-    from cpa.runtime.health import HealthState
-    from cpa.vertical.daemon.node_source import NodeCounts
-
     try:
         stopper, conn, api = connect(opts.kubeconfig)
         stopper.abort_on_stop(api)
@@ -66,8 +72,6 @@ def _run(argv: list[str], prog: str) -> int:
         return EXIT_INVALID
     election = None
     if opts.leader_elect:
-        from cpa.runtime.election import Election
-
         election = Election(api, opts, opts.namespace, opts.lease_name)
         if metrics is not None:
             metrics.watch_lease(election.status)
@@ -111,8 +115,6 @@ def _serve(opts: VerticalOptions, health: HealthState, nodes: NodeCounts
     ``/metrics``."""
     if not opts.health_port:
         return None, None
-    from cpa.vertical.daemon.cpvpa_metrics import VerticalMetrics
-
     metrics = VerticalMetrics(nodes.status, lambda: nodes.mode, leader_elect=opts.leader_elect,
                               targets=opts.target_keys)
     return metrics, serve_health(health, opts.health_port, metrics.exposition)
@@ -122,10 +124,6 @@ def _autoscaler(opts: VerticalOptions, writer: RawApi, nodes: NodeCounts,
                 health: HealthState, metrics: VerticalMetrics | None,
                 election: Election | None) -> VerticalAutoscaler:
     """The poll loop and what it writes through (``writer``: guarded by the Lease)."""
-    from cpa.runtime.stalecounts import StaleCounts
-    from cpa.vertical.daemon.configfile import ConfigFile
-    from cpa.vertical.daemon.cpvpa_loop import VerticalAutoscaler, VerticalLoopConfig
-
     period = float(opts.poll_period_seconds)
     watchdog = StaleCounts(nodes.status, time.monotonic, period)
 
@@ -136,9 +134,6 @@ def _autoscaler(opts: VerticalOptions, writer: RawApi, nodes: NodeCounts,
     if metrics is not None:
         observers.append(metrics.observe)
     if opts.events:
-        from cpa.runtime.event_sink import EventSink
-        from cpa.vertical.daemon.cpvpa_events import REPORTING_CONTROLLER, VerticalEvents
-
         instance = os.environ.get("HOSTNAME") or PROG
         observers.append(VerticalEvents(EventSink(
             writer, opts.namespace, REPORTING_CONTROLLER, instance, doing="sizing")).observe)
@@ -156,12 +151,6 @@ def _autoscaler(opts: VerticalOptions, writer: RawApi, nodes: NodeCounts,
 
 def _target_loop(opts: VerticalOptions, writer: RawApi, index: int) -> TargetLoop:
     """The ``index``-th target's state, template writer, resizer and fallback budget."""
-    from cpa.vertical.daemon.inplace import InPlaceResizer
-    from cpa.vertical.daemon.target import TargetLoop
-    from cpa.vertical.daemon.writer import TemplateWriter
-    from cpa.vertical.decide.budget import FallbackBudget
-    from cpa.vertical.decide.state import VerticalState
-
     target = opts.patch_targets[index]
     defaults = opts.default_scale_configs[index] if opts.default_scale_configs else None
     resizer = (InPlaceResizer(writer, opts.namespace, target,
