@@ -97,20 +97,6 @@ class _Ahead(NamedTuple):
     stale: float  # a clock time: taken after it, the answer is given up and the GET made anew
 
 
-class _StreamAhead:
-    """A stream's GET sent ahead from a thread of its own (:meth:`KubeApi.send_stream_ahead`):
-    ``sent`` once it went out (None if it could not), ``ready`` set then."""
-
-    __slots__ = ("abandoned", "headers", "read_timeout", "ready", "sent")
-
-    def __init__(self, headers: dict[str, str], read_timeout: float) -> None:
-        self.headers = headers
-        self.read_timeout = read_timeout
-        self.sent: Sent | None = None
-        self.ready = threading.Event()
-        self.abandoned = False  # the stream stopped waiting for it: its sender closes it
-
-
 class KubeApi:
     """A thread-safe client for one API server connection: implements
     :class:`cpa.kube.api.StreamingApi`."""
@@ -124,8 +110,6 @@ class KubeApi:
         self._aborted = threading.Event()
         self._kept: dict[str, tuple[bytes, Callable[[dict[str, Any]], Any], Any]] = {}
         self._ahead: dict[str, _Ahead] = {}  # GETs sent ahead (send_ahead), by path
-        self._streams_ahead: dict[tuple[str, str], _StreamAhead] = {}  # by target, Accept
-        self._lock = threading.Lock()
 
     def abort(self, grace: float = ABORT_GRACE) -> None:
         """Cut every request in flight and end every Retry-After wait (SIGTERM); requests
@@ -298,63 +282,6 @@ class KubeApi:
             if self._ahead.setdefault(path, ahead) is not ahead:
                 sent.close()
 
-    def send_stream_ahead(self, path: str, query: Mapping[str, str], read_timeout: float,
-                          accept: str = JSON) -> None:
-        """Send a stream's GET now, from a thread of its own (the caller goes on at once:
-        connecting and the TLS handshake wait on the network); the next :meth:`stream` of
-        the same path, query and ``accept`` (with no deadline and no pace) takes its
-        answer, from any thread, waiting for the send if it is not done. The daemon sends
-        its first Node list so as soon as it has a client: the API server prepares the
-        list while the rest of the daemon loads. A GET that cannot be sent is left out:
-        the :meth:`stream` call then makes it, and meets its failure, as any other."""
-        try:
-            headers = self._headers(accept=accept)
-        except ApiError:  # no credentials: the stream says so
-            return
-        target = _target(path, query)
-        ahead = _StreamAhead(headers, read_timeout)
-        if self._streams_ahead.setdefault((target, accept), ahead) is not ahead:
-            return  # one is on its way already
-
-        def send() -> None:
-            try:
-                sent = self._pool.send("GET", target, body=None, headers=headers,
-                                       connect_timeout=min(CONNECT_TIMEOUT, self.timeout),
-                                       read_timeout=read_timeout)
-            except Exception:
-                ahead.ready.set()
-                return
-            with self._lock:
-                ahead.sent = sent
-                abandoned = ahead.abandoned
-            ahead.ready.set()
-            if abandoned:
-                sent.close()
-
-        threading.Thread(target=send, name="send-ahead", daemon=True).start()
-
-    def _take_stream_ahead(self, target: str, accept: str, read_timeout: float,
-                           deadline: float | None, pace: float
-                           ) -> tuple[Sent, dict[str, str]] | None:
-        """The stream sent ahead for this one and its headers, its send done; None when
-        there is none (or it could not be sent, or this stream is not the same request)."""
-        ahead = self._streams_ahead.pop((target, accept), None) if self._streams_ahead \
-            else None
-        if ahead is None:
-            return None
-        if not ahead.ready.wait(CONNECT_TIMEOUT + read_timeout):
-            with self._lock:
-                ahead.abandoned = True
-                if ahead.sent is None:
-                    return None
-        sent = ahead.sent
-        if sent is None:
-            return None
-        if deadline is not None or pace or ahead.read_timeout != read_timeout:
-            sent.close()  # not the stream that was sent ahead
-            return None
-        return sent, ahead.headers
-
     def preconnect(self, count: int, reads: Sequence[str] = (),
                    fresh_for: float = math.inf) -> None:
         """Have ``count`` connections to the API server open and idle (TLS handshakes
@@ -426,17 +353,12 @@ class KubeApi:
         keeps coming (:meth:`cpa.http.pool.Pool.request`).
         """
         target = _target(path, query)
-        ahead = self._take_stream_ahead(target, accept, read_timeout, deadline, pace)
         try:
-            if ahead is not None:
-                sent, headers = ahead
-                resp = sent.answer()
-            else:
-                headers = self._headers(accept=accept)
-                resp = self._pool.request(
-                    "GET", target, body=None, headers=headers,
-                    connect_timeout=min(CONNECT_TIMEOUT, self.timeout),
-                    read_timeout=read_timeout, deadline=deadline, pace=pace)
+            headers = self._headers(accept=accept)
+            resp = self._pool.request(
+                "GET", target, body=None, headers=headers,
+                connect_timeout=min(CONNECT_TIMEOUT, self.timeout),
+                read_timeout=read_timeout, deadline=deadline, pace=pace)
             if not 200 <= resp.status < 300:
                 try:
                     data = resp.read()

@@ -2,9 +2,7 @@
 flags, make the pieces, poll until told to stop.
 
 Exit codes as upstream's: 2 for a usage error, 1 for invalid flags or too many failed
-polls, 0 on SIGTERM/SIGINT. The first Node list goes out as soon as the API server is
-known (:mod:`cpa.nodes.listing`): the API server prepares it while the daemon makes its
-store, reflector, health server and metrics.
+polls, 0 on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from cpa.kube.client import KubeApi
 from cpa.kube.clientconfig import Connection
 from cpa.kube.discovery import ResolveError, resolve_all
 from cpa.kube.targets import Target
-from cpa.nodes.listing import ONE_PAGE_NODES, send_first_list
+from cpa.nodes.listing import ONE_PAGE_NODES
 from cpa.nodes.store import NodeStore
 from cpa.nodes.watch import NodeReflector, watch_pace
 from cpa.runtime.election import Election
@@ -63,9 +61,6 @@ def _run(argv: Sequence[str], prog: str) -> int:
     except StartupError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_INVALID
-    # The Node list goes out first: the API server prepares it while the daemon makes its
-    # pieces (its reflector takes the answer).
-    send_first_list(api, opts.nodelabels)
     try:
         store = NodeStore()
         watch = NodeReflector(api, store, opts.nodelabels, first_page=ONE_PAGE_NODES,

@@ -1503,80 +1503,6 @@ def test_no_more_gets_are_sent_ahead_than_connections_are_kept(
 
 # --- a stream sent ahead (the daemon's first Node list) and connections made ahead ---------
 
-def test_a_stream_sent_ahead_is_taken_by_the_same_stream_from_another_thread(
-        serve: Callable[[Handler], Server]) -> None:
-    log: list[tuple[int, bytes]] = []
-    server = serve(by_path(log))
-    client = api(server.url)
-    query = {"watch": "1", "labelSelector": "a=b"}
-    client.send_stream_ahead("/api/v1/nodes", query, 60.0, accept="application/json")
-    wait_for(lambda: len(log) == 1)  # out before anyone asks for it
-    taken: list[bytes] = []
-
-    def reflector() -> None:
-        resp = client.stream("/api/v1/nodes", query, read_timeout=60.0,
-                             accept="application/json")
-        taken.append(b"".join(resp.stream(65536)))
-        resp.release_conn()
-
-    thread = threading.Thread(target=reflector)
-    thread.start()
-    thread.join(5)
-    assert json.loads(taken[0]) == {"path": "/api/v1/nodes?watch=1&labelSelector=a%3Db"}
-    assert len(log) == 1 and server.accepted == 1, "the answer sent ahead, not a second GET"
-
-
-@pytest.mark.parametrize("other", ["query", "accept", "pace", "read_timeout"])
-def test_only_the_same_stream_takes_the_stream_sent_ahead(
-        serve: Callable[[Handler], Server], other: str) -> None:
-    log: list[tuple[int, bytes]] = []
-    server = serve(by_path(log))
-    client = api(server.url)
-    client.send_stream_ahead("/w", {"watch": "1"}, 60.0)
-    kwargs: dict[str, Any] = {"query": {"watch": "1"}, "read_timeout": 60.0}
-    if other == "query":
-        kwargs["query"] = {"watch": "1", "x": "2"}
-    elif other == "accept":
-        kwargs["accept"] = "application/vnd.kubernetes.protobuf"
-    elif other == "pace":
-        kwargs["pace"] = 0.1
-    else:
-        kwargs["read_timeout"] = 5.0
-    resp = client.stream("/w", **kwargs)
-    b"".join(resp.stream(65536))
-    resp.release_conn()
-    wait_for(lambda: len(log) == 2)
-    assert server.accepted == 2, "another stream is made anew"
-    resp = client.stream("/w", {"watch": "1"}, read_timeout=60.0)
-    b"".join(resp.stream(65536))
-    resp.release_conn()
-    if other in ("query", "accept"):  # another request: the one sent ahead waits for its own
-        assert len(log) == 2
-    else:  # the same request with another pace or timeout: the one sent ahead was given up
-        wait_for(lambda: len(log) == 3)
-
-
-def test_a_stream_sent_ahead_that_cannot_be_sent_is_made_by_the_stream() -> None:
-    sock = socket.create_server(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    client = api(f"http://127.0.0.1:{port}")
-    client.send_stream_ahead("/w", {"watch": "1"}, 60.0)  # nothing listening: nothing raised
-    with pytest.raises(ApiError) as caught:
-        client.stream("/w", {"watch": "1"}, read_timeout=60.0)
-    assert caught.value.reason == "ConnectionError"
-
-
-def test_an_error_answer_to_a_stream_sent_ahead_is_the_stream_s_error(
-        serve: Callable[[Handler], Server]) -> None:
-    server = serve(throttled(1, "7"))
-    client = api(server.url)
-    client.send_stream_ahead("/w", {"watch": "1"}, 60.0)
-    with pytest.raises(ApiError) as caught:
-        client.stream("/w", {"watch": "1"}, read_timeout=60.0)
-    assert caught.value.status == 429 and caught.value.retry_after == 7
-
-
 def test_connections_made_ahead_are_used_by_the_requests_that_follow(
         serve: Callable[[Handler], Server]) -> None:
     log: list[tuple[int, bytes]] = []
@@ -1625,25 +1551,3 @@ def test_connections_made_ahead_stop_at_the_first_that_fails() -> None:
         client.get_json("/x")
     assert caught.value.reason == "ConnectionError"
 
-
-def test_a_stream_waits_for_the_stream_sent_ahead_still_on_its_way(
-        serve: Callable[[Handler], Server], monkeypatch: pytest.MonkeyPatch) -> None:
-    log: list[tuple[int, bytes]] = []
-    server = serve(by_path(log))
-    client = api(server.url)
-    pool = client._pool
-    real = pool.send
-
-    def slow(*args: Any, **kwargs: Any) -> Any:
-        time.sleep(0.3)  # a slow connect and TLS handshake
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(pool, "send", slow)
-    began = time.monotonic()
-    client.send_stream_ahead("/w", {"watch": "1"}, 60.0)
-    assert time.monotonic() - began < 0.2, "the caller goes on while it is sent"
-    monkeypatch.setattr(pool, "send", real)
-    resp = client.stream("/w", {"watch": "1"}, read_timeout=60.0)
-    assert json.loads(b"".join(resp.stream(65536))) == {"path": "/w?watch=1"}
-    resp.release_conn()
-    assert len(log) == 1 and server.accepted == 1, "it waited for the one on its way"

@@ -337,7 +337,6 @@ def test_a_cluster_that_fits_one_page_is_listed_by_it_then_watched_from_its_vers
     h = Harness(api, selector="x=y", first_page=100)
     h.run()
     first, read_timeout = api.stream_calls[0]
-    # The request the daemon sends ahead (cpa.nodes.listing.send_first_list): the same.
     assert first == one_page_query("x=y", 100) == {"limit": "100", "labelSelector": "x=y"}
     assert read_timeout == READ_IDLE_SECONDS and api.accepts[0] == ACCEPT_PROTOBUF
     assert api.paces[0] == 0.0
