@@ -248,28 +248,6 @@ class Pool:
                 return conn
             conn.close()
 
-    def preconnect(self, count: int, connect_timeout: float) -> None:
-        """Open connections (TCP and TLS) until ``count`` are kept alive idle, at most
-        :data:`MAX_IDLE`: made while the process waits for something else, they spare
-        the requests that follow a handshake each. Stops at the first that cannot be
-        made (those requests then meet the failure themselves) and once told to stop."""
-        while self._grace_until == math.inf:
-            with self._lock:
-                if len(self._idle) >= min(count, MAX_IDLE):
-                    return
-            conn = self._new(connect_timeout)
-            try:
-                conn.connect()
-            except (OSError, ValueError):  # ssl.SSLError and timeouts are OSErrors
-                conn.close()
-                return
-            with self._lock:
-                if len(self._idle) < MAX_IDLE:
-                    self._idle.append(conn)
-                    continue
-            conn.close()
-            return
-
     def abort(self, grace: float) -> None:
         """Cut every request in flight now, and give each one made from now on at most
         ``grace`` seconds (a process told to stop: the Lease release may still go out)."""

@@ -8,7 +8,6 @@ fake is a plain class that type-checks, and importing the types never pulls in t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -113,14 +112,14 @@ class RawApi(Api, Protocol):
         ...
 
 
-def send_ahead(api: Api, paths: Sequence[str], fresh_for: float = math.inf) -> None:
-    """Send ``GET path`` for each of ``paths`` now, for the next GET of it within
-    ``fresh_for`` seconds to read (a client that can:
+def send_ahead(api: Api, paths: Sequence[str]) -> None:
+    """Send ``GET path`` for each of ``paths`` now, for the next GET of it to read (a
+    client that can:
     :meth:`cpa.kube.client.KubeApi.send_ahead`; with any other, each GET is made when it is
     asked for)."""
     ahead = getattr(api, "send_ahead", None)
     if ahead is not None:
-        ahead(paths, fresh_for)
+        ahead(paths)
 
 
 def drop_ahead(api: Api) -> None:

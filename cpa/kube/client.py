@@ -20,9 +20,7 @@ counts as ``Retry-After: 1``), within the same 10 tries and the deadline. A writ
 
 from __future__ import annotations
 
-import contextlib
 import json
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -94,7 +92,6 @@ class _Ahead(NamedTuple):
     headers: dict[str, str]
     limit: float
     end: float
-    stale: float  # a clock time: taken after it, the answer is given up and the GET made anew
 
 
 class KubeApi:
@@ -158,9 +155,8 @@ class KubeApi:
             json.dumps(body).encode() if body is not None else None)
         ahead = self._ahead.pop(path, None) if self._ahead else None
         if ahead is not None and (method != "GET" or query or data is not None
-                                  or timeout is not None or deadline is not None
-                                  or self._clock() > ahead.stale):
-            ahead.sent.close()  # not the GET that was sent ahead, or too old an answer
+                                  or timeout is not None or deadline is not None):
+            ahead.sent.close()  # not the GET that was sent ahead
             ahead = None
         if ahead is not None:  # its deadline counts from when it was sent
             limit, end = ahead.limit, ahead.end
@@ -246,22 +242,17 @@ class KubeApi:
             return False
         return not self._aborted.wait(seconds)
 
-    def send_ahead(self, paths: Sequence[str], fresh_for: float = math.inf) -> None:
+    def send_ahead(self, paths: Sequence[str]) -> None:
         """Send ``GET path`` for each of ``paths`` now, together (one set of headers:
         the credentials are looked at once); the next :meth:`request` of such a GET
         (with neither a query, a timeout nor a deadline of its own) reads its answer as
-        its first try, with the deadline it got when sent, if it comes within
-        ``fresh_for`` seconds (later, the answer is given up and the GET made anew). A poll
-        sends its GETs (the ConfigMap, each target's first read) together and reads their
-        answers after, one wake-up for them all instead of one each. A GET that cannot be
+        its first try, with the deadline it got when sent. A poll sends its GETs (the
+        ConfigMap, each target's first read) together and reads their answers after, one
+        wake-up for them all instead of one each. A GET that cannot be
         sent is left out, with those after it (each is then made, and its failure handled,
         as any other); so are those beyond the first :data:`MAX_AHEAD`, and one whose
         answer is waiting already. An answer nobody took is given up by
-        :meth:`drop_ahead`.
-
-        May run on another thread than the requests' (:meth:`preconnect`): each answer is
-        handed over by one dict operation, and a GET sent twice by two threads at once
-        keeps the first answer and closes the other."""
+        :meth:`drop_ahead`."""
         now = self._clock()
         limit = self.timeout
         end = now + limit
@@ -278,28 +269,9 @@ class KubeApi:
                                        deadline=end)
             except Exception:
                 return
-            ahead = _Ahead(sent, headers, limit, end, now + fresh_for)
+            ahead = _Ahead(sent, headers, limit, end)
             if self._ahead.setdefault(path, ahead) is not ahead:
                 sent.close()
-
-    def preconnect(self, count: int, reads: Sequence[str] = (),
-                   fresh_for: float = math.inf) -> None:
-        """Have ``count`` connections to the API server open and idle (TLS handshakes
-        done), for the requests about to come (:meth:`Pool.preconnect`), after sending
-        ``reads`` ahead (:meth:`send_ahead`, each on a connection of its own), from a thread
-        of its own: an API server that does not answer holds neither the caller nor
-        SIGTERM for a connect timeout, and a request that comes first makes its own
-        connection."""
-        def run() -> None:
-            # Ahead of time only: whatever fails here, the requests themselves meet again
-            # and report; this thread must not end the process's hopes with a traceback.
-            with contextlib.suppress(Exception):
-                if reads:
-                    self.send_ahead(reads, fresh_for)
-                if count:
-                    self._pool.preconnect(count, min(CONNECT_TIMEOUT, self.timeout))
-
-        threading.Thread(target=run, name="preconnect", daemon=True).start()
 
     def drop_ahead(self) -> None:
         """Give up the GETs sent ahead that no request took (their connections closed)."""

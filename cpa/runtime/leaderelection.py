@@ -456,9 +456,9 @@ class GuardedApi:
         """A read the client may answer from its kept value (:func:`get_decoded`)."""
         return get_decoded(self._api, path, decode)
 
-    def send_ahead(self, paths: Sequence[str], fresh_for: float = math.inf) -> None:
+    def send_ahead(self, paths: Sequence[str]) -> None:
         """Reads sent ahead (:func:`send_ahead`)."""
-        send_ahead(self._api, paths, fresh_for)
+        send_ahead(self._api, paths)
 
     def drop_ahead(self) -> None:
         drop_ahead(self._api)

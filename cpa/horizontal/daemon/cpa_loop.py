@@ -85,18 +85,10 @@ class PollResult(PollRecord):
 
 Observer = Callable[[PollResult], None]
 
-FIRST_READS_FRESH = 1.0
-"""Seconds the first poll's reads, sent ahead while the first Node list is read
-(:func:`poll_reads`; ``reads_sent`` of :class:`Autoscaler`), stay good to take: after a
-longer list (clusters of thousands of Nodes) the poll makes them again, so that no
-decision rests on a ConfigMap or a replica count read more than this before it."""
-
-
 def poll_reads(config: LoopConfig) -> list[str]:
     """The GETs a poll begins with, in the order it makes them: the ConfigMap (none with
     ``--config-dir``), then each target's first read. A poll after one that succeeded
-    sends them ahead together; the daemon sends the first poll's while the first Node list
-    is read."""
+    sends them ahead together."""
     namespace = config.namespace
     paths = [] if config.config_dir else [configmap_path(namespace, config.configmap)]
     paths.extend(writer_for(target).first_read(namespace, target) for target in config.targets)
@@ -128,7 +120,6 @@ class Autoscaler:
                  load: LoadAxes | None = None,
                  placements: PlacementCounts | None = None,
                  placement_wait: float = 0.0,
-                 reads_sent: bool = False,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``may_write`` (leader election) is asked before every poll: a follower does not
         poll at all, it only keeps its node watch warm, and ``on_follower`` is called on
@@ -136,8 +127,7 @@ class Autoscaler:
         the parameters' counting policy to the node store (True when that changed the
         counts); ``placements`` (the node store) keeps the totals per placement for
         ``targetPlacement``, whose list with every label is waited for ``placement_wait``
-        seconds at most. ``reads_sent``: the first poll's reads (:func:`poll_reads`) were
-        sent ahead: it takes their answers, and gives up those it did not take."""
+        seconds at most."""
         self._config = config
         self._api = api
         self._counts = counts
@@ -179,9 +169,8 @@ class Autoscaler:
         self._behavior = BehaviorStage()
         self.consecutive_failures = 0
         self.polls = 0
-        # The last poll succeeded (or, before the first, the daemon sent its reads): this
-        # one sends its reads ahead, and the client skips those waiting already.
-        self._send_ahead = reads_sent
+        # The last poll succeeded: this one sends its reads ahead.
+        self._send_ahead = False
         self._reads: list[str] | None = None  # what it sends (_send_reads_ahead)
 
     @property
@@ -269,9 +258,8 @@ class Autoscaler:
         """Send the poll's GETs together (the parameters' source, then each target's first
         read, the order they are read in) and read their answers as the poll goes: one
         wake-up for them all, not one each (a steady poll's CPU: 1.16 -> 1.04 ms at 1,000
-        Nodes). Only after a poll that succeeded (or for the first poll, whose reads the
-        daemon sent while the first Node list was read): one that failed may not read them
-        all, and the next one makes its requests one by one, as upstream does."""
+        Nodes). Only after a poll that succeeded: one that failed may not read them all,
+        and the next one makes its requests one by one, as upstream does."""
         if self._reads is None:  # the same every poll: the source and the targets are fixed
             self._reads = poll_reads(self._config)
         send_ahead(self._api, self._reads)

@@ -17,7 +17,7 @@ from cpa import VERSION_TEXT, __version__, logs
 from cpa.go.pflag import EXIT_INVALID
 from cpa.horizontal import cpa_flags as flags
 from cpa.horizontal.daemon.cpa_events import EventRecorder
-from cpa.horizontal.daemon.cpa_loop import FIRST_READS_FRESH, Autoscaler, poll_reads
+from cpa.horizontal.daemon.cpa_loop import Autoscaler
 from cpa.horizontal.daemon.cpa_metrics import Metrics
 from cpa.horizontal.daemon.loadstage import LoadStage
 from cpa.horizontal.daemon.loopconfig import LoopConfig
@@ -83,14 +83,6 @@ def _run(argv: Sequence[str], prog: str) -> int:
     _log_start(opts, conn)
     if opts.dry_run:
         _dry_run(opts)
-    # While the list is read: the first poll's GETs (the ConfigMap, each target's replicas),
-    # whose answers wait on their connections until it reads them, and a connection for
-    # the watch the reflector opens once the list is whole (its TLS handshake too). Not for
-    # a leader-elect follower, which does not poll, nor for RESOURCE.GROUP targets, which
-    # are resolved first.
-    reads = ([] if opts.leader_elect or any(target.custom for target in config.targets)
-             else poll_reads(config))
-    api.preconnect(1 if reads else 2, reads, FIRST_READS_FRESH)
     ready = _ready(config, api, watch, stopper.event, health, metrics)
     if isinstance(ready, str):
         if ready:
@@ -104,7 +96,7 @@ def _run(argv: Sequence[str], prog: str) -> int:
         metrics.watch_lease(election.status)
         health.record(None)  # a follower has no poll of its own to report
     autoscaler = _autoscaler(opts, ready, election.writer if election else api,
-                             store, watch, health, metrics, election, load, bool(reads))
+                             store, watch, health, metrics, election, load)
     stopper.also_interrupt(autoscaler.interrupt)
     code = _poll(autoscaler, stopper.event, health, metrics, election, load)
     watch.stop()
@@ -161,8 +153,7 @@ def _ready(config: LoopConfig, api: Api, watch: NodeReflector, stop: threading.E
 
 def _autoscaler(opts: flags.Options, config: LoopConfig,
                 writer: RawApi, store: NodeStore, watch: NodeReflector, health: HealthState,
-                metrics: Metrics, election: Election | None, load: LoadStage,
-                reads_sent: bool) -> Autoscaler:
+                metrics: Metrics, election: Election | None, load: LoadStage) -> Autoscaler:
     """The poll loop, its observers, the node store's changes and the load's scrapes
     handed to it."""
     loop = Autoscaler(config, writer, store.counts,
@@ -172,8 +163,7 @@ def _autoscaler(opts: flags.Options, config: LoopConfig,
                       on_follower=(lambda: election.follower_report(
                           health.record, metrics.failed_lease)) if election else None,
                       count_by=lambda policy: store.set_policy(policy, LABEL_LIST_WAIT),
-                      load=load, placements=store, placement_wait=LABEL_LIST_WAIT,
-                      reads_sent=reads_sent)
+                      load=load, placements=store, placement_wait=LABEL_LIST_WAIT)
     load.wake = loop.wake  # a scrape that makes a panic likely polls now
     store.on_change = loop.node_listener
     if opts.events:

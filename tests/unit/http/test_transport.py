@@ -1366,42 +1366,6 @@ def test_gets_sent_ahead_go_out_together_and_are_read_by_the_next_gets(
     assert len(log) == 3 and server.accepted == 2
 
 
-def test_an_answer_sent_ahead_is_taken_only_while_fresh(
-        serve: Callable[[Handler], Server]) -> None:
-    """``fresh_for``: a GET made later than that after the one sent ahead gives up its
-    answer (its connection closed) and is sent anew."""
-    log: list[tuple[int, bytes]] = []
-    server = serve(by_path(log))
-    now = [100.0]
-    client = KubeApi(Connection(server=server.url, ssl_context=None, source="test",
-                                authorization=lambda: "Bearer t"), clock=lambda: now[0])
-    client.send_ahead(["/a", "/b"], fresh_for=1.0)
-    wait_for(lambda: len(log) == 2)
-    now[0] += 0.9
-    assert client.get_json("/a") == {"path": "/a"}
-    assert len(log) == 2, "within its freshness: the answer sent ahead"
-    now[0] += 0.2
-    assert client.get_json("/b") == {"path": "/b"}
-    assert [line for _, line in log][2:] == [b"GET /b HTTP/1.1"], "too old: sent anew"
-    assert server.accepted == 2, "on the kept connection of /a; that of the old /b closed"
-
-
-def test_preconnect_sends_reads_ahead_from_a_thread_then_connects(
-        serve: Callable[[Handler], Server]) -> None:
-    """What the daemon does while its first Node list is read: the first poll's GETs sent
-    (from a thread: the caller goes on at once), then a connection left idle."""
-    log: list[tuple[int, bytes]] = []
-    server = serve(by_path(log))
-    client = api(server.url)
-    client.preconnect(1, ["/cm", "/scale"], 5.0)
-    wait_for(lambda: len(log) == 2 and server.accepted == 3)
-    assert client.get_json("/cm") == {"path": "/cm"}
-    assert client.get_json("/scale") == {"path": "/scale"}
-    assert len(log) == 2, "both answers were the ones sent ahead"
-    client.get_json("/other")
-    assert server.accepted == 3, "a kept connection, none new"
-
-
 def test_a_get_sent_ahead_that_no_request_took_is_dropped(
         serve: Callable[[Handler], Server]) -> None:
     log: list[tuple[int, bytes]] = []
@@ -1502,52 +1466,3 @@ def test_no_more_gets_are_sent_ahead_than_connections_are_kept(
 
 
 # --- a stream sent ahead (the daemon's first Node list) and connections made ahead ---------
-
-def test_connections_made_ahead_are_used_by_the_requests_that_follow(
-        serve: Callable[[Handler], Server]) -> None:
-    log: list[tuple[int, bytes]] = []
-    server = serve(by_path(log))
-    client = api(server.url)
-    client.preconnect(2)
-    # The server counts a connection when its accept() returns, which may be after the
-    # client's connect did (the kernel's backlog): wait for both.
-    wait_for(lambda: len(client._pool._idle) == 2 and server.accepted == 2)
-    assert log == [], "connected, nothing requested"
-    client.send_ahead(["/a", "/b"])
-    assert client.get_json("/a") == {"path": "/a"} and client.get_json("/b") == {"path": "/b"}
-    assert server.accepted == 2, "both GETs on the connections made ahead"
-    client.preconnect(MAX_AHEAD + 5)
-    wait_for(lambda: len(client._pool._idle) == MAX_AHEAD + 1
-             and server.accepted == MAX_AHEAD + 1)
-    time.sleep(0.1)  # and no more after them
-    assert server.accepted == MAX_AHEAD + 1, "never more than the pool keeps (MAX_IDLE)"
-
-
-def test_connections_made_ahead_do_not_hold_the_caller(
-        serve: Callable[[Handler], Server], monkeypatch: pytest.MonkeyPatch) -> None:
-    server = serve(by_path([]))
-    client = api(server.url)
-    real = connection.HttpConnection.connect
-
-    def slow(self: connection.HttpConnection) -> None:
-        time.sleep(0.3)  # an API server slow to accept, or a TLS handshake
-        real(self)
-
-    monkeypatch.setattr(connection.HttpConnection, "connect", slow)
-    began = time.monotonic()
-    client.preconnect(2)
-    assert time.monotonic() - began < 0.2, "the caller goes on while they are made"
-    # accept() may return after the client's connect did (the kernel's backlog): wait.
-    wait_for(lambda: len(client._pool._idle) == 2 and server.accepted == 2)
-
-
-def test_connections_made_ahead_stop_at_the_first_that_fails() -> None:
-    sock = socket.create_server(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    client = api(f"http://127.0.0.1:{port}")
-    client.preconnect(2)  # nothing listening: nothing raised, nothing kept
-    with pytest.raises(ApiError) as caught:
-        client.get_json("/x")
-    assert caught.value.reason == "ConnectionError"
-

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -403,7 +402,7 @@ def test_a_read_through_the_guard_reaches_the_client_s_kept_answers() -> None:
 def test_reads_sent_ahead_pass_through_the_guard() -> None:
     """A leader's poll sends its reads ahead as any poll: they are reads, not guarded."""
     class Ahead(FakeApi):
-        def send_ahead(self, paths: Sequence[str], fresh_for: float = math.inf) -> None:
+        def send_ahead(self, paths: Sequence[str]) -> None:
             self.calls.extend(("AHEAD", path) for path in paths)
 
         def drop_ahead(self) -> None:

@@ -7,7 +7,6 @@ a real kube-apiserver in tests/integration.
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -76,7 +75,7 @@ def test_no_write_when_replicas_already_right() -> None:
 class AheadApi(FakeApi):
     """The fake, with what the poll sends ahead and drops recorded among its requests."""
 
-    def send_ahead(self, paths: Sequence[str], fresh_for: float = math.inf) -> None:
+    def send_ahead(self, paths: Sequence[str]) -> None:
         self.calls.extend(("AHEAD", path) for path in paths)
 
     def drop_ahead(self) -> None:
@@ -95,19 +94,6 @@ def test_after_a_poll_that_succeeded_the_next_sends_its_reads_ahead() -> None:
     a.poll_once()
     assert api.calls == [("AHEAD", CM), ("AHEAD", COREDNS), ("GET", CM), ("GET", COREDNS),
                          ("DROP", "")]
-
-
-def test_a_first_poll_whose_reads_were_sent_takes_them_and_drops_the_rest() -> None:
-    """The daemon sends the first poll's reads while the first Node list is read
-    (``reads_sent``): the poll sends none again that wait (the client skips those), reads
-    them, and gives up what it did not take, as any poll after one that succeeded."""
-    api = AheadApi()
-    api.add_scale(COREDNS, 2)
-    a = make(api, counts(16, 128), f"--default-params={DEFAULTS}", reads_sent=True)
-    a.poll_once()
-    assert api.calls == [("AHEAD", CM), ("AHEAD", COREDNS), ("GET", CM),
-                         ("POST", "/api/v1/namespaces/kube-system/configmaps"),
-                         ("GET", COREDNS), ("DROP", "")]
 
 
 @pytest.mark.parametrize("extra, target, reads", [
