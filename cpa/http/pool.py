@@ -33,7 +33,7 @@ from cpa.http.errors import (
 )
 from cpa.http.message import Answer, HeaderFields, dechunked
 
-MAX_IDLE = 4  # kept alive: the poll's reads sent ahead, the node watch, Events, the Lease
+MAX_IDLE = 4  # kept alive: the poll's requests, the node watch's, Events, the Lease
 
 
 class Response:
@@ -278,16 +278,6 @@ class Pool:
         and one pass through warm caches, per ``pace`` instead of one per event; each
         read then lags at most ``pace`` behind the server.
         """
-        return self.send(method, target, body=body, headers=headers,
-                         connect_timeout=connect_timeout, read_timeout=read_timeout,
-                         deadline=deadline, pace=pace).answer()
-
-    def send(self, method: str, target: str, *, body: bytes | None,
-             headers: dict[str, str], connect_timeout: float, read_timeout: float,
-             deadline: float | None = None, pace: float = 0.0) -> Sent:
-        """:meth:`request`'s first half: the request sent, on a connection of its own;
-        its answer is read by :meth:`Sent.answer` (or given up with :meth:`Sent.close`).
-        Raises what :meth:`request` raises for a request that could not be sent."""
         if self._grace_until < math.inf:
             deadline = min(deadline if deadline is not None else math.inf, self._grace_until)
         if deadline is not None:
@@ -305,20 +295,11 @@ class Pool:
         if deadline is not None:
             conn.deadline = deadline
             self._timed.add(conn)
-        sent = Sent(self, conn, fresh, read_timeout, pace)
         sending = False
         try:
             if fresh:
-                try:
-                    conn.connect()
-                except OSError as exc:
-                    raise ConnectError(f"{type(exc).__name__}: {exc}") from exc
-                if deadline is not None:  # what connecting left
-                    read_timeout = sent.read_timeout = min(read_timeout,
-                                                           deadline - self._clock())
-                    if read_timeout <= 0:
-                        raise TimeoutError("the request's deadline passed while connecting")
-            sock = sent.sock = conn.sock
+                read_timeout = self._connect(conn, read_timeout, deadline)
+            sock = conn.sock
             if sock is not None and abs(conn.wait - read_timeout) > DEADLINE_SLACK:
                 # A kept-alive connection has the wait of its last request, most often
                 # the same within the slack: no system call then.
@@ -326,63 +307,46 @@ class Pool:
                 conn.wait = read_timeout
             sending = True
             conn.request(method, self._prefix + target, body=body, headers=headers)
-        except BaseException as exc:
-            sent.fail(exc, sending)
-        return sent
-
-
-class Sent:
-    """A request sent and its answer not read yet (:meth:`Pool.send`): a poll sends its
-    GETs together and reads their answers after, one wake-up for them all instead of one
-    each."""
-
-    def __init__(self, pool: Pool, conn: HttpConnection, fresh: bool, read_timeout: float,
-                 pace: float) -> None:
-        self._pool = pool
-        self._conn = conn
-        self._fresh = fresh
-        self.read_timeout = read_timeout
-        self._pace = pace
-        self.sock: socket.socket | None = None
-
-    def answer(self) -> Response:
-        """The answer, its body unread (raises as :meth:`Pool.request` does)."""
-        conn, sock = self._conn, self.sock
-        try:
+            sending = False
             resp = conn.getresponse()
-            if self._pace > 0 and sock is not None and 200 <= resp.status < 300:
+            if pace > 0 and sock is not None and 200 <= resp.status < 300:
                 sock.settimeout(0.0)  # paced reads wait in poll (or a sleep), not recv
                 conn.wait = 0.0
-                conn.pace, conn.pace_wait, conn.woke = self._pace, self.read_timeout, \
-                    -math.inf
+                conn.pace, conn.pace_wait, conn.woke = pace, read_timeout, -math.inf
         except BaseException as exc:
-            self.fail(exc, False)
-        return Response(self._pool, conn, sock, resp, self.read_timeout)
+            self._fail(conn, exc, sending, fresh, read_timeout)
+        return Response(self, conn, sock, resp, read_timeout)
 
-    def close(self) -> None:
-        """Give the answer up: the connection is closed (its answer would be taken for
-        the next request's)."""
-        self._conn.close()
-        self._pool.done(self._conn)
+    def _connect(self, conn: HttpConnection, read_timeout: float,
+                 deadline: float | None) -> float:
+        """Connect a new connection; the read timeout that connecting left."""
+        try:
+            conn.connect()
+        except OSError as exc:
+            raise ConnectError(f"{type(exc).__name__}: {exc}") from exc
+        if deadline is not None:
+            read_timeout = min(read_timeout, deadline - self._clock())
+            if read_timeout <= 0:
+                raise TimeoutError("the request's deadline passed while connecting")
+        return read_timeout
 
-    def fail(self, exc: BaseException, sending: bool) -> NoReturn:
+    def _fail(self, conn: HttpConnection, exc: BaseException, sending: bool, fresh: bool,
+              read_timeout: float) -> NoReturn:
         """Close the connection and raise what ``exc``, met while sending (``sending``)
         or reading the answer's header, means to the caller."""
-        conn = self._conn
         conn.close()
-        if self._pool.done(conn):
+        if self.done(conn):
             raise deadline_error() from exc
         if isinstance(exc, ConnectError):
             raise exc
         if isinstance(exc, TimeoutError):
-            raise ReadTimeoutError(f"Read timed out. (read timeout={self.read_timeout})"
-                                   ) from exc
+            raise ReadTimeoutError(f"Read timed out. (read timeout={read_timeout})") from exc
         if isinstance(exc, OSError | ProtocolError):
             # Before any answer byte: broken while sending, an empty status line
             # (RemoteDisconnected), or reset while waiting for the first byte.
             unanswered = (isinstance(exc, Unanswered | RemoteDisconnected)
                           or (sending and closed_before_answer(exc)))
             raise ConnectError(f"{type(exc).__name__}: {exc}", before_answer=unanswered,
-                               reused=not self._fresh,
+                               reused=not fresh,
                                broken=unanswered or closed_before_answer(exc)) from exc
         raise exc

@@ -8,7 +8,7 @@ fake is a plain class that type-checks, and importing the types never pulls in t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -110,23 +110,6 @@ class RawApi(Api, Protocol):
                  deadline: float | None = ...) -> dict[str, Any]:
         """Send ``data`` as ``content_type``; return the answer's object."""
         ...
-
-
-def send_ahead(api: Api, paths: Sequence[str]) -> None:
-    """Send ``GET path`` for each of ``paths`` now, for the next GET of it to read (a
-    client that can:
-    :meth:`cpa.kube.client.KubeApi.send_ahead`; with any other, each GET is made when it is
-    asked for)."""
-    ahead = getattr(api, "send_ahead", None)
-    if ahead is not None:
-        ahead(paths)
-
-
-def drop_ahead(api: Api) -> None:
-    """Give up what :func:`send_ahead` sent that no GET took."""
-    drop = getattr(api, "drop_ahead", None)
-    if drop is not None:
-        drop()
 
 
 def get_decoded(api: Api, path: str, decode: Callable[[dict[str, Any]], T]) -> T:

@@ -23,8 +23,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from cpa import __version__
@@ -36,7 +36,7 @@ from cpa.http.errors import (
     probable_eof,
 )
 from cpa.http.message import field_value_problem
-from cpa.http.pool import MAX_IDLE, Pool, Sent
+from cpa.http.pool import Pool
 from cpa.kube.api import RETRY_AFTER_CAP, ApiError, StreamResponse
 from cpa.kube.clientconfig import ConfigError, Connection
 from cpa.kube.tokenfile import TokenFileError
@@ -50,10 +50,6 @@ CONNECT_TIMEOUT = 5.0  # an API server that does not accept in 5 s is unreachabl
 MAX_RETRIES = 10  # client-go's default for Retry-After
 RESET_RETRY_SECONDS = 1.0  # client-go's artificial Retry-After for a GET's reset or EOF
 MAX_KEPT = 64  # decoded answers kept (the ConfigMap and each target's scale: a handful)
-MAX_AHEAD = MAX_IDLE - 1
-"""GETs sent ahead at once: each has a connection of its own, and all of them, with one
-more for the node watch's renewals, the Lease and Events, are kept alive after (more
-would be closed and opened again every poll)."""
 T = TypeVar("T")
 ABORT_GRACE = 1.0  # after abort(): what a request may still take (the Lease release)
 
@@ -85,15 +81,6 @@ def retry_after(status: int, headers: Mapping[str, str]) -> int | None:
     return max(0, seconds)
 
 
-class _Ahead(NamedTuple):
-    """A GET sent ahead (:meth:`KubeApi.send_ahead`): what its answer's reading needs."""
-
-    sent: Sent
-    headers: dict[str, str]
-    limit: float
-    end: float
-
-
 class KubeApi:
     """A thread-safe client for one API server connection: implements
     :class:`cpa.kube.api.StreamingApi`."""
@@ -106,7 +93,6 @@ class KubeApi:
         self._pool = Pool(conn.server, conn.ssl_context, conn.server_name, clock)
         self._aborted = threading.Event()
         self._kept: dict[str, tuple[bytes, Callable[[dict[str, Any]], Any], Any]] = {}
-        self._ahead: dict[str, _Ahead] = {}  # GETs sent ahead (send_ahead), by path
 
     def abort(self, grace: float = ABORT_GRACE) -> None:
         """Cut every request in flight and end every Retry-After wait (SIGTERM); requests
@@ -153,18 +139,10 @@ class KubeApi:
         strategic-merge patch, whose bytes the caller wrote)."""
         data = raw if raw is not None else (
             json.dumps(body).encode() if body is not None else None)
-        ahead = self._ahead.pop(path, None) if self._ahead else None
-        if ahead is not None and (method != "GET" or query or data is not None
-                                  or timeout is not None or deadline is not None):
-            ahead.sent.close()  # not the GET that was sent ahead
-            ahead = None
-        if ahead is not None:  # its deadline counts from when it was sent
-            limit, end = ahead.limit, ahead.end
-        else:
-            limit = timeout or self.timeout
-            end = self._clock() + limit
-            if deadline is not None and deadline < end:
-                end, limit = deadline, max(0.0, deadline - self._clock())
+        limit = timeout or self.timeout
+        end = self._clock() + limit
+        if deadline is not None and deadline < end:
+            end, limit = deadline, max(0.0, deadline - self._clock())
         target = _target(path, query)
         # A GET on a kept-alive connection that the server (or a middlebox) dropped as we
         # sent it fails before any byte of its answer; like Go's transport, send it once
@@ -174,14 +152,10 @@ class KubeApi:
         retries = 0
         while True:
             try:
-                if ahead is not None:  # the first try's answer: the GET sent ahead
-                    headers, sent, ahead = ahead.headers, ahead.sent, None
-                    resp = sent.answer()
-                else:
-                    headers = self._headers(content_type if data is not None else None)
-                    resp = self._pool.request(
-                        method, target, body=data, headers=headers,
-                        connect_timeout=CONNECT_TIMEOUT, read_timeout=limit, deadline=end)
+                headers = self._headers(content_type if data is not None else None)
+                resp = self._pool.request(
+                    method, target, body=data, headers=headers,
+                    connect_timeout=CONNECT_TIMEOUT, read_timeout=limit, deadline=end)
                 try:
                     answer = resp.read()
                 finally:
@@ -241,42 +215,6 @@ class KubeApi:
         if self._clock() + seconds >= end:
             return False
         return not self._aborted.wait(seconds)
-
-    def send_ahead(self, paths: Sequence[str]) -> None:
-        """Send ``GET path`` for each of ``paths`` now, together (one set of headers:
-        the credentials are looked at once); the next :meth:`request` of such a GET
-        (with neither a query, a timeout nor a deadline of its own) reads its answer as
-        its first try, with the deadline it got when sent. A poll sends its GETs (the
-        ConfigMap, each target's first read) together and reads their answers after, one
-        wake-up for them all instead of one each. A GET that cannot be
-        sent is left out, with those after it (each is then made, and its failure handled,
-        as any other); so are those beyond the first :data:`MAX_AHEAD`, and one whose
-        answer is waiting already. An answer nobody took is given up by
-        :meth:`drop_ahead`."""
-        now = self._clock()
-        limit = self.timeout
-        end = now + limit
-        try:
-            headers = self._headers()
-        except ApiError:  # no credentials: each request says so
-            return
-        for path in paths[:MAX_AHEAD]:
-            if path in self._ahead:
-                continue
-            try:
-                sent = self._pool.send("GET", path, body=None, headers=headers,
-                                       connect_timeout=CONNECT_TIMEOUT, read_timeout=limit,
-                                       deadline=end)
-            except Exception:
-                return
-            ahead = _Ahead(sent, headers, limit, end)
-            if self._ahead.setdefault(path, ahead) is not ahead:
-                sent.close()
-
-    def drop_ahead(self) -> None:
-        """Give up the GETs sent ahead that no request took (their connections closed)."""
-        while self._ahead:
-            self._ahead.popitem()[1].sent.close()
 
     def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
                  deadline: float | None = None) -> dict[str, Any]:

@@ -87,9 +87,6 @@ class HpaFloorWriter:
         read = decode_hpa(api.get_json(path), f"GET {path}")
         return Current(read.min_replicas, read.max_replicas)
 
-    def first_read(self, namespace: str, target: Target) -> str:
-        return object_path(namespace, target)
-
     def ensure(self, api: RawApi, namespace: str, target: Target, replicas: int,
                shape: Shape | None = None, dry_run: bool = False) -> ScaleResult:
         return ensure_floor(api, namespace, target, replicas, shape, dry_run)

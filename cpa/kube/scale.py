@@ -75,9 +75,6 @@ class ScaleWriter:
         path = scale_path(namespace, target)
         return Current(decode_scale(api.get_json(path), f"GET {path}").replicas)
 
-    def first_read(self, namespace: str, target: Target) -> str:
-        return scale_path(namespace, target)
-
     def ensure(self, api: RawApi, namespace: str, target: Target, replicas: int,
                shape: Shape | None = None, dry_run: bool = False) -> ScaleResult:
         return ensure_scale(api, namespace, target, replicas, shape, dry_run)

@@ -45,10 +45,6 @@ class TargetWriter(Protocol):
 
     def read(self, api: Api, namespace: str, target: Target) -> Current: ...
 
-    def first_read(self, namespace: str, target: Target) -> str:
-        """The path :meth:`ensure` GETs first (a poll sends it ahead with the others)."""
-        ...
-
     def ensure(self, api: RawApi, namespace: str, target: Target, replicas: int,
                shape: Shape | None = None, dry_run: bool = False) -> ScaleResult: ...
 

@@ -50,13 +50,13 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from cpa import logs
-from cpa.kube.api import Api, ApiError, RawApi, drop_ahead, get_decoded, send_ahead
+from cpa.kube.api import Api, ApiError, RawApi, get_decoded
 from cpa.kube.objects import MalformedObject, decode_lease
 
 __all__ = ["SANE_LEASE_SECONDS", "GuardedApi", "LeaderElector", "LeaseConfig", "LeaseStatus",
@@ -455,13 +455,6 @@ class GuardedApi:
     def get_decoded(self, path: str, decode: Callable[[dict[str, Any]], T]) -> T:
         """A read the client may answer from its kept value (:func:`get_decoded`)."""
         return get_decoded(self._api, path, decode)
-
-    def send_ahead(self, paths: Sequence[str]) -> None:
-        """Reads sent ahead (:func:`send_ahead`)."""
-        send_ahead(self._api, paths)
-
-    def drop_ahead(self) -> None:
-        drop_ahead(self._api)
 
     def _until(self, method: str, path: str, deadline: float | None) -> float:
         """The write's deadline, or ApiError when this replica may have lost the Lease."""

@@ -5,9 +5,7 @@
 ConfigMap (GET, or lazily create; re-parsed only when its resourceVersion changed:
 :mod:`cpa.horizontal.daemon.paramscache`), the expected replicas, then each target's write (its
 writer's GET, and a write on change: :mod:`cpa.kube.writers`); with a ``load`` key (ours),
-each target's load axis between the two (:class:`LoadAxes`). After a poll that succeeded,
-the next sends its GETs together as it starts (the ConfigMap's, then each target's first
-read) and reads their answers as it goes: one wake-up for them all. Time and the API are
+each target's load axis between the two (:class:`LoadAxes`). Time and the API are
 injected so the loop can be tested; the period is a :class:`~cpa.runtime.ticker.Ticker`,
 the early polls of ``--react-to-node-changes`` are :mod:`cpa.horizontal.daemon.react`'s.
 
@@ -35,8 +33,7 @@ from cpa.horizontal.daemon.watchdogs import FloorClamps, OtherWriters, Overwrite
 from cpa.horizontal.decide.behavior import BehaviorStage
 from cpa.horizontal.decide.decision import Decision, decide
 from cpa.horizontal.decide.modes.mode import Params
-from cpa.kube.api import ApiError, RawApi, drop_ahead, send_ahead
-from cpa.kube.configmap import object_path as configmap_path
+from cpa.kube.api import ApiError, RawApi
 from cpa.kube.targets import ScaleResult, Target
 from cpa.kube.writers import writer_for
 from cpa.nodes.counts import ClusterCounts, CountingPolicy
@@ -84,16 +81,6 @@ class PollResult(PollRecord):
 
 
 Observer = Callable[[PollResult], None]
-
-def poll_reads(config: LoopConfig) -> list[str]:
-    """The GETs a poll begins with, in the order it makes them: the ConfigMap (none with
-    ``--config-dir``), then each target's first read. A poll after one that succeeded
-    sends them ahead together."""
-    namespace = config.namespace
-    paths = [] if config.config_dir else [configmap_path(namespace, config.configmap)]
-    paths.extend(writer_for(target).first_read(namespace, target) for target in config.targets)
-    return paths
-
 
 class LoadAxes(Protocol):
     """Ours, the ``load`` key: each target's load axis
@@ -169,9 +156,6 @@ class Autoscaler:
         self._behavior = BehaviorStage()
         self.consecutive_failures = 0
         self.polls = 0
-        # The last poll succeeded: this one sends its reads ahead.
-        self._send_ahead = False
-        self._reads: list[str] | None = None  # what it sends (_send_reads_ahead)
 
     @property
     def behavior(self) -> BehaviorStage:
@@ -228,8 +212,6 @@ class Autoscaler:
         ``early``: run between the period's polls (``react_to_node_changes``)."""
         self.polls += 1
         result = PollResult(started=self._clock(), early=early)
-        if self._send_ahead:
-            self._send_reads_ahead()
         try:
             counts = self._cluster_status(result)
             params = self._sync_params(result)
@@ -245,24 +227,11 @@ class Autoscaler:
             result.error = str(exc)
         except Exception as exc:
             result.error = f"unexpected {type(exc).__name__}: {exc}"
-        if self._send_ahead:
-            drop_ahead(self._api)  # a failed poll's, which did not read them all
-        self._send_ahead = result.error is None
         self._count_failure(result)
         result.duration = self._clock() - result.started
         report(self._observers, result, self._log)
         self._params.give_back()  # after a large version came or went
         return result
-
-    def _send_reads_ahead(self) -> None:
-        """Send the poll's GETs together (the parameters' source, then each target's first
-        read, the order they are read in) and read their answers as the poll goes: one
-        wake-up for them all, not one each (a steady poll's CPU: 1.16 -> 1.04 ms at 1,000
-        Nodes). Only after a poll that succeeded: one that failed may not read them all,
-        and the next one makes its requests one by one, as upstream does."""
-        if self._reads is None:  # the same every poll: the source and the targets are fixed
-            self._reads = poll_reads(self._config)
-        send_ahead(self._api, self._reads)
 
     def _cluster_status(self, result: PollResult) -> ClusterCounts:
         """The node store's running totals (no request), and whether they may be stale."""

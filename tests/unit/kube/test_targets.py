@@ -29,7 +29,7 @@ from cpa.kube.targets import (
     parse_targets,
     scale_path,
 )
-from cpa.kube.writers import ensure_replicas, read_current, writer_for
+from cpa.kube.writers import ensure_replicas, read_current
 from cpa.nodes.counts import ClusterCounts
 from cpa.tools.explain import TargetView, target_steps
 from tests.fakes import FakeApi
@@ -224,15 +224,12 @@ def test_explain_steps_for_the_target_kinds() -> None:
 @pytest.mark.parametrize(("target", "path"), [
     (HPA, HPA_PATH), (Target("deployment", "coredns"), COREDNS),
     (Target("statefulset", "web"), scale_path(NS, Target("statefulset", "web")))])
-def test_a_writer_s_first_read_is_the_get_its_ensure_makes_first(target: Target,
-                                                                   path: str) -> None:
-    """What a poll sends ahead is what the write then GETs: nothing sent twice."""
+def test_a_writer_reads_its_object_before_it_writes(target: Target, path: str) -> None:
     api = FakeApi()
     hpa(api)
     api.add_scale(COREDNS, 2)
     if target.kind == "statefulset":
         api.add_scale(path, 2)
-    assert writer_for(target).first_read(NS, target) == path
     ensure_replicas(api, NS, target, 3)
     assert api.calls[0] == ("GET", path)
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from cpa.kube.api import ApiError, drop_ahead, get_decoded, send_ahead
+from cpa.kube.api import ApiError, get_decoded
 from cpa.kube.targets import Target
 from cpa.kube.writers import ensure_replicas
 from cpa.runtime.leaderelection import GuardedApi, LeaderElector, LeaseConfig
@@ -397,22 +397,6 @@ def test_a_read_through_the_guard_reaches_the_client_s_kept_answers() -> None:
     guarded = GuardedApi(api, elector(api, clock, "a", []), clock)
     assert get_decoded(guarded, "/scale", lambda doc: doc["spec"]["replicas"]) == 4
     assert api.asked == ["/scale"]
-
-
-def test_reads_sent_ahead_pass_through_the_guard() -> None:
-    """A leader's poll sends its reads ahead as any poll: they are reads, not guarded."""
-    class Ahead(FakeApi):
-        def send_ahead(self, paths: Sequence[str]) -> None:
-            self.calls.extend(("AHEAD", path) for path in paths)
-
-        def drop_ahead(self) -> None:
-            self.calls.append(("DROP", ""))
-
-    api, clock = Ahead(), Clock()
-    guarded = GuardedApi(api, elector(api, clock, "a", []), clock)
-    send_ahead(guarded, ["/cm", "/scale"])
-    drop_ahead(guarded)
-    assert api.calls == [("AHEAD", "/cm"), ("AHEAD", "/scale"), ("DROP", "")]
 
 
 def test_a_deleted_lease_is_waited_out_by_the_follower_and_taken_back_by_the_leader() -> None:

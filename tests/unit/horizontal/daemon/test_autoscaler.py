@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from cpa.horizontal.cpa_flags import parse_args, validate
-from cpa.horizontal.daemon.cpa_loop import Autoscaler, poll_reads
+from cpa.horizontal.daemon.cpa_loop import Autoscaler
 from cpa.horizontal.daemon.cpa_main import loop_config
 from cpa.nodes.counts import ClusterCounts
 from cpa.runtime.health import HealthState
@@ -70,68 +70,6 @@ def test_no_write_when_replicas_already_right() -> None:
     api.calls.clear()
     a.poll_once()
     assert api.calls == [("GET", CM), ("GET", COREDNS)]  # 1 ConfigMap GET + 1 scale GET
-
-
-class AheadApi(FakeApi):
-    """The fake, with what the poll sends ahead and drops recorded among its requests."""
-
-    def send_ahead(self, paths: Sequence[str]) -> None:
-        self.calls.extend(("AHEAD", path) for path in paths)
-
-    def drop_ahead(self) -> None:
-        self.calls.append(("DROP", ""))
-
-
-def test_after_a_poll_that_succeeded_the_next_sends_its_reads_ahead() -> None:
-    """The ConfigMap's GET and the target's, sent together in the order they are read,
-    then read; what a poll did not read is dropped after it."""
-    api = AheadApi()
-    api.add_scale(COREDNS, 2)
-    a = make(api, counts(16, 128), f"--default-params={DEFAULTS}")
-    a.poll_once()
-    assert ("AHEAD", CM) not in api.calls, "the first poll makes its requests one by one"
-    api.calls.clear()
-    a.poll_once()
-    assert api.calls == [("AHEAD", CM), ("AHEAD", COREDNS), ("GET", CM), ("GET", COREDNS),
-                         ("DROP", "")]
-
-
-@pytest.mark.parametrize("extra, target, reads", [
-    ((), "Deployment/coredns",
-     ["/api/v1/namespaces/kube-system/configmaps/kube-dns-autoscaler",
-      "/apis/apps/v1/namespaces/kube-system/deployments/coredns/scale"]),
-    (("--config-dir=/etc/cpa",), "Deployment/coredns",
-     ["/apis/apps/v1/namespaces/kube-system/deployments/coredns/scale"]),
-    ((), "Deployment/coredns,statefulset/typha",
-     ["/api/v1/namespaces/kube-system/configmaps/kube-dns-autoscaler",
-      "/apis/apps/v1/namespaces/kube-system/deployments/coredns/scale",
-      "/apis/apps/v1/namespaces/kube-system/statefulsets/typha/scale"]),
-])
-def test_poll_reads_are_the_gets_a_poll_begins_with(extra: tuple[str, ...], target: str,
-                                                     reads: list[str]) -> None:
-    opts = parse_args(["--namespace=kube-system", "--configmap=kube-dns-autoscaler",
-                       f"--target={target}", *extra], {})
-    assert validate(opts) == []
-    assert poll_reads(loop_config(opts)) == reads
-
-
-def test_after_a_poll_that_failed_the_next_makes_its_requests_one_by_one() -> None:
-    api = AheadApi()
-    api.add_scale(COREDNS, 2)
-    a = make(api, counts(16, 128), f"--default-params={DEFAULTS}")
-    a.poll_once()
-    del api.objects[COREDNS]  # the target is gone: the poll fails
-    api.calls.clear()
-    assert a.poll_once().error is not None
-    assert api.calls[-1] == ("DROP", "")
-    api.calls.clear()
-    assert a.poll_once().error is not None
-    assert api.calls == [("GET", CM), ("GET", COREDNS)], "nothing sent ahead, nothing dropped"
-    api.add_scale(COREDNS, 2)
-    a.poll_once()
-    api.calls.clear()
-    a.poll_once()
-    assert api.calls[:2] == [("AHEAD", CM), ("AHEAD", COREDNS)], "sent ahead again"
 
 
 def test_missing_configmap_without_defaults_fails_the_poll() -> None:
