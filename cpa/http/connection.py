@@ -19,7 +19,6 @@ spell read at once.
 from __future__ import annotations
 
 import errno
-import functools
 import io
 import math
 import select
@@ -46,7 +45,6 @@ class DeadlineIO(io.RawIOBase):
     def __init__(self, sock: socket.socket, conn: HttpConnection) -> None:
         self._sock = sock
         self._conn = conn
-        self._tls = isinstance(sock, ssl.SSLSocket)
         self._pollers: dict[int, select.poll] = {}  # paced reads' waits, by event mask
 
     def readable(self) -> bool:
@@ -67,8 +65,6 @@ class DeadlineIO(io.RawIOBase):
                     raise TimeoutError("the request's deadline passed")
                 self._sock.settimeout(left)
                 conn.wait = left
-        if self._tls:
-            return _tls_read(self._sock, buffer)
         return self._sock.recv_into(buffer)
 
     def _paced(self, buffer: Any) -> int:
@@ -83,8 +79,6 @@ class DeadlineIO(io.RawIOBase):
         slept = False
         while True:
             try:
-                if self._tls:
-                    return _tls_read(sock, buffer)
                 return sock.recv_into(buffer)
             except (ssl.SSLWantReadError, BlockingIOError):
                 events = select.POLLIN
@@ -117,34 +111,6 @@ class DeadlineIO(io.RawIOBase):
             poller = self._pollers[events] = select.poll()
             poller.register(self._sock, events)
         return bool(poller.poll(None if timeout == math.inf else math.ceil(timeout * 1000)))
-
-
-def _tls_read(sock: Any, buffer: Any) -> int:
-    """``SSLSocket.recv_into`` without its two Python frames (``recv_into``, ``read``):
-    the TLS object's read, a ragged EOF read as the end (``suppress_ragged_eofs``, on
-    for every socket here)."""
-    tls = sock._sslobj
-    if tls is None:
-        return int(sock.recv_into(buffer))  # closed or unwrapped: the socket's own error
-    try:
-        return int(tls.read(len(buffer), buffer))
-    except ssl.SSLEOFError:
-        return 0
-
-
-def _send_all(sock: Any, data: bytes) -> None:
-    """``sendall``; for TLS without ``SSLSocket``'s three Python frames (``sendall``,
-    ``send``, the view loop): its TLS object's write, which writes all of a small request
-    (no partial writes) and waits as the socket's timeout says."""
-    tls = getattr(sock, "_sslobj", None)
-    if tls is None:
-        sock.sendall(data)
-        return
-    sent = tls.write(data)
-    if sent < len(data):
-        with memoryview(data) as view:
-            while sent < len(data):
-                sent += tls.write(view[sent:])
 
 
 class HttpConnection:
@@ -266,7 +232,7 @@ def write_request(conn: HttpConnection, method: str, target: str,
             f"{LAST_FIELDS.lines(headers)}{length}\r\n").encode("iso-8859-1")
     sock = conn.sock
     assert sock is not None
-    _send_all(sock, head + body if body else head)
+    sock.sendall(head + body if body else head)
     return method
 
 
@@ -287,13 +253,3 @@ def read_answer(conn: HttpConnection, method: str) -> Answer:
     except BaseException:
         answer.close()
         raise
-
-
-def direct_read(sock: socket.socket, amt: int) -> Callable[[], bytes]:
-    """One read of up to ``amt`` bytes from the socket itself: for TLS, the TLS object's
-    read without ``SSLSocket``'s Python frames (see :func:`_tls_read`)."""
-    tls = getattr(sock, "_sslobj", None)
-    if tls is None:
-        return functools.partial(sock.recv, amt)
-    return functools.partial(tls.read, amt)
-

@@ -421,13 +421,12 @@ class Dechunker:
         return out[0] if len(out) == 1 else b"".join(out)
 
 
-def dechunked(read: Callable[[], bytes], first: bytes | None = None) -> Iterator[bytes]:
-    """A chunked body's data as it arrives, from ``first`` (when given) and then ``read``
-    (one read each; a TLS connection's ragged end reads as its end); :class:`IncompleteBody`
+def dechunked(read: Callable[[], bytes]) -> Iterator[bytes]:
+    """A chunked body's data as it arrives, one ``read`` at a time; :class:`IncompleteBody`
     if the connection ends inside it."""
     decoder = Dechunker()
     feed = decoder.feed
-    data = read() if first is None else first
+    data = read()
     while True:
         if not data:
             raise IncompleteBody("the connection closed inside a chunked body")
@@ -436,8 +435,5 @@ def dechunked(read: Callable[[], bytes], first: bytes | None = None) -> Iterator
             yield out
         if decoder.done:
             return
-        try:
-            data = read()
-        except ssl.SSLEOFError:
-            data = b""
+        data = read()
 

@@ -17,9 +17,7 @@ from urllib.parse import urlsplit
 
 from cpa.http.connection import (
     DEADLINE_SLACK,
-    READER_BUFFER,
     HttpConnection,
-    direct_read,
 )
 from cpa.http.errors import (
     ConnectError,
@@ -85,25 +83,8 @@ class Response:
         fp = self._resp.fp
         if fp is None:
             return
-        conn, sock = self._conn, self._sock
         try:
-            if (conn is None or sock is None or conn.pace or conn.deadline != math.inf
-                    or amt < READER_BUFFER):
-                yield from dechunked(functools.partial(self._read1, fp.read1, amt))
-            else:
-                # No deadline and not paced (a list; the first read empties the reader's
-                # buffer, as amt is at least its size): read the socket itself, two
-                # Python frames fewer per read (a 1,000-Node list is ~2,000 reads).
-                first = self._read1(fp.read1, amt)
-                try:
-                    yield from dechunked(direct_read(sock, amt), first)
-                except (ConnectError, IncompleteBody):
-                    raise  # the dechunker's own, as on the reader's path
-                except (ValueError, OSError, ProtocolError) as exc:
-                    failure = self._read_failure(exc)
-                    if failure is exc:
-                        raise
-                    raise failure from exc
+            yield from dechunked(functools.partial(self._read1, fp.read1, amt))
         except IncompleteBody as exc:
             if self._expired():
                 raise deadline_error() from exc
