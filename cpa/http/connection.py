@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cpa.http.errors import ProtocolError
-from cpa.http.message import BAD_TARGET, BODY_METHODS, LAST_FIELDS, Answer
+from cpa.http.message import BAD_TARGET, BODY_METHODS, Answer, field_lines
 
 READER_BUFFER = 8192  # a connection's buffered reader's size (io's default)
 DEADLINE_SLACK = 0.005  # s: how far past its deadline a read begun in time may end
@@ -229,7 +229,7 @@ def write_request(conn: HttpConnection, method: str, target: str,
     length = f"Content-Length: {len(body or b'')}\r\n" \
         if body is not None or method in BODY_METHODS else ""
     head = (f"{method} {target} HTTP/1.1\r\n{conn.host_line}Accept-Encoding: identity\r\n"
-            f"{LAST_FIELDS.lines(headers)}{length}\r\n").encode("iso-8859-1")
+            f"{field_lines(headers)}{length}\r\n").encode("iso-8859-1")
     sock = conn.sock
     assert sock is not None
     sock.sendall(head + body if body else head)

@@ -74,9 +74,8 @@ MAX_FIELDS = 100
 
 
 class Answer:
-    """An answer: its status and header, read from the connection's own buffered reader
-    (in one piece when it came whole, see :func:`whole_head`), and its body, read by its
-    Content-Length, its chunks or to the connection's close.
+    """An answer: its status and header, read from the connection's own buffered reader,
+    and its body, read by its Content-Length, its chunks or to the connection's close.
 
     The reader outlives the answer: at the body's end the answer lets go of it rather than
     closing it, unless the answer owns it (one that ends its connection: ``owned``)."""
@@ -146,7 +145,7 @@ class Answer:
         return data
 
     def _read_status(self) -> tuple[str, int, str]:
-        """The status line, read line by line (the rare path: see :func:`whole_head`)."""
+        """The status line."""
         assert self.fp is not None
         line = self.fp.readline(MAX_LINE + 1)
         if len(line) > MAX_LINE:
@@ -174,25 +173,19 @@ class Answer:
     def begin(self) -> None:
         if self.headers is not None:
             return
-        fields = None
         if self.fp is not None:
             # Tell a connection broken before the answer's first byte (nothing answered:
             # safe to send a GET again) from one broken part-way through its header.
             try:
-                came = self.fp.peek(1)  # blocks until a byte, EOF or an error
+                self.fp.peek(1)  # blocks until a byte, EOF or an error
             except (ConnectionResetError, ConnectionAbortedError, ssl.SSLEOFError) as exc:
                 raise Unanswered(f"{type(exc).__name__}: {exc}") from exc
-            whole = whole_head(came)
-            if whole is not None:
-                version, status, reason, fields, size = whole
-                self.fp.read(size)  # what was parsed, from the buffer
-        if fields is None:
-            while True:
-                version, status, reason = self._read_status()
-                if status != 100:  # Continue
-                    break
-                read_fields(self.fp)  # a 100 Continue's own header
-            fields = read_fields(self.fp)
+        while True:
+            version, status, reason = self._read_status()
+            if status != 100:  # Continue
+                break
+            read_fields(self.fp)  # a 100 Continue's own header
+        fields = read_fields(self.fp)
         self.status = status
         self.reason = reason.strip()
         if version in ("HTTP/1.0", "HTTP/0.9"):
@@ -220,24 +213,6 @@ class Answer:
             self.length = 0
         if not self.will_close and not self.chunked and self.length is None:
             self.will_close = True
-
-
-def whole_head(came: bytes) -> tuple[str, int, str, HeaderFields, int] | None:
-    """The status and fields of a whole header already in the reader's buffer (an API
-    server's answer comes in one piece), parsed from one string rather than line by line;
-    and its size. None when the buffer holds less, or anything unusual (a 1xx, a bare LF,
-    an odd status line): the line-by-line path reads it as ``http.client`` does."""
-    end = came.find(b"\r\n\r\n")
-    if end < 0:
-        return None
-    lines = came[:end].decode("iso-8859-1").split("\r\n")
-    if came.count(b"\n", 0, end) != len(lines) - 1:  # a bare LF in a line
-        return None
-    status = status_line(lines[0])
-    if status is None or status[1] < 200:
-        return None
-    del lines[0]
-    return *status, fields_of(lines), end + 4
 
 
 def status_line(text: str) -> tuple[str, int, str] | None:
@@ -325,24 +300,6 @@ def field_lines(headers: Mapping[str, Any]) -> str:
         parts.append(f"{name}: {value}\r\n")
     return "".join(parts)
 
-
-class LastFields:
-    """The last fields written and their lines: a poll sends the same few fields on every
-    request (its token changes once an hour at most), so they are checked once."""
-
-    def __init__(self) -> None:
-        self._last: tuple[dict[str, Any], str] = ({}, "")
-
-    def lines(self, headers: Mapping[str, Any]) -> str:
-        last = self._last  # one read: another thread may replace it
-        if headers == last[0]:
-            return last[1]
-        text = field_lines(headers)
-        self._last = (dict(headers), text)
-        return text
-
-
-LAST_FIELDS = LastFields()
 
 class Dechunker:
     """HTTP/1.1 chunked transfer coding (RFC 9112, 7.1), decoded incrementally.

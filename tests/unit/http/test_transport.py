@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import math
 import socket
@@ -28,7 +27,7 @@ from cpa.http.errors import (
     ReadTimeoutError,
     probable_eof,
 )
-from cpa.http.message import Dechunker, read_fields, whole_head
+from cpa.http.message import Dechunker
 from cpa.http.pool import Pool, Response
 from cpa.kube.api import ApiError
 from cpa.kube.client import KubeApi
@@ -950,47 +949,6 @@ def test_the_answer_header_is_read_as_http_says(serve: Callable[[Handler], Serve
         assert resp.read() == b"{}"
         resp.release_conn()
     assert server.accepted == 1
-
-
-_FIELD_NAME = st.text(alphabet="ABCXYZabcxyz-", min_size=1, max_size=12)
-_FIELD_VALUE = st.text(alphabet=st.one_of(
-    st.characters(min_codepoint=0x20, max_codepoint=0xff, blacklist_characters="\x7f"),
-    st.sampled_from("\t\r")), max_size=30)
-
-
-@given(fields=st.lists(st.tuples(_FIELD_NAME, _FIELD_VALUE, st.booleans()), max_size=12),
-       reason=st.sampled_from(["OK", "", "Not Found", "I'm a teapot"]),
-       status=st.sampled_from([200, 201, 404, 409, 429, 500]))
-@settings(max_examples=300, deadline=None)
-def test_a_header_parsed_whole_equals_the_line_by_line_reading(
-        fields: list[tuple[str, str, bool]], reason: str, status: int) -> None:
-    """The one-string parse of a header that came whole (the usual case) gives the same
-    status and fields, in the same order, as reading it line by line."""
-    lines = [f"HTTP/1.1 {status} {reason}".rstrip(" ")]
-    for name, value, folded in fields:
-        lines.append(f"{name}: {value}")
-        if folded:
-            lines.append(f"  more {value}")
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("iso-8859-1")
-    whole = whole_head(head + b"body")
-    assert whole is not None
-    version, got_status, got_reason, got, size = whole
-    assert size == len(head)
-    reader = io.BufferedReader(io.BytesIO(head))
-    reader.readline()
-    slow = read_fields(reader)
-    assert (version, got_status, got_reason.strip()) == ("HTTP/1.1", status, reason)
-    assert got._raw == slow._raw and dict(got) == dict(slow)
-
-
-@pytest.mark.parametrize("head", [
-    b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",  # a 1xx first
-    b"HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n",  # a bare LF
-    b"HTTP/1.1 2x0 OK\r\n\r\n", b"ICY 200 OK\r\n\r\n",  # an odd status line
-    b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n",  # not all of it came
-])
-def test_an_unusual_header_is_left_to_the_line_by_line_reading(head: bytes) -> None:
-    assert whole_head(head) is None
 
 
 def test_a_header_that_comes_in_two_pieces_is_read_line_by_line(
