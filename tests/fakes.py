@@ -191,7 +191,6 @@ class ScriptedApi:
         self.stream_calls: list[tuple[dict[str, str], float]] = []
         self.page_calls: list[dict[str, str]] = []
         self.accepts: list[str] = []
-        self.paces: list[float] = []  # each stream's pace (0: read at each event)
         self.responses: list[FakeResponse] = []
         self.when_done: Callable[[], None] | None = None
         self.on_stream: Callable[[], None] | None = None
@@ -203,12 +202,11 @@ class ScriptedApi:
 
     def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
                accept: str = JSON, deadline: float | None = None,
-               pace: float = 0.0) -> StreamResponse:
+               ) -> StreamResponse:
         if self.on_stream is not None:
             self.on_stream()
         self.stream_calls.append((dict(query), read_timeout))
         self.accepts.append(accept)
-        self.paces.append(pace)
         if not self.streams:
             raise self._out()
         answer = self.streams.pop(0)

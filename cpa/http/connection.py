@@ -7,13 +7,6 @@ from connecting to its last byte. It is a number on the request's connection, lo
 each time a read begins (:class:`DeadlineIO`: the socket's timeout becomes the time left
 when that is shorter), so a request whose deadline passes fails with
 :class:`~cpa.http.errors.DeadlineExceeded` by the deadline without a thread to cut it.
-
-Paced streams. A watch of Nodes under churn brings an event every few milliseconds, and a
-read woken for each one runs through cold caches each time. A stream opened with a
-``pace`` reads from a socket that does not block, and when nothing is there it sleeps out
-the rest of its ``pace`` if it was woken less than ``pace`` ago, else waits in ``poll``:
-one wake-up per ``pace`` for whatever came meanwhile, and the first event after a quiet
-spell read at once.
 """
 
 from __future__ import annotations
@@ -45,7 +38,6 @@ class DeadlineIO(io.RawIOBase):
     def __init__(self, sock: socket.socket, conn: HttpConnection) -> None:
         self._sock = sock
         self._conn = conn
-        self._pollers: dict[int, select.poll] = {}  # paced reads' waits, by event mask
 
     def readable(self) -> bool:
         return True
@@ -55,8 +47,6 @@ class DeadlineIO(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         conn = self._conn
-        if conn.pace:
-            return self._paced(buffer)
         deadline = conn.deadline
         if deadline != math.inf:
             left = deadline - conn.clock()
@@ -66,51 +56,6 @@ class DeadlineIO(io.RawIOBase):
                 self._sock.settimeout(left)
                 conn.wait = left
         return self._sock.recv_into(buffer)
-
-    def _paced(self, buffer: Any) -> int:
-        """A read of a paced stream (:meth:`Pool.request`'s ``pace``): the socket does not
-        block; when nothing is there, a stream busy in the last ``pace`` seconds sleeps
-        out the rest of them before it reads again, and only an idle one waits in
-        ``poll``. What came meanwhile is then read in one go: one wake-up per ``pace``
-        however fast the events come, instead of one each, and the first event after a
-        quiet spell is read as soon as it comes."""
-        conn = self._conn
-        sock = self._sock
-        slept = False
-        while True:
-            try:
-                return sock.recv_into(buffer)
-            except (ssl.SSLWantReadError, BlockingIOError):
-                events = select.POLLIN
-            except ssl.SSLWantWriteError:  # a TLS 1.3 key update answered as we read
-                events = select.POLLOUT
-            now = conn.clock()
-            resume = conn.woke + conn.pace
-            if conn.deadline != math.inf:
-                resume = min(resume, conn.deadline)
-            if now < resume and not slept:
-                time.sleep(resume - now)
-                conn.woke = resume
-                slept = True
-                continue
-            wait = conn.pace_wait
-            if conn.deadline != math.inf:
-                wait = min(wait, conn.deadline - now)
-                if wait <= 0:
-                    raise TimeoutError("the request's deadline passed")
-            if not self._ready(events, wait):
-                raise TimeoutError("timed out")
-            conn.woke = conn.clock()
-            slept = True  # woken by data: read it now
-
-    def _ready(self, events: int, timeout: float) -> bool:
-        """Whether the socket is ready for ``events`` within ``timeout`` seconds (its
-        own socket: an answer that ends its connection took it from the connection)."""
-        poller = self._pollers.get(events)
-        if poller is None:
-            poller = self._pollers[events] = select.poll()
-            poller.register(self._sock, events)
-        return bool(poller.poll(None if timeout == math.inf else math.ceil(timeout * 1000)))
 
 
 class HttpConnection:
@@ -139,9 +84,6 @@ class HttpConnection:
         self.reader: io.BufferedReader | None = None
         self.host_line = f"Host: {host_field(self)}\r\n"
         self._poller: select.poll | None = None
-        self.pace = 0.0  # a paced stream's wake-up interval (0: not paced)
-        self.pace_wait = math.inf  # its read timeout
-        self.woke = -math.inf  # when it last woke up to read
 
     def connect(self) -> None:
         self._poller = None

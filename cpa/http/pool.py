@@ -242,7 +242,7 @@ class Pool:
 
     def request(self, method: str, target: str, *, body: bytes | None,
                 headers: dict[str, str], connect_timeout: float, read_timeout: float,
-                deadline: float | None = None, pace: float = 0.0) -> Response:
+                deadline: float | None = None) -> Response:
         """Send one request and return its answer with the body unread.
 
         ``target`` is the path and query. ``deadline`` (a :func:`time.monotonic` time)
@@ -252,12 +252,6 @@ class Pool:
         response, e.g. a kept-alive one found dead), :class:`ReadTimeoutError` when no
         answer came in time, and :class:`DeadlineExceeded` when the deadline passed (a
         request whose deadline has passed already is not sent).
-
-        ``pace`` (seconds, for a long-running stream): a successful answer's body is read
-        at most one wake-up per ``pace`` while it keeps coming (see
-        :meth:`DeadlineIO._paced`), so a stream of many small events costs one wake-up,
-        and one pass through warm caches, per ``pace`` instead of one per event; each
-        read then lags at most ``pace`` behind the server.
         """
         if self._grace_until < math.inf:
             deadline = min(deadline if deadline is not None else math.inf, self._grace_until)
@@ -272,7 +266,6 @@ class Pool:
         if conn is None:
             conn = self._new(connect_timeout)
         conn.expired = False
-        conn.pace = 0.0  # a kept-alive connection that carried a paced stream
         if deadline is not None:
             conn.deadline = deadline
             self._timed.add(conn)
@@ -290,10 +283,6 @@ class Pool:
             conn.request(method, self._prefix + target, body=body, headers=headers)
             sending = False
             resp = conn.getresponse()
-            if pace > 0 and sock is not None and 200 <= resp.status < 300:
-                sock.settimeout(0.0)  # paced reads wait in poll (or a sleep), not recv
-                conn.wait = 0.0
-                conn.pace, conn.pace_wait, conn.woke = pace, read_timeout, -math.inf
         except BaseException as exc:
             self._fail(conn, exc, sending, fresh, read_timeout)
         return Response(self, conn, sock, resp, read_timeout)

@@ -95,10 +95,8 @@ class StreamingApi(Api, Protocol):
         ...
 
     def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
-               accept: str = ..., deadline: float | None = ..., pace: float = ...
-               ) -> StreamResponse:
-        """Open a long-running GET and return the unread response; ``pace``: at most one
-        wake-up per ``pace`` seconds to read it while it keeps coming."""
+               accept: str = ..., deadline: float | None = ...) -> StreamResponse:
+        """Open a long-running GET and return the unread response."""
         ...
 
 

@@ -251,16 +251,14 @@ class KubeApi:
         return doc if isinstance(doc, dict) else {}
 
     def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
-               accept: str = JSON, deadline: float | None = None, pace: float = 0.0
-               ) -> StreamResponse:
+               accept: str = JSON, deadline: float | None = None) -> StreamResponse:
         """Open a long-running GET (a watch) and return the unread response.
 
         The caller reads it with :func:`cpa.kube.wire.lines` (JSON) or
         :func:`cpa.kube.wire.frames` (protobuf), as its Content-Type says, and must
         ``release_conn()`` it. A watch has no deadline (``read_timeout`` bounds each read);
         an error answer's ``Retry-After`` is in the :class:`ApiError`, for the caller's
-        backoff. ``pace``: read the body at most one wake-up per ``pace`` seconds while it
-        keeps coming (:meth:`cpa.http.pool.Pool.request`).
+        backoff.
         """
         target = _target(path, query)
         try:
@@ -268,7 +266,7 @@ class KubeApi:
             resp = self._pool.request(
                 "GET", target, body=None, headers=headers,
                 connect_timeout=min(CONNECT_TIMEOUT, self.timeout),
-                read_timeout=read_timeout, deadline=deadline, pace=pace)
+                read_timeout=read_timeout, deadline=deadline)
             if not 200 <= resp.status < 300:
                 try:
                     data = resp.read()

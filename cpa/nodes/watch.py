@@ -67,27 +67,10 @@ from cpa.nodes.listing import (
 from cpa.nodes.records import Event, ListHead, ListPage
 from cpa.nodes.store import NodeSink, NodeStore
 
-__all__ = ["WATCH_PACE_REACTING_SECONDS", "WATCH_PACE_SECONDS", "NodeReflector",
-           "WatchStatus", "watch_pace"]
+__all__ = ["NodeReflector", "WatchStatus"]
 
 PAGE_SIZE = 250  # ~3 MB of JSON per page for GKE-sized nodes
 WATCH_SECONDS = (40, 50)  # the server ends each watch after this long (jittered)
-WATCH_PACE_SECONDS = 0.1
-"""A watch's reads wake up at most this often while events keep coming (the first after a
-quiet spell is read at once): a burst, or steady churn, is read a batch per wake-up through
-warm caches instead of an event per wake-up (at 50 Node updates a second, 0.19 -> 0.09 ms
-of CPU per update). A count lags the server by at most this while the events keep coming;
-the counts are read at each poll, seconds apart."""
-WATCH_PACE_REACTING_SECONDS = 0.05
-"""The pace with ``--react-to-node-changes``: well inside its debounce
-(:data:`cpa.horizontal.daemon.react.REACT_DEBOUNCE_SECONDS`, 0.1 s), so that the rest of a short
-burst is read before the debounce looks at the counts."""
-
-
-def watch_pace(react_to_node_changes: bool) -> float:
-    """The node watch's pace for the daemon's flags."""
-    return WATCH_PACE_REACTING_SECONDS if react_to_node_changes else WATCH_PACE_SECONDS
-
 BACKOFF_START, BACKOFF_MAX = 0.8, 10.0
 
 
@@ -130,18 +113,15 @@ class NodeReflector:
                  protobuf: bool = True, clock: Callable[[], float] = time.monotonic,
                  rng: random.Random | None = None,
                  wait: Callable[[threading.Event, float], bool] | None = None,
-                 capacity: bool = False, pace: float = WATCH_PACE_SECONDS,
+                 capacity: bool = False,
                  first_page: int = 0) -> None:
         """``clock``, ``rng`` and ``wait`` (a backoff pause: wait on the stop event up to
         N seconds, True when stopped) are injected so tests run the real loop on a fake
         clock. ``capacity``: decode each Node's capacity cpu too (the vertical autoscaler);
-        the decoders are chosen here, once. ``pace``: the watch's reads wake up at most
-        this often while events keep coming (:data:`WATCH_PACE_SECONDS`; 0: at each).
+        the decoders are chosen here, once.
         ``first_page``: list as one protobuf page of up to that many Nodes first (0: not;
-        the daemon's :data:`~cpa.nodes.listing.ONE_PAGE_NODES`, the request it sends
-        ahead); once the cluster proves larger, or an answer comes in JSON, never again."""
+        the daemon's :data:`~cpa.nodes.listing.ONE_PAGE_NODES`); once the cluster proves larger, or an answer comes in JSON, never again."""
         self._capacity = capacity
-        self._pace = pace
         self._decode_page = (nodeproto.decode_list_page_capacity if capacity
                              else nodeproto.decode_list_page)
         self._decode_event = (nodeproto.decode_event_capacity if capacity
@@ -463,7 +443,7 @@ class NodeReflector:
                         timeoutSeconds=str(self._rng.randint(*WATCH_SECONDS)))
         try:
             resp = self._api.stream(NODES_PATH, q, read_timeout=READ_IDLE_SECONDS,
-                                    accept=self._accept, pace=self._pace)
+                                    accept=self._accept)
         except ApiError as exc:
             if exc.gone:  # the same answer as an ERROR event with code 410
                 raise _Relist(exc.message) from exc

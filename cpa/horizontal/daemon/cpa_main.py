@@ -28,7 +28,7 @@ from cpa.kube.discovery import ResolveError, resolve_all
 from cpa.kube.targets import Target
 from cpa.nodes.listing import ONE_PAGE_NODES
 from cpa.nodes.store import NodeStore
-from cpa.nodes.watch import NodeReflector, watch_pace
+from cpa.nodes.watch import NodeReflector
 from cpa.runtime.election import Election
 from cpa.runtime.health import HealthState
 from cpa.runtime.startup import StartupError, connect, read_command_line, serve_health
@@ -63,8 +63,7 @@ def _run(argv: Sequence[str], prog: str) -> int:
         return EXIT_INVALID
     try:
         store = NodeStore()
-        watch = NodeReflector(api, store, opts.nodelabels, first_page=ONE_PAGE_NODES,
-                              pace=watch_pace(opts.react_to_node_changes))
+        watch = NodeReflector(api, store, opts.nodelabels, first_page=ONE_PAGE_NODES)
         # The health server answers while the first list is read (ours: upstream serves
         # nothing until its informer synced): /healthz 200, /last-poll 500 saying why we
         # wait, /metrics counting it.

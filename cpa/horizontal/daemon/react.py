@@ -30,9 +30,7 @@ __all__ = ["REACT_DEBOUNCE_SECONDS", "REACT_MIN_INTERVAL_SECONDS", "EarlyPolls"]
 
 REACT_DEBOUNCE_SECONDS = 0.1
 """How long the node changes must pause before the counts are looked at: the rest of a
-burst (a node pool's Nodes registering together) lands in the same early poll. The node
-watch reads at most every half of this while events keep coming (its pace), so a burst
-being read is never mistaken for a pause."""
+burst (a node pool's Nodes registering together) lands in the same early poll."""
 REACT_MIN_INTERVAL_SECONDS = 1.0
 """At most one early poll a second, however the Nodes churn."""
 

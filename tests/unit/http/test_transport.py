@@ -18,7 +18,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpa.http import connection
 from cpa.http.errors import (
     ConnectError,
     DeadlineExceeded,
@@ -200,9 +199,8 @@ def test_a_silent_stream_raises_a_read_timeout(serve: Callable[[Handler], Server
 
 
 @AMTS
-@pytest.mark.parametrize("pace", [0.0, 0.1], ids=["blocking", "paced"])
 def test_shutdown_from_another_thread_ends_a_blocked_read(
-        serve: Callable[[Handler], Server], pace: float, amt: int) -> None:
+        serve: Callable[[Handler], Server], amt: int) -> None:
     def handler(conn: socket.socket, _index: int) -> None:
         read_request(conn)
         conn.sendall(CHUNKED_HEAD + b"1\r\na\r\n")
@@ -210,7 +208,7 @@ def test_shutdown_from_another_thread_ends_a_blocked_read(
 
     server = serve(handler)
     resp = Pool(server.url, None).request("GET", "/watch", body=None, headers={},
-                                          connect_timeout=2, read_timeout=30, pace=pace)
+                                          connect_timeout=2, read_timeout=30)
     threading.Timer(0.3, resp.shutdown).start()
     began = time.monotonic()
     with pytest.raises(Exception):  # noqa: B017 - EOF inside a chunked body, or a closed fd
@@ -1104,170 +1102,3 @@ def test_a_scale_write_leaves_the_kept_answer_as_it_came(
     again = ensure_scale(client, "kube-system", target, 3)
     assert (again.previous, again.changed) == (1, True), "read as it came: 1, written again"
     assert json.loads(puts[-1])["spec"] == {"replicas": 3} and len(puts) == 2
-
-
-# --- paced streams ---------------------------------------------------------------------------
-def paced(pool: Pool, read_timeout: float = 5, pace: float = 0.1) -> Response:
-    return pool.request("GET", "/watch", body=None, headers={}, connect_timeout=2,
-                        read_timeout=read_timeout, pace=pace)
-
-
-def burst(chunks: int, gap: float, then: Callable[[socket.socket], None] | None = None
-          ) -> Callable[[socket.socket], None]:
-    """A chunked answer of ``chunks`` small chunks ``gap`` seconds apart, then its end."""
-    def write(conn: socket.socket) -> None:
-        read_request(conn)
-        conn.sendall(CHUNKED_HEAD)
-        for i in range(chunks):
-            conn.sendall(b"4\r\n%04d\r\n" % i)
-            time.sleep(gap)
-        conn.sendall(b"0\r\n\r\n")
-        if then is not None:
-            then(conn)
-    return write
-
-
-def tls_handler(cert: tuple[str, str], write: Callable[[socket.socket], None]) -> Handler:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(*cert)
-
-    def handler(conn: socket.socket, _index: int) -> None:
-        with ctx.wrap_socket(conn, server_side=True) as tls:
-            write(tls)
-    return handler
-
-
-@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
-def test_a_paced_stream_reads_a_burst_in_a_few_wakeups(
-        serve: Callable[[Handler], Server], named_cert: tuple[str, str], tls: bool,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """60 chunks 5 ms apart (0.3 s): without a pace a wake-up each (a wait in poll), with a
-    0.1 s pace a handful (a sleep, or a wait in poll after a quiet spell)."""
-    wakeups: list[str] = []
-    real_sleep, real_ready = time.sleep, connection.DeadlineIO._ready
-
-    def sleep(seconds: float) -> None:  # time.sleep is the server threads' too
-        if threading.current_thread() is threading.main_thread():
-            wakeups.append("sleep")
-        real_sleep(seconds)
-
-    def ready(raw: connection.DeadlineIO, events: int, timeout: float) -> bool:
-        if timeout:
-            wakeups.append("poll")
-        return real_ready(raw, events, timeout)
-
-    write = burst(60, 0.005, lambda conn: time.sleep(2))
-    if tls:
-        server = serve(tls_handler(named_cert, write))
-        ctx = ssl.create_default_context(cafile=named_cert[0])
-        pool = Pool(f"https://127.0.0.1:{server.port}", ctx, server_name="kubernetes")
-    else:
-        server = serve(lambda conn, _index: write(conn))
-        pool = Pool(server.url, None)
-    resp = paced(pool)
-    monkeypatch.setattr(time, "sleep", sleep)
-    monkeypatch.setattr(connection.DeadlineIO, "_ready", ready)
-    assert b"".join(resp.stream(65536)) == b"".join(b"%04d" % i for i in range(60))
-    assert len(wakeups) <= 10, f"{len(wakeups)} wake-ups for a 0.3 s burst at a 0.1 s pace"
-    resp.release_conn()
-
-
-def test_a_paced_stream_reads_the_first_event_after_a_quiet_spell_as_it_comes(
-        serve: Callable[[Handler], Server]) -> None:
-    """After a quiet spell the next event is waited for in poll and read as it comes, not
-    a pace later (0.5 s here: it comes well before that)."""
-    sent: list[float] = []
-
-    def write(conn: socket.socket) -> None:
-        read_request(conn)
-        conn.sendall(CHUNKED_HEAD + b"1\r\na\r\n")
-        time.sleep(1.0)
-        sent.append(time.monotonic())
-        conn.sendall(b"1\r\nb\r\n")
-        time.sleep(1.0)
-        conn.sendall(b"0\r\n\r\n")
-
-    server = serve(lambda conn, _index: write(conn))
-    resp = paced(Pool(server.url, None), pace=0.5)
-    came: dict[bytes, float] = {}
-    for piece in resp.stream(65536):
-        came[piece] = time.monotonic()
-    assert set(came) == {b"a", b"b"}
-    assert came[b"b"] - sent[0] < 0.4, "the event after a quiet spell waited for the pace"
-    resp.release_conn()
-
-
-def test_a_silent_paced_stream_raises_a_read_timeout(
-        serve: Callable[[Handler], Server]) -> None:
-    def handler(conn: socket.socket, _index: int) -> None:
-        read_request(conn)
-        conn.sendall(CHUNKED_HEAD + b"1\r\na\r\n")
-        time.sleep(3)
-
-    server = serve(handler)
-    resp = paced(Pool(server.url, None), read_timeout=0.3)
-    with pytest.raises(ReadTimeoutError, match="Read timed out"):
-        list(resp.stream(1024))
-    resp.close()
-
-
-def test_a_connection_after_a_paced_stream_waits_by_its_read_timeout_again(
-        serve: Callable[[Handler], Server]) -> None:
-    """The paced stream's socket does not block; the next request on the same kept-alive
-    connection waits for its answer (0.3 s late) as a plain one does, and times out by its
-    own read timeout."""
-    def then(conn: socket.socket) -> None:
-        read_request(conn)
-        time.sleep(0.3)
-        answer(conn, b"late")
-        read_request(conn)
-        time.sleep(2)
-        answer(conn, b"too late")
-
-    server = serve(lambda conn, _index: burst(3, 0.001, then)(conn))
-    pool = Pool(server.url, None)
-    resp = paced(pool)
-    assert b"".join(resp.stream(65536)) == b"000000010002"
-    resp.release_conn()
-    resp = get(pool, "/a", 5)
-    assert resp.read() == b"late"
-    resp.release_conn()
-    assert server.accepted == 1
-    with pytest.raises(ReadTimeoutError):
-        get(pool, "/b", 0.3)
-
-
-def test_a_paced_stream_that_ends_its_connection_is_read_to_its_end(
-        serve: Callable[[Handler], Server]) -> None:
-    """``Connection: close``: the answer takes the socket from its connection; its paced
-    reads wait on that socket."""
-    def handler(conn: socket.socket, _index: int) -> None:
-        read_request(conn)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
-                     b"Connection: close\r\n\r\n")
-        for i in range(5):
-            time.sleep(0.05)
-            conn.sendall(b"1\r\n%d\r\n" % i)
-        conn.sendall(b"0\r\n\r\n")
-
-    server = serve(handler)
-    resp = paced(Pool(server.url, None), pace=0.02)
-    assert b"".join(resp.stream(65536)) == b"01234"
-    resp.release_conn()
-
-
-def test_an_answer_that_is_not_a_json_object_is_the_servers_fault(
-        serve: Callable[[Handler], Server]) -> None:
-    """get_json and get_decoded alike: a list (or a number) where an object must be."""
-    server = serve(keep_alive([b"[1, 2]", b"7"]))
-    client = api(server.url)
-    with pytest.raises(ApiError, match="GET /a: expected a JSON object") as err:
-        client.get_json("/a")
-    assert err.value.reason == "BadResponse"
-    with pytest.raises(ApiError, match="GET /b: expected a JSON object"):
-        client.get_decoded("/b", dict)
-
-
-# --- GETs sent ahead (a poll's requests together, their answers read after) ---------------
-
-# --- a stream sent ahead (the daemon's first Node list) and connections made ahead ---------

@@ -21,8 +21,6 @@ from cpa.nodes.listing import READ_IDLE_SECONDS, one_page_query
 from cpa.nodes.store import NodeStore
 from cpa.nodes.watch import (
     BACKOFF_MAX,
-    WATCH_PACE_REACTING_SECONDS,
-    WATCH_PACE_SECONDS,
     WATCH_SECONDS,
     NodeReflector,
     WatchStatus,
@@ -108,22 +106,10 @@ def test_streaming_list_then_short_watches_from_its_bookmark() -> None:
     assert watch["resourceVersion"] == "10" and watch["allowWatchBookmarks"] == "true"
     assert WATCH_SECONDS[0] <= int(watch["timeoutSeconds"]) <= WATCH_SECONDS[1]
     assert read_timeout == READ_IDLE_SECONDS > WATCH_SECONDS[1]
-    # Only the watch is paced: the streaming list's events come back to back anyway, and
-    # a pause in it would only delay the sync.
-    assert api.paces[0] == 0.0 and set(api.paces[1:]) == {WATCH_PACE_SECONDS}
     assert api.responses[1].released and not api.responses[1].closed
     assert h.names() == ["a", "b"]
     assert h.store.counts().total_cores == 5  # 1 + 4
     assert h.reflector.resource_version == "11"
-
-
-def test_the_watch_pace_with_early_polls_is_inside_their_debounce() -> None:
-    """With --react-to-node-changes the rest of a short burst must be read before the
-    debounce looks at the counts: half the debounce at most; without it, the default."""
-    from cpa.horizontal.daemon.react import REACT_DEBOUNCE_SECONDS
-    from cpa.nodes.watch import watch_pace
-    assert watch_pace(True) == WATCH_PACE_REACTING_SECONDS <= REACT_DEBOUNCE_SECONDS / 2
-    assert watch_pace(False) == WATCH_PACE_SECONDS > 0
 
 
 def test_streaming_list_retains_only_what_it_listed() -> None:
@@ -262,9 +248,8 @@ def test_stop_while_a_watch_is_being_opened_does_not_wait_for_the_watch() -> Non
 
     class StopDuringConnect(ScriptedApi):
         def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
-                   accept: str = JSON, deadline: float | None = None,
-                   pace: float = 0.0) -> StreamResponse:
-            response = super().stream(path, query, read_timeout, accept, deadline, pace)
+                   accept: str = JSON, deadline: float | None = None) -> StreamResponse:
+            response = super().stream(path, query, read_timeout, accept, deadline)
             if "sendInitialEvents" not in query:
                 h.reflector.stop(timeout=0)
             return response
@@ -287,9 +272,8 @@ def test_a_relist_asked_for_while_a_watch_is_being_opened_lists_at_once() -> Non
         opened = 0
 
         def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
-                   accept: str = JSON, deadline: float | None = None,
-                   pace: float = 0.0) -> StreamResponse:
-            response = super().stream(path, query, read_timeout, accept, deadline, pace)
+                   accept: str = JSON, deadline: float | None = None) -> StreamResponse:
+            response = super().stream(path, query, read_timeout, accept, deadline)
             if "sendInitialEvents" not in query and not self.opened:
                 self.opened += 1
                 h.reflector.relist()
@@ -339,7 +323,6 @@ def test_a_cluster_that_fits_one_page_is_listed_by_it_then_watched_from_its_vers
     first, read_timeout = api.stream_calls[0]
     assert first == one_page_query("x=y", 100) == {"limit": "100", "labelSelector": "x=y"}
     assert read_timeout == READ_IDLE_SECONDS and api.accepts[0] == ACCEPT_PROTOBUF
-    assert api.paces[0] == 0.0
     assert h.reflector.sync_method == "one-page-list" and h.reflector.encoding == "protobuf"
     assert api.responses[0].released and not api.responses[0].closed  # read to its end
     watch = api.stream_calls[1][0]

@@ -24,8 +24,8 @@ import cpa.horizontal.daemon.cpa_main as main
 import cpa.nodes.watch as watch
 seen = {}
 class First:  # the reflector's first request, recorded and not made
-    def stream(self, path, query, read_timeout, accept, deadline=None, pace=0.0):
-        seen["first_stream"] = [path, dict(query), read_timeout, accept, deadline, pace]
+    def stream(self, path, query, read_timeout, accept, deadline=None):
+        seen["first_stream"] = [path, dict(query), read_timeout, accept, deadline]
         raise KeyboardInterrupt
 def start(self):  # on this thread
     self._api = First()
@@ -62,10 +62,10 @@ def test_the_first_request_is_one_page_and_no_heavy_library_is_loaded(tmp_path: 
     seen = json.loads(out.stdout.splitlines()[-1])
     loaded = {name.split(".")[0] for name in seen["at_wait"]}
     assert [name for name in NEVER if name in loaded] == []
-    path, query, read_timeout, accept, deadline, pace = seen["first_stream"]
+    path, query, read_timeout, accept, deadline = seen["first_stream"]
     assert (path, query) == ("/api/v1/nodes", {"limit": "5000"})
     assert accept.startswith("application/vnd.kubernetes.protobuf") and deadline is None
-    assert read_timeout == 60.0 and pace == 0.0
+    assert read_timeout == 60.0
 
 
 def free_port() -> int:
