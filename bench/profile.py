@@ -19,7 +19,10 @@ interleaved rounds, and the first variant's import path piece by piece. Writes
 ``python -m bench.profile --churn [--nodes 5000 --rate 150 --seconds 30]`` instead profiles
 our daemon under node churn (``bench/churn.py``): its CPU % and, with py-spy, where the
 time goes (``--gil``: only samples holding the GIL, i.e. Python code on the CPU, not a
-thread blocked in a read). Writes ``bench/results/profile-churn.json``.
+thread blocked in a read). Writes ``bench/results/profile-churn.json``. With
+``--variant NAME=TREE ...`` (and ``--runs N``) it compares versions of ours instead: the
+CPU % of each under the same churn, in interleaved rounds
+(``bench/results/profile-churn-variants.json``).
 """
 
 from __future__ import annotations
@@ -370,6 +373,61 @@ def churn_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def churn_variants(args: argparse.Namespace) -> int:
+    """``--churn --variant ...``: each variant's CPU under the same Node churn, in
+    interleaved rounds (each round runs every variant once, in a shuffled order, through
+    its own churn window of ``--seconds`` at ``--rate``, the flips reverted after it); the
+    CPU % of the window less the same process's idle CPU % just before it, per update."""
+    rng = random.Random(args.seed)
+    report: dict[str, Any] = {"nodes": args.nodes, "rate": args.rate, "seconds": args.seconds,
+                              "runs": args.runs, "variants": {}}
+    with _control_plane(args.nodes, args.threads) as bench:
+        vs = variants(bench.plane, args.variant, 2, bench.work)
+        rounds: dict[str, list[dict[str, float]]] = {v.name: [] for v in vs}
+        for r in range(args.runs):
+            order = vs[:]
+            rng.shuffle(order)
+            for v in order:
+                got = _churn_round(v.impl.start(bench.work / f"{v.name}-churn-{r}.log"), bench,
+                                   args)
+                rounds[v.name].append(got)
+                log(f"round {r + 1}/{args.runs} {v.name}: {got}")
+        for name, done in rounds.items():
+            entry: dict[str, Any] = {"rounds": done}
+            for key in ("churn_cpu_percent", "cpu_us_per_update"):
+                entry[f"{key}_median"] = round(statistics.median(d[key] for d in done), 2)
+            report["variants"][name] = entry
+    log(json.dumps(report["variants"]))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "profile-churn-variants.json").write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+def _churn_round(proc: measure.Process, bench: _Bench, args: argparse.Namespace
+                 ) -> dict[str, float]:
+    """One variant through one churn window: its idle CPU %, its CPU % under churn, the CPU
+    each update cost it."""
+    try:
+        measure.wait_for("the first poll", lambda: '"poll.counts"' in proc.logs(), 120, 0.05,
+                         proc.alive)
+        time.sleep(2)
+        ns0, t0 = measure.cpu_ns(proc.pid), time.monotonic()
+        time.sleep(5)
+        idle = (measure.cpu_ns(proc.pid) - ns0) / 1e9 / (time.monotonic() - t0) * 100
+        window = churn.Churn(bench.writer, bench.cluster.states, args.nodes, args.rate,
+                             args.seconds)
+        ns0, t0 = measure.cpu_ns(proc.pid), time.monotonic()
+        result = window.run()
+        busy = (measure.cpu_ns(proc.pid) - ns0) / 1e9 / (time.monotonic() - t0) * 100
+        window.revert()
+        rate = result.summary(args.rate, args.seconds)["churn_updates_per_second"]
+    finally:
+        proc.stop()
+    return {"idle_cpu_percent": round(idle, 2), "churn_cpu_percent": round(busy, 2),
+            "updates_per_second": rate,
+            "cpu_us_per_update": round((busy - idle) / 100 / max(1e-9, rate) * 1e6, 1)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.profile")
     ap.add_argument("--nodes", type=int, default=None, help="65,000 (5,000 with --churn)")
@@ -377,14 +435,17 @@ def main() -> int:
     ap.add_argument("--churn", action="store_true", help="profile under node churn instead")
     ap.add_argument("--startup", action="store_true",
                     help="time the start to the first correct write instead")
-    ap.add_argument("--runs", type=int, default=5, help="--startup: rounds (a start of each)")
-    ap.add_argument("--variant", action="append", help="--startup: " + VARIANT_HELP)
-    ap.add_argument("--seed", type=int, default=None, help="--startup: the shuffle's seed")
+    ap.add_argument("--runs", type=int, default=5,
+                    help="--startup, --churn with --variant: rounds (a run of each)")
+    ap.add_argument("--variant", action="append", help="--startup, --churn: " + VARIANT_HELP)
+    ap.add_argument("--seed", type=int, default=None, help="the rounds' shuffle's seed")
     ap.add_argument("--rate", type=float, default=150.0, help="--churn: updates per second")
     ap.add_argument("--seconds", type=float, default=30.0, help="--churn: window length")
     args = ap.parse_args()
     if args.nodes is None:
         args.nodes = 5_000 if args.churn else 1_000 if args.startup else 65_000
+    if args.churn and args.variant:
+        return churn_variants(args)
     if args.churn:
         return churn_profile(args)
     if args.startup:
