@@ -118,9 +118,10 @@ class NodeReflector:
         """``clock``, ``rng`` and ``wait`` (a backoff pause: wait on the stop event up to
         N seconds, True when stopped) are injected so tests run the real loop on a fake
         clock. ``capacity``: decode each Node's capacity cpu too (the vertical autoscaler);
-        the decoders are chosen here, once.
-        ``first_page``: list as one protobuf page of up to that many Nodes first (0: not;
-        the daemon's :data:`~cpa.nodes.listing.ONE_PAGE_NODES`); once the cluster proves larger, or an answer comes in JSON, never again."""
+        the decoders are chosen here, once. ``first_page``: list as one protobuf page of up
+        to that many Nodes first (0: not; the daemon's
+        :data:`~cpa.nodes.listing.ONE_PAGE_NODES`); once the cluster proves larger, or an
+        answer comes in JSON, never again."""
         self._capacity = capacity
         self._decode_page = (nodeproto.decode_list_page_capacity if capacity
                              else nodeproto.decode_list_page)

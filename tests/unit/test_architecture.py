@@ -21,7 +21,7 @@ DOC = REPO / "docs" / "architecture.md"
 # What the pure core may use of the standard library: computing, no I/O, no clock.
 DECIDE_STDLIB = frozenset({"__future__", "array", "bisect", "collections", "dataclasses", "decimal",
                            "enum", "fractions", "json", "math", "re", "typing"})
-GO_STDLIB = DECIDE_STDLIB | {"functools"}  # functools: patterns compiled at first use
+GO_STDLIB = DECIDE_STDLIB
 
 
 def rule() -> dict[str, frozenset[str]]:

@@ -1,0 +1,64 @@
+"""Imports stand at the top of the modules under cpa/: an import inside a function is
+allowed only in a module that docs/architecture.md's "Measured exceptions" names (the
+block between the ``lazy-imports`` markers), and every module named there has one, so
+the list can neither grow nor go stale unseen."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DOC = REPO / "docs" / "architecture.md"
+
+
+def allowed() -> set[str]:
+    """The modules the document's table names (their paths, first column)."""
+    text = DOC.read_text()
+    match = re.search(r"<!-- lazy-imports: begin -->\n(.*?)<!-- lazy-imports: end -->",
+                      text, re.S)
+    assert match, f"{DOC} has no lazy-imports block"
+    return set(re.findall(r"^\| `(cpa/[\w/]+\.py)` \|", match.group(1), re.M))
+
+
+def imports_inside_functions(path: Path, root: Path = REPO) -> list[str]:
+    """``path:line: import`` for each import statement inside a function of ``path``
+    (``path`` relative to ``root``)."""
+    found: dict[int, str] = {}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Import | ast.ImportFrom):
+                    found[inner.lineno] = ast.unparse(inner)
+    rel = path.relative_to(root)
+    return [f"{rel}:{line}: {text}" for line, text in sorted(found.items())]
+
+
+def lazy() -> dict[str, list[str]]:
+    """Every module of cpa/ with an import inside a function, and those imports."""
+    out = {}
+    for path in sorted((REPO / "cpa").rglob("*.py")):
+        found = imports_inside_functions(path)
+        if found:
+            out[str(path.relative_to(REPO))] = found
+    return out
+
+
+def test_imports_inside_functions_only_where_the_document_says() -> None:
+    listed = allowed()
+    unlisted = [line for module, lines in lazy().items() if module not in listed
+                for line in lines]
+    assert unlisted == [], ("imports inside functions: put them at the top of the module, "
+                            "or measure and list the module in docs/architecture.md's "
+                            "Measured exceptions")
+
+
+def test_every_module_the_document_lists_still_imports_inside_a_function() -> None:
+    assert sorted(allowed() - set(lazy())) == []
+
+
+def test_the_check_sees_an_import_inside_a_function(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("import os\n\n\ndef f() -> None:\n    import json\n    json.dumps(os)\n")
+    assert imports_inside_functions(module, tmp_path) == ["m.py:5: import json"]
