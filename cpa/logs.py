@@ -5,6 +5,12 @@ Manifests pass ``--v=N``; operators expect the same N to mean the same amount of
 names are stable dotted words (``scale.changed``, ``poll.failed``) so they can be grepped
 and alerted on; details go in key=value fields, never in the event string.
 
+structlog is imported when the first event is written, not at start-up; the daemon holds
+its events until its first poll is done (:func:`hold`): each is kept with the time it
+happened and written right after that poll's writes (or after at most ``HOLD_SECONDS``),
+so the library, with the asyncio it imports, loads after the first write instead of on
+its way (docs/architecture.md, "Measured exceptions").
+
 Logging never blocks the daemons' loops (:func:`buffer_stderr`): a log pipe that nobody
 reads (a container runtime's, backing up) would otherwise stop the poll loop at its next
 log line, as glog's does. A line is written at once only when stderr can take it
@@ -20,20 +26,25 @@ import atexit
 import collections
 import contextlib
 import json
-import logging
 import os
 import select
 import sys
 import threading
 import time
 from collections.abc import Mapping, MutableMapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
-
-import structlog
 
 from cpa import redact
 
 _verbosity = 0
+_format = "text"
+_ready = False  # structlog imported and configured for _format
+_ready_lock = threading.Lock()
+_held: list[tuple[str, str, str, dict[str, Any]]] | None = None  # see hold()
+_HELD_AT = "_cpa_held_at"  # the event's own time (ns since the epoch), carried to _time()
+HOLD_SECONDS = 1.0
+_PLAIN = frozenset({"debug", "info", "warning", "warn", "error", "critical", "msg"})
 BUFFER_LINES = 5000
 """Lines kept for a stderr that does not take them: about 1.5 MB of JSON lines, minutes
 of ``--v=4`` output. ``CPA_LOG_BUFFER_LINES`` (both daemons) sets another number; 0
@@ -43,23 +54,61 @@ FLUSH_SECONDS = 2.0  # at exit: the buffer is written out for at most this long
 
 
 def configure(verbosity: int = 0, fmt: str = "text") -> None:
-    """Set verbosity and renderer at start-up; logs go to stderr like upstream's."""
-    global _verbosity
+    """Set verbosity and renderer once at start-up; logs go to stderr like upstream's."""
+    global _verbosity, _format, _ready
     _verbosity = verbosity
-    render = _json_line if fmt == "json" else logfmt
+    with _ready_lock:
+        _format = fmt
+        _ready = False
+        if "structlog" in sys.modules:  # already in use: apply now, as before
+            _setup()
 
-    def scrubbed(logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
-        return redact.scrub(render(logger, name, event))
 
-    structlog.configure(
-        processors=[structlog.processors.add_log_level,
-                    structlog.processors.TimeStamper(fmt="iso", utc=True),
-                    structlog.processors.StackInfoRenderer(),
-                    structlog.processors.format_exc_info, scrubbed],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
-        logger_factory=_stderr_logger,
-        cache_logger_on_first_use=True,
-    )
+def hold() -> None:
+    """Keep events from now until :func:`release` (called after the first poll, at exit,
+    at an exception, and by a timer after ``HOLD_SECONDS``). Each keeps the time it was
+    logged: the output is what it would have been, written a moment later."""
+    global _held
+    with _ready_lock:
+        if _ready or _held is not None:
+            return  # structlog is in use already, or events are held already
+        _held = []
+    timer = threading.Timer(HOLD_SECONDS, release)
+    timer.daemon = True
+    timer.start()
+
+
+def release() -> None:
+    """Write the kept events in order and log directly from now on (nothing when no
+    events are held)."""
+    global _held
+    if _held is None:
+        return
+    import structlog
+
+    with _ready_lock:
+        held, _held = _held, None
+        if not _ready:
+            _setup()
+        for component, method, event, fields in held or ():
+            getattr(structlog.get_logger().bind(component=component), method)(event, **fields)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def utc_stamp(ns: int) -> str:
+    """An instant (ns since the epoch) as ISO 8601 in UTC with a ``Z``, microseconds only
+    when not zero: structlog's ``TimeStamper(fmt="iso", utc=True)``, for a given time."""
+    return (_EPOCH + timedelta(microseconds=ns // 1000)).isoformat().replace("+00:00", "Z")
+
+
+def _time(_logger: Any, _name: str, event: MutableMapping[str, Any]
+          ) -> MutableMapping[str, Any]:
+    """The event's time: when it was logged, also for one held and written later."""
+    at = event.pop(_HELD_AT, None)
+    event["timestamp"] = utc_stamp(time.time_ns() if at is None else at)
+    return event
 
 
 def _json_fallback(obj: Any) -> Any:
@@ -70,12 +119,32 @@ def _json_fallback(obj: Any) -> Any:
         return repr(obj)
 
 
-_JSON = structlog.processors.JSONRenderer(default=_json_fallback)
+def _setup() -> None:
+    """Configure structlog for ``_format`` (under ``_ready_lock``)."""
+    global _ready
+    import logging
 
+    import structlog
 
-def _json_line(logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
-    """structlog's ``JSONRenderer`` after :func:`_ordered`."""
-    return str(_JSON(logger, name, _ordered(logger, name, event)))
+    json_line = structlog.processors.JSONRenderer(default=_json_fallback)
+
+    def render(logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
+        if _format == "json":
+            return str(json_line(logger, name, _ordered(logger, name, event)))
+        return logfmt(logger, name, event)
+
+    def scrubbed(logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
+        return redact.scrub(render(logger, name, event))
+
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, _time,
+                    structlog.processors.StackInfoRenderer(),
+                    structlog.processors.format_exc_info, scrubbed],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+        logger_factory=_stderr_logger,
+        cache_logger_on_first_use=True,
+    )
+    _ready = True
 
 
 _FIRST = ("timestamp", "level", "event", "component")
@@ -326,7 +395,51 @@ def verbosity() -> int:
 
 def get_logger(component: str) -> Any:
     """A logger whose every event carries ``component`` for filtering."""
-    return structlog.get_logger(component=component)
+    return _Logger(component)
 
 
-configure()  # until the daemon's flags say otherwise: text, verbosity 0
+class _Logger:
+    """A component's logger: structlog's, made at its first use (see the module doc)."""
+
+    __slots__ = ("_component", "_real")
+
+    def __init__(self, component: str) -> None:
+        self._component = component
+        self._real: Any = None
+
+    def __getattr__(self, name: str) -> Any:  # info, warning, error, bind, ...
+        real = self._real
+        if real is None and _held is not None:
+            if name in _PLAIN:
+                return _Holder(self._component, name)
+            release()  # anything else (bind, exception) ends the holding, in order
+        if real is None:
+            with _ready_lock:
+                if not _ready:
+                    _setup()
+            import structlog
+            real = self._real = structlog.get_logger().bind(component=self._component)
+        return getattr(real, name)
+
+
+class _Holder:
+    """One logging call made while events are held (see :func:`hold`)."""
+
+    __slots__ = ("_component", "_method")
+
+    def __init__(self, component: str, method: str) -> None:
+        self._component = component
+        self._method = method
+
+    def __call__(self, event: str, **fields: Any) -> None:
+        if "exc_info" not in fields:
+            fields[_HELD_AT] = time.time_ns()
+            with _ready_lock:
+                held = _held
+                if held is not None:
+                    held.append((self._component, self._method, event, fields))
+                    return
+        else:  # an exception is rendered now, while it is the current one
+            release()
+        fields.pop(_HELD_AT, None)
+        getattr(get_logger(self._component), self._method)(event, **fields)

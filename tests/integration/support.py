@@ -346,9 +346,9 @@ def wait_replicas(admin: AdminClient, namespace: str, kind: str, name: str, expe
         detail = f"\n--- autoscaler log ---\n{proc.logs()[-6000:]}" if proc else ""
         raise AssertionError(f"{exc}; it has {got}{detail}") from None
     if proc is not None:
-        # The first write can be seen a moment before its log line (a line stderr does
-        # not take at once is written by the log buffer's thread): wait for the start-up
-        # events, so that a test counting events after this sees every write made so far.
+        # The daemon holds its events until its first poll is done (cpa.logs.hold), so the
+        # first write can be seen a moment before its log line: wait for them, so that a
+        # test counting events after this sees every write made so far.
         wait_until("the daemon's start-up events in its log",
                    lambda: bool(proc.events("starting")), 10.0)
 

@@ -201,7 +201,7 @@ def test_a_custom_resource_with_a_scale_subresource(controlplane: ControlPlane, 
     def clone_replicas() -> int:
         return int(admin.get(clone_path(namespace, "web"))["spec"]["replicas"])
     wait_until("the Clone at 2 replicas", lambda: clone_replicas() == 2)
-    # The log line may come a moment after the write.
+    # The events up to the first poll are written just after its writes (cpa.logs.hold).
     resolved = wait_until("targets.resolved in the log",
                           lambda: proc.events("targets.resolved"))[0]["targets"]
     assert resolved == {f"clones.{GROUP}/web": f"{GROUP}/v1 Clone (clones/scale)"}

@@ -1,6 +1,8 @@
-"""The daemons' log lines: their formats, and a stderr that does not take them.
+"""The daemons' log lines: their formats, events held until the daemon's first poll is
+done (cpa.logs.hold: written later, exactly as they would have been), and a stderr that
+does not take them.
 
-Each case runs in a fresh interpreter: logging is configured once per process.
+Each case runs in a fresh interpreter: holding only happens before structlog is loaded.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,6 +54,99 @@ def test_a_text_line_starts_with_its_stamp() -> None:
 from cpa import logs
 logs.configure(0, "text")
 logs.get_logger("main").info("starting", version="1")
+""")
+    assert len(lines) == 1
+    assert "starting" in lines[0] and "component=main" in lines[0] and "version=1" in lines[0]
+    assert lines[0].startswith("timestamp=") and lines[0].split()[0].endswith("Z")
+
+
+def test_held_events_come_out_on_release_in_order_with_their_own_time() -> None:
+    lines, out = run(PRELUDE + """
+logs.hold()
+log = logs.get_logger("main")
+log.info("first", n=1)
+logs.get_logger("watch").warning("second", n=2)
+print("structlog loaded while held:", "structlog" in sys.modules)
+time.sleep(0.3)
+released = time.time()
+logs.release()
+log.info("third", n=3)
+print(released)
+""")
+    assert "structlog loaded while held: False" in out
+    released = float(out.split()[-1])
+    events = [json.loads(line) for line in lines]
+    assert [(e["event"], e["component"], e["level"], e["n"]) for e in events] == [
+        ("first", "main", "info", 1), ("second", "watch", "warning", 2),
+        ("third", "main", "info", 3)]
+    stamps = [datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")).timestamp()
+              for e in events]
+    assert stamps[0] <= stamps[1] < released - 0.25  # the time of the call, not the write
+    assert stamps[2] >= released
+    assert all(e["timestamp"].endswith("Z") for e in events)
+
+
+def test_a_held_event_renders_like_a_live_one() -> None:
+    held, _ = run(PRELUDE + """
+logs.hold()
+logs.get_logger("main").info("same", a=1, b="x")
+logs.release()
+""")
+    live, _ = run(PRELUDE + """
+logs.get_logger("main").info("same", a=1, b="x")
+""")
+    h, li = json.loads(held[0]), json.loads(live[0])
+    assert list(h) == list(li)
+    h.pop("timestamp")
+    li.pop("timestamp")
+    assert h == li
+
+
+def test_an_exception_ends_the_holding_and_keeps_order_and_traceback() -> None:
+    lines, _ = run(PRELUDE + """
+logs.hold()
+log = logs.get_logger("main")
+log.info("before")
+try:
+    raise ValueError("boom")
+except ValueError:
+    log.exception("failed")
+log.info("after")
+""")
+    events = [json.loads(line) for line in lines]
+    assert [e["event"] for e in events] == ["before", "failed", "after"]
+    assert "ValueError: boom" in events[1]["exception"]
+
+
+def test_the_timer_releases_held_events_without_a_poll() -> None:
+    lines, _ = run(PRELUDE + """
+logs.HOLD_SECONDS = 0.2
+logs.hold()
+logs.get_logger("main").info("waiting for a sync that takes long")
+time.sleep(1.0)
+print("done")
+""")
+    assert [json.loads(line)["event"] for line in lines] == [
+        "waiting for a sync that takes long"]
+
+
+def test_release_with_nothing_held_does_not_load_the_logging_library() -> None:
+    _, out = run("""
+import sys
+from cpa import logs
+logs.release()
+print("structlog" in sys.modules)
+""")
+    assert out.strip() == "False"
+
+
+def test_text_format_is_unchanged_by_holding() -> None:
+    lines, _ = run("""
+from cpa import logs
+logs.configure(0, "text")
+logs.hold()
+logs.get_logger("main").info("starting", version="1")
+logs.release()
 """)
     assert len(lines) == 1
     assert "starting" in lines[0] and "component=main" in lines[0] and "version=1" in lines[0]
@@ -210,6 +307,31 @@ def test_a_bad_buffer_size_is_a_problem_naming_the_variable(value: str) -> None:
 
     problem = logs.buffer_lines({"CPA_LOG_BUFFER_LINES": value})
     assert isinstance(problem, str) and "CPA_LOG_BUFFER_LINES" in problem
+
+
+@given(st.lists(st.integers(min_value=0, max_value=2**62), min_size=1, max_size=5),
+       st.integers(min_value=0, max_value=3))
+def test_a_stamp_is_the_utc_isoformat_with_a_z(instants: list[int], repeat: int) -> None:
+    """The same text as ``isoformat`` (microseconds only when not zero)."""
+
+    from cpa.logs import utc_stamp
+
+    for ns in instants + [instants[-1] + step * 1_000 for step in range(repeat)]:
+        at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=ns // 1000)
+        assert utc_stamp(ns) == at.isoformat().replace("+00:00", "Z")
+
+
+@pytest.mark.parametrize("seconds", [0, 59, 60, 3599, 3600, 3661, 86399, 86400,
+                                     1_764_979_199, 1_764_979_200, 4_102_444_800])
+def test_a_stamp_across_minute_hour_and_day_boundaries(seconds: int) -> None:
+    """Either side of a minute, an hour, a day."""
+
+    from cpa.logs import utc_stamp
+
+    for ns in (seconds * 10**9 - 1000, seconds * 10**9, seconds * 10**9 + 1000,
+               (seconds + 1) * 10**9):
+        at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=ns // 1000)
+        assert utc_stamp(ns) == at.isoformat().replace("+00:00", "Z")
 
 
 def test_an_exception_still_renders_its_traceback_in_both_formats() -> None:

@@ -17,7 +17,7 @@ from cpa import VERSION_TEXT, __version__, logs
 from cpa.go.pflag import EXIT_INVALID
 from cpa.horizontal import cpa_flags as flags
 from cpa.horizontal.daemon.cpa_events import EventRecorder
-from cpa.horizontal.daemon.cpa_loop import Autoscaler
+from cpa.horizontal.daemon.cpa_loop import Autoscaler, PollResult
 from cpa.horizontal.daemon.cpa_metrics import Metrics
 from cpa.horizontal.daemon.loadstage import LoadStage
 from cpa.horizontal.daemon.loopconfig import LoopConfig
@@ -47,7 +47,8 @@ def run(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
     try:
         return _run(argv, prog)
     finally:
-        logs.flush()  # the buffered lines are out before the process is
+        logs.release()  # events still held (an early exit) are written before we go
+        logs.flush()  # ... and the buffered lines are out before the process is
 
 
 def _run(argv: Sequence[str], prog: str) -> int:
@@ -79,6 +80,9 @@ def _run(argv: Sequence[str], prog: str) -> int:
         return EXIT_INVALID
     watch.start()
     stopper.abort_on_stop(api)
+    # Events until the first poll is done are held and written after it (cpa.logs): the
+    # logging library is not imported before the first write.
+    logs.hold()
     _log_start(opts, conn)
     if opts.dry_run:
         _dry_run(opts)
@@ -156,7 +160,8 @@ def _autoscaler(opts: flags.Options, config: LoopConfig,
     """The poll loop, its observers, the node store's changes and the load's scrapes
     handed to it."""
     loop = Autoscaler(config, writer, store.counts,
-                      observers=[health.observe, metrics.observe],
+                      observers=[_written_after_the_first_poll, health.observe,
+                                 metrics.observe],
                       watch_status=watch.status,
                       may_write=election.is_leader if election is not None else None,
                       on_follower=(lambda: election.follower_report(
@@ -171,6 +176,12 @@ def _autoscaler(opts: flags.Options, config: LoopConfig,
             EventRecorder(writer, opts.namespace, opts.configmap, instance,
                           mounted=bool(opts.config_dir)).observe)
     return loop
+
+
+def _written_after_the_first_poll(_result: PollResult) -> None:
+    """The first observer: the log events held until the first poll is done are written
+    once it is (:func:`cpa.logs.release`; nothing after that)."""
+    logs.release()
 
 
 WAITING = "waiting for the first Node list"
