@@ -18,7 +18,7 @@ from cpa.go.pflag import EXIT_INVALID
 from cpa.horizontal import cpa_flags as flags
 from cpa.horizontal.daemon.cpa_events import EventRecorder
 from cpa.horizontal.daemon.cpa_loop import Autoscaler, PollResult
-from cpa.horizontal.daemon.cpa_metrics import Metrics
+from cpa.horizontal.daemon.latemetrics import LateMetrics
 from cpa.horizontal.daemon.loadstage import LoadStage
 from cpa.horizontal.daemon.loopconfig import LoopConfig
 from cpa.kube.api import Api, ApiError, RawApi
@@ -70,10 +70,9 @@ def _run(argv: Sequence[str], prog: str) -> int:
         # wait, /metrics counting it.
         health = HealthState(WAITING)
         load = LoadStage(_api_maker(conn), opts.namespace)  # ours: scrapers at a load key
-        metrics = Metrics(opts.targets, watch.status, dry_run=opts.dry_run,
-                          load_view=load.view,
-                          follow_defaults=opts.update_configmap_from_defaults,
-                          leader_elect=opts.leader_elect and not opts.dry_run)
+        metrics = LateMetrics(opts.targets, watch.status, opts.dry_run, load.view,
+                              opts.update_configmap_from_defaults,
+                              leader_elect=opts.leader_elect and not opts.dry_run)
         server = serve_health(health, opts.health_port, metrics.exposition)
     except StartupError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
@@ -109,7 +108,7 @@ def _run(argv: Sequence[str], prog: str) -> int:
 
 
 def _poll(autoscaler: Autoscaler, stop: threading.Event, health: HealthState,
-          metrics: Metrics, election: Election | None, load: LoadStage) -> int:
+          metrics: LateMetrics, election: Election | None, load: LoadStage) -> int:
     """Campaign for the Lease (with ``--leader-elect``) and poll until ``stop``; then stop
     the load's scrapers (if a load key started any) and give the Lease up."""
     if election is not None:
@@ -140,7 +139,7 @@ def _log_start(opts: flags.Options, conn: Connection) -> None:
 
 
 def _ready(config: LoopConfig, api: Api, watch: NodeReflector, stop: threading.Event,
-           health: HealthState, metrics: Metrics) -> LoopConfig | str:
+           health: HealthState, metrics: LateMetrics) -> LoopConfig | str:
     """Wait for what the first poll needs: the ``RESOURCE.GROUP`` targets resolved (the
     config comes back with them), the first Node list. Else why not ("" when told to stop
     meanwhile)."""
@@ -156,7 +155,7 @@ def _ready(config: LoopConfig, api: Api, watch: NodeReflector, stop: threading.E
 
 def _autoscaler(opts: flags.Options, config: LoopConfig,
                 writer: RawApi, store: NodeStore, watch: NodeReflector, health: HealthState,
-                metrics: Metrics, election: Election | None, load: LoadStage) -> Autoscaler:
+                metrics: LateMetrics, election: Election | None, load: LoadStage) -> Autoscaler:
     """The poll loop, its observers, the node store's changes and the load's scrapes
     handed to it."""
     loop = Autoscaler(config, writer, store.counts,
@@ -194,7 +193,7 @@ def _api_maker(conn: Connection) -> Callable[[], Api]:
 
 
 def _wait_for_the_first_list(watch: NodeReflector, stop: threading.Event,
-                             health: HealthState, metrics: Metrics,
+                             health: HealthState, metrics: LateMetrics,
                              period: float) -> bool:
     """Wait until the node store is synced (as upstream waits for its informer); False when
     told to stop first. Meanwhile ``/last-poll`` says why, and each poll period that passes
