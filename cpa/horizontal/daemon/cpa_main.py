@@ -1,49 +1,36 @@
 """The autoscaler daemon (``cluster-proportional-autoscaler``, ``cpa run``): parse the
-flags, make the pieces, poll until told to stop.
+flags, start the Node watch, then load the rest of the daemon (:mod:`cpa_run
+<cpa.horizontal.daemon.cpa_run>`), which polls until told to stop.
 
 Exit codes as upstream's: 2 for a usage error, 1 for invalid flags or too many failed
-polls, 0 on SIGTERM/SIGINT.
+polls, 0 on SIGTERM/SIGINT. The Node watch starts as soon as the API server is known, and
+the rest of the daemon is imported after it: the API server prepares the first Node list
+while the rest loads (docs/architecture.md, "Measured exceptions").
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from cpa import VERSION_TEXT, __version__, logs
+from cpa import VERSION_TEXT, logs
 from cpa.go.pflag import EXIT_INVALID
 from cpa.horizontal import cpa_flags as flags
-from cpa.horizontal.daemon.cpa_events import EventRecorder
-from cpa.horizontal.daemon.cpa_loop import Autoscaler, PollResult
-from cpa.horizontal.daemon.latemetrics import LateMetrics
-from cpa.horizontal.daemon.loadstage import LoadStage
 from cpa.horizontal.daemon.loopconfig import LoopConfig
-from cpa.kube.api import Api, ApiError, RawApi
-from cpa.kube.client import KubeApi
-from cpa.kube.clientconfig import Connection
-from cpa.kube.discovery import ResolveError, resolve_all
-from cpa.kube.targets import Target
 from cpa.nodes.listing import ONE_PAGE_NODES
 from cpa.nodes.store import NodeStore
 from cpa.nodes.watch import NodeReflector
-from cpa.runtime.election import Election
-from cpa.runtime.health import HealthState
-from cpa.runtime.startup import StartupError, connect, read_command_line, serve_health
+from cpa.runtime.startup import StartupError, connect, read_command_line
 
-__all__ = ["DAEMON_NAME", "LABEL_LIST_WAIT", "WAITING", "loop_config", "run"]
+__all__ = ["DAEMON_NAME", "loop_config", "run"]
 
 DAEMON_NAME = "cluster-proportional-autoscaler"
-LABEL_LIST_WAIT = 30.0
-"""Seconds a poll waits for the Node list that a new zones topologyKey needs (the records
-keep only the label they were listed with); a longer list fails that poll, and the next
-poll decides once it is done."""
 
 
 def run(argv: Sequence[str], prog: str = DAEMON_NAME) -> int:
-    """Parse flags, sync the node cache, serve health, poll until told to stop."""
+    """Parse flags, start the Node watch, hand over to :func:`cpa_run.run
+    <cpa.horizontal.daemon.cpa_run.run>`."""
     try:
         return _run(argv, prog)
     finally:
@@ -62,191 +49,14 @@ def _run(argv: Sequence[str], prog: str) -> int:
     except StartupError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_INVALID
-    try:
-        store = NodeStore()
-        watch = NodeReflector(api, store, opts.nodelabels, first_page=ONE_PAGE_NODES)
-        # The health server answers while the first list is read (ours: upstream serves
-        # nothing until its informer synced): /healthz 200, /last-poll 500 saying why we
-        # wait, /metrics counting it.
-        health = HealthState(WAITING)
-        load = LoadStage(_api_maker(conn), opts.namespace)  # ours: scrapers at a load key
-        metrics = LateMetrics(opts.targets, watch.status, opts.dry_run, load.view,
-                              opts.update_configmap_from_defaults,
-                              leader_elect=opts.leader_elect and not opts.dry_run)
-        server = serve_health(health, opts.health_port, metrics.exposition)
-    except StartupError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return EXIT_INVALID
+    store = NodeStore()
+    watch = NodeReflector(api, store, opts.nodelabels, first_page=ONE_PAGE_NODES)
     watch.start()
     stopper.abort_on_stop(api)
-    # Events until the first poll is done are held and written after it (cpa.logs): the
-    # logging library is not imported before the first write.
-    logs.hold()
-    _log_start(opts, conn)
-    if opts.dry_run:
-        _dry_run(opts)
-    ready = _ready(config, api, watch, stopper.event, health, metrics)
-    if isinstance(ready, str):
-        if ready:
-            print(f"{prog}: {ready}", file=sys.stderr)
-        watch.stop()
-        server.shutdown()
-        return EXIT_INVALID if ready else 0
-    election = None
-    if opts.leader_elect:
-        election = Election(api, opts, opts.namespace, opts.lease_name)
-        metrics.watch_lease(election.status)
-        health.record(None)  # a follower has no poll of its own to report
-    autoscaler = _autoscaler(opts, ready, election.writer if election else api,
-                             store, watch, health, metrics, election, load)
-    stopper.also_interrupt(autoscaler.interrupt)
-    code = _poll(autoscaler, stopper.event, health, metrics, election, load)
-    watch.stop()
-    server.shutdown()
-    logs.get_logger("main").info("stopped", exit_code=code, signal=stopper.signal_name)
-    return code
+    from cpa.horizontal.daemon import cpa_run  # the rest, while the first list is prepared
 
-
-def _poll(autoscaler: Autoscaler, stop: threading.Event, health: HealthState,
-          metrics: LateMetrics, election: Election | None, load: LoadStage) -> int:
-    """Campaign for the Lease (with ``--leader-elect``) and poll until ``stop``; then stop
-    the load's scrapers (if a load key started any) and give the Lease up."""
-    if election is not None:
-        def on_change(leading: bool) -> None:
-            if leading:
-                autoscaler.wake()
-            else:
-                health.record(None)  # a follower has no poll of its own to report
-
-        election.start(on_change, metrics.set_leader)
-    code = autoscaler.run(stop)
-    load.retire()
-    if election is not None:
-        election.stop()
-    return code
-
-
-def _log_start(opts: flags.Options, conn: Connection) -> None:
-    logs.get_logger("main").info(
-        "starting", version=__version__, server=conn.server, config=conn.source,
-        namespace=opts.namespace, configmap=opts.configmap,
-        targets=[str(t) for t in opts.targets], nodelabels=opts.nodelabels or None,
-        poll_period_seconds=opts.poll_period_seconds, events=opts.events,
-        leader_elect=opts.leader_elect, react_to_node_changes=opts.react_to_node_changes,
-        **({"config_dir": opts.config_dir} if opts.config_dir else {}),
-        **({"update_configmap_from_defaults": True}
-           if opts.update_configmap_from_defaults else {}))
-
-
-def _ready(config: LoopConfig, api: Api, watch: NodeReflector, stop: threading.Event,
-           health: HealthState, metrics: LateMetrics) -> LoopConfig | str:
-    """Wait for what the first poll needs: the ``RESOURCE.GROUP`` targets resolved (the
-    config comes back with them), the first Node list. Else why not ("" when told to stop
-    meanwhile)."""
-    if any(target.custom for target in config.targets):
-        targets = _resolve_targets(config.targets, api, stop)
-        if isinstance(targets, str):
-            return targets
-        config = config._replace(targets=targets)
-    if not _wait_for_the_first_list(watch, stop, health, metrics, config.poll_period_seconds):
-        return ""
-    return config
-
-
-def _autoscaler(opts: flags.Options, config: LoopConfig,
-                writer: RawApi, store: NodeStore, watch: NodeReflector, health: HealthState,
-                metrics: LateMetrics, election: Election | None, load: LoadStage) -> Autoscaler:
-    """The poll loop, its observers, the node store's changes and the load's scrapes
-    handed to it."""
-    loop = Autoscaler(config, writer, store.counts,
-                      observers=[_written_after_the_first_poll, health.observe,
-                                 metrics.observe],
-                      watch_status=watch.status,
-                      may_write=election.is_leader if election is not None else None,
-                      on_follower=(lambda: election.follower_report(
-                          health.record, metrics.failed_lease)) if election else None,
-                      count_by=lambda policy: store.set_policy(policy, LABEL_LIST_WAIT),
-                      load=load, placements=store, placement_wait=LABEL_LIST_WAIT)
-    load.wake = loop.wake  # a scrape that makes a panic likely polls now
-    store.on_change = loop.node_listener
-    if opts.events:
-        instance = os.environ.get("HOSTNAME") or DAEMON_NAME
-        loop.add_observer(
-            EventRecorder(writer, opts.namespace, opts.configmap, instance,
-                          mounted=bool(opts.config_dir)).observe)
-    return loop
-
-
-def _written_after_the_first_poll(_result: PollResult) -> None:
-    """The first observer: the log events held until the first poll is done are written
-    once it is (:func:`cpa.logs.release`; nothing after that)."""
-    logs.release()
-
-
-WAITING = "waiting for the first Node list"
-
-
-def _api_maker(conn: Connection) -> Callable[[], Api]:
-    """Each load scraper's own API client (its own connection: the scrapes never queue
-    behind a poll's requests)."""
-    return lambda: KubeApi(conn)
-
-
-def _wait_for_the_first_list(watch: NodeReflector, stop: threading.Event,
-                             health: HealthState, metrics: LateMetrics,
-                             period: float) -> bool:
-    """Wait until the node store is synced (as upstream waits for its informer); False when
-    told to stop first. Meanwhile ``/last-poll`` says why, and each poll period that passes
-    with the list failing counts as a failed poll in ``/metrics`` (not towards
-    ``--max-sync-failures``: upstream polls only after the sync)."""
-    next_count: float | None = None
-    while not watch.wait_synced(0.5):
-        if stop.is_set():
-            return False
-        error = watch.status().error
-        health.record(WAITING if error is None else f"{WAITING}: {error}")
-        now = time.monotonic()
-        if error is not None and (next_count is None or now >= next_count):
-            metrics.failed_before_sync()
-            next_count = now + period
-    return True
-
-
-def _resolve_targets(targets: tuple[Target, ...], api: Api,
-                     stop: threading.Event) -> tuple[Target, ...] | str:
-    """``RESOURCE.GROUP`` targets through API discovery: the targets resolved (as given
-    when stopped first), else the problem (no such resource, no scale subresource). An API
-    server that does not answer is retried, as the Node list is."""
-    log = logs.get_logger("main")
-    while not stop.is_set():
-        try:
-            resolved = resolve_all(api, targets)
-        except ResolveError as exc:
-            return str(exc)
-        except ApiError as exc:
-            if exc.forbidden or exc.status == 401:
-                return f"--target: API discovery was refused: {exc}"
-            log.warning("targets.discovery_failed", error=str(exc)[:300], retry_in=2)
-            stop.wait(2.0)
-            continue
-        log.info("targets.resolved", targets={
-            str(t): f"{t.api.api_version} {t.api.name} ({t.api.plural}/scale)"
-            for t in resolved if t.custom})
-        return resolved
-    return targets
-
-
-def _dry_run(opts: flags.Options) -> None:
-    """``--dry-run`` writes nothing at all: the flags that would write (Events, a Lease)
-    are switched off here, and said so once."""
-    suppressed = [flag for flag, on in (("--events", opts.events),
-                                        ("--leader-elect", opts.leader_elect)) if on]
-    opts.events = opts.leader_elect = False
-    logs.get_logger("main").info(
-        "dry_run", suppressed=suppressed or None,
-        note="computing everything and writing nothing: no scale or HPA write, no "
-             "ConfigMap creation, no Event, no Lease; see dry_run.would_scale and "
-             "cpa_dry_run_replicas")
+    instance = os.environ.get("HOSTNAME") or DAEMON_NAME
+    return cpa_run.run(prog, instance, opts, config, stopper, conn, api, store, watch)
 
 
 def loop_config(opts: flags.Options) -> LoopConfig:
@@ -259,4 +69,5 @@ def loop_config(opts: flags.Options) -> LoopConfig:
                       react_to_node_changes=opts.react_to_node_changes,
                       config_dir=opts.config_dir,
                       update_configmap_from_defaults=opts.update_configmap_from_defaults)
+
 
