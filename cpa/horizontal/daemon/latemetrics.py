@@ -27,7 +27,7 @@ class LateMetrics:
                  dry_run: bool = False,
                  load_view: Callable[[], list[TargetLoad]] | None = None,
                  follow_defaults: bool = False, leader_elect: bool = False) -> None:
-        """``load_view``: the load axis's (:meth:`cpa.horizontal.daemon.lateload.LateLoad.view`);
+        """``load_view``: the load axis's (:meth:`cpa.horizontal.daemon.loadstage.LoadStage.view`);
         ``follow_defaults``: ``--update-configmap-from-defaults``'s series;
         ``leader_elect``: ``cpa_leader`` is 0 until the Lease is acquired, even in a scrape
         before the election began (made after the first Node list)."""
