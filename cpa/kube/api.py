@@ -113,6 +113,18 @@ class RawApi(Api, Protocol):
         ...
 
 
+def once_more_on_conflict(attempt: Callable[[], T]) -> T:
+    """``attempt()``, and once more when the API server answered 409 (someone changed the
+    object between our GET and our write; the second attempt GETs it again): client-go's
+    ``RetryOnConflict`` with one retry. Ours: upstream fails the poll and waits a period."""
+    try:
+        return attempt()
+    except ApiError as exc:
+        if not exc.conflict:
+            raise
+    return attempt()
+
+
 def send_ahead(api: Api, paths: Sequence[str], fresh_for: float = math.inf) -> None:
     """Send ``GET path`` for each of ``paths`` now, for the next GET of it within
     ``fresh_for`` seconds to read (a client that can:
