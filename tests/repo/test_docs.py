@@ -169,11 +169,11 @@ _TEST_COUNT = re.compile(r"\b\d[\d,]*\s+(?:[a-z]+\s+)?tests\b")
 
 def test_the_docs_stay_reference_sized() -> None:
     """Reference a user reads, not a lab notebook: the performance page at most 20 KB and
-    all of docs/, pictures included, at most 200 KiB (history goes to bench/results/)."""
+    all of docs/, pictures included, at most 200 KB (history goes to bench/results/)."""
     performance = len((REPO / "docs" / "performance.md").read_bytes())
     assert performance <= 20_000, f"docs/performance.md is {performance} bytes"
     total = sum(len(p.read_bytes()) for p in (REPO / "docs").iterdir() if p.is_file())
-    assert total <= 200 * 1024, f"docs/ is {total} bytes; say it once, link to it"
+    assert total <= 200_000, f"docs/ is {total} bytes; say it once, link to it"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
