@@ -160,20 +160,13 @@ def write_scripts(root: Path) -> list[str]:
                          "console scripts run without the site module (python3 -S), which "
                          "would skip them: put what they do in SCRIPT, or drop -S there")
     names = []
-    for eps in sorted(site.glob("*.dist-info/entry_points.txt")):
-        parser = configparser.ConfigParser(delimiters=("=",))
-        parser.optionxform = str  # type: ignore[assignment,method-assign]
-        parser.read_string(eps.read_text())
-        if not parser.has_section("console_scripts"):
-            continue
-        for name, spec in sorted(parser.items("console_scripts")):
-            module, _, attr = spec.strip().partition(":")
-            script = bin_dir / name
-            script.write_text(SCRIPT.format(venv=VENV, site=SITE, module=module,
-                                            attr=attr.strip(),
-                                            prelude=PRELUDES.get(spec.strip(), "")))
-            script.chmod(0o755)
-            names.append(name)
+    for name, spec in sorted(console_scripts(site).items()):
+        module, _, attr = spec.partition(":")
+        script = bin_dir / name
+        script.write_text(SCRIPT.format(venv=VENV, site=SITE, module=module,
+                                        attr=attr.strip(), prelude=PRELUDES.get(spec, "")))
+        script.chmod(0o755)
+        names.append(name)
     for name in ENTRYPOINTS:
         if name not in names:
             raise SystemExit(f"ocibuild: no console script {name!r} in the wheels")
