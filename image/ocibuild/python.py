@@ -29,9 +29,9 @@ SITE = f"{VENV}/lib/{PYTHON}/site-packages"
 ENTRYPOINTS = ("cluster-proportional-autoscaler", "cpvpa")
 SCRIPT = """\
 #!{venv}/bin/python3 -S
-# Written by image/ocibuild for the image's interpreter. -S: no site module (~2 ms of every
-# start; the venv has no .pth file for it to run): its packages go on the path here, last,
-# where site would put them.
+# Written by image/ocibuild for the image's interpreter. -S: no site module (work at every
+# start, and the venv has no .pth file for it to run): its packages go on the path here,
+# last, where site would put them.
 import sys
 {prelude}sys.path.append("{site}")
 from {module} import {attr}
@@ -40,10 +40,9 @@ if __name__ == "__main__":
 """
 PRELUDES = {
     # The autoscaler's daemon: no cyclic garbage collection while it imports and reads the
-    # first Node list (its passes over objects that all stay alive were ~2 ms of the start
-    # before the daemon's own code runs); cpa.horizontal.daemon.cpa_main.run turns it back on after
-    # the
-    # first poll, cpa.cli.vertical_main for a CPVA command line handed over.
+    # first Node list (its passes over objects that all stay alive are work at every start
+    # before the daemon's own code runs); cpa.horizontal.daemon.cpa_main.run turns it back
+    # on after the first poll, cpa.cli.vertical_main for a CPVA command line handed over.
     "cpa.cli:daemon_main": "import gc\ngc.disable()\n",
 }
 # glibc 2.36 in bookworm: any manylinux tag up to 2_36 runs there.
