@@ -32,7 +32,6 @@ that keep the order and words of upstream's messages, stay in each program's ``v
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -123,7 +122,7 @@ def _body_order(cls: type) -> list[str]:
     groups = [value.group for value in body.values() if isinstance(value, Include)]
     grouped = {f.name for group in groups for f in dataclasses.fields(group)}
     order: list[str] = []
-    for name in inspect.get_annotations(cls):
+    for name in body.get("__annotations__", {}):  # the class's own, in body order
         marker = body.get(name)
         if isinstance(marker, Include):
             order.extend(_body_order(marker.group))
