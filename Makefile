@@ -30,7 +30,7 @@ endif
 
 help:
 	@echo "make install       the venv ($(VENV)): made and filled (editable) when missing or stale"
-	@echo "make controlplane  build/cache kube-apiserver + etcd from Go modules (cold: 10-20 min)"
+	@echo "make controlplane  build/cache kube-apiserver + etcd from Go modules (once)"
 	@echo "make test          unit + integration tests (integration needs Go, builds the control plane once)"
 	@echo "make unit          unit tests only (seconds)"
 	@echo "make lint          ruff + mypy --strict + actionlint (.github/workflows)"

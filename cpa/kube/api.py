@@ -110,6 +110,18 @@ class RawApi(Api, Protocol):
         ...
 
 
+def once_more_on_conflict(attempt: Callable[[], T]) -> T:
+    """``attempt()``, and once more when the API server answered 409 (someone changed the
+    object between our GET and our write; the second attempt GETs it again): client-go's
+    ``RetryOnConflict`` with one retry. Ours: upstream fails the poll and waits a period."""
+    try:
+        return attempt()
+    except ApiError as exc:
+        if not exc.conflict:
+            raise
+    return attempt()
+
+
 def get_decoded(api: Api, path: str, decode: Callable[[dict[str, Any]], T]) -> T:
     """``decode`` of the object at ``path``: what a poll reads every period (the ConfigMap,
     a target's scale). A client that keeps its last answers

@@ -330,6 +330,13 @@ def from_kubeconfig(path: str, context_name: str = "") -> Connection:
         _load_client_cert(ssl_ctx, user, base)
     conn = Connection(server, ssl_ctx, lambda: None, str(file),
                       server_name=cluster.string("tls-server-name") or None)
+    _authenticate(conn, user, cluster, base)
+    return conn
+
+
+def _authenticate(conn: Connection, user: _Fields, cluster: _Fields, base: Path) -> None:
+    """The user's credentials for ``conn``: an exec plugin, a token, a token file or basic
+    authentication (a client certificate is the TLS context's); none, if it has none."""
     exec_stanza = user.mapping("exec")
     if exec_stanza is not None:
         _use_exec_plugin(conn, exec_stanza, cluster, base)
@@ -345,7 +352,6 @@ def from_kubeconfig(path: str, context_name: str = "") -> Connection:
             f"{user.string('username')}:{user.string('password')}".encode()).decode()
         header = f"Basic {basic}"
         conn.authorization = lambda: header
-    return conn
 
 
 def _sendable(user: _Fields, key: str) -> str:

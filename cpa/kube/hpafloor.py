@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Final
 
-from cpa.kube.api import Api, ApiError, RawApi
+from cpa.kube.api import Api, ApiError, RawApi, once_more_on_conflict
 from cpa.kube.objects import decode_hpa
 from cpa.kube.targets import Current, ScaleResult, Shape, Target, object_path
 
@@ -42,31 +42,27 @@ def ensure_floor(api: RawApi, namespace: str, target: Target, replicas: int,
     ``shape`` sees the current ``minReplicas`` (the count this target holds).
     """
     path = object_path(namespace, target)
-    previous: int | None = None
-    wanted = replicas
-    uid: str | None = None
+    last: list[tuple[int, str | None, int]] = []  # the last GET's minReplicas, uid; the count
+
+    def attempt() -> ScaleResult:
+        read = decode_hpa(api.get_json(path), f"GET {path}")
+        wanted = shape(read.min_replicas) if shape is not None else replicas
+        last[:] = [(read.min_replicas, read.uid, wanted)]
+        floor = hpa_floor(wanted, read.max_replicas)
+        clamped = wanted if floor != wanted else None
+        if read.min_replicas == floor or dry_run:
+            return ScaleResult(target, read.min_replicas, floor, False, clamped_from=clamped,
+                               max_replicas=read.max_replicas, dry_run=dry_run, uid=read.uid)
+        patch = {"metadata": {"resourceVersion": read.resource_version or None},
+                 "spec": {"minReplicas": floor}}
+        api.send_raw("PATCH", path, json.dumps(patch).encode(), MERGE_PATCH)
+        return ScaleResult(target, read.min_replicas, floor, True, clamped_from=clamped,
+                           max_replicas=read.max_replicas, uid=read.uid)
+
     try:
-        for attempt in range(2):
-            read = decode_hpa(api.get_json(path), f"GET {path}")
-            uid, previous, maximum = read.uid, read.min_replicas, read.max_replicas
-            if shape is not None:
-                wanted = shape(previous)
-            floor = hpa_floor(wanted, maximum)
-            clamped = wanted if floor != wanted else None
-            if previous == floor or dry_run:
-                return ScaleResult(target, previous, floor, False, clamped_from=clamped,
-                                   max_replicas=maximum, dry_run=dry_run, uid=uid)
-            patch = {"metadata": {"resourceVersion": read.resource_version or None},
-                     "spec": {"minReplicas": floor}}
-            try:
-                api.send_raw("PATCH", path, json.dumps(patch).encode(), MERGE_PATCH)
-                return ScaleResult(target, previous, floor, True, clamped_from=clamped,
-                                   max_replicas=maximum, uid=uid)
-            except ApiError as exc:
-                if not exc.conflict or attempt == 1:
-                    raise
-        raise AssertionError("unreachable")
+        return once_more_on_conflict(attempt)
     except ApiError as exc:
+        previous, uid, wanted = last[0] if last else (None, None, replicas)
         return ScaleResult(target, previous, wanted, False,
                            f"{target}: cannot set minReplicas to {hpa_floor(wanted, None)}: "
                            f"{exc}", uid)

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, Final
 
-from cpa.kube.api import Api, ApiError, RawApi, get_decoded
+from cpa.kube.api import Api, ApiError, RawApi, get_decoded, once_more_on_conflict
 from cpa.kube.objects import ScaleObject, decode_scale
 from cpa.kube.targets import Current, ScaleResult, Shape, Target, scale_path
 
@@ -33,32 +33,30 @@ def ensure_scale(api: RawApi, namespace: str, target: Target, replicas: int,
     ``replicas``. ``dry_run`` (ours): the GET only; the result says what would have been
     written."""
     path = scale_path(namespace, target)
-    previous: int | None = None
-    uid: str | None = None
+    last: list[tuple[int, str | None, int]] = []  # the last GET's replicas and uid, the count
+
+    def attempt() -> ScaleResult:
+        # The object is shared with the client's kept answer (the same bytes are not parsed
+        # again): the PUT's body is a copy. A malformed one is this target's error.
+        scale, read = get_decoded(api, path, _decoder(path))
+        wanted = shape(read.replicas) if shape is not None else replicas
+        last[:] = [(read.replicas, read.uid, wanted)]
+        if read.replicas == wanted or dry_run:
+            return ScaleResult(target, read.replicas, wanted, False, uid=read.uid,
+                               dry_run=dry_run)
+        body = {key: value for key, value in scale.items() if key != "status"}
+        spec = scale.get("spec")
+        body["spec"] = {**spec, "replicas": wanted} if isinstance(spec, dict) \
+            else {"replicas": wanted}  # null: decoded as the empty spec
+        api.send_json("PUT", path, body)
+        return ScaleResult(target, read.replicas, wanted, True, uid=read.uid)
+
     try:
-        for attempt in range(2):
-            # a malformed one: this target's error. The object is shared with the client's
-            # kept answer (the same bytes: not parsed again): the PUT's body is a copy.
-            scale, read = get_decoded(api, path, _decoder(path))
-            previous, uid = read.replicas, read.uid
-            if shape is not None:
-                replicas = shape(previous)
-            if previous == replicas or dry_run:
-                return ScaleResult(target, previous, replicas, False, uid=uid, dry_run=dry_run)
-            body = {key: value for key, value in scale.items() if key != "status"}
-            spec = scale.get("spec")
-            body["spec"] = {**spec, "replicas": replicas} if isinstance(spec, dict) \
-                else {"replicas": replicas}  # null: decoded as the empty spec
-            try:
-                api.send_json("PUT", path, body)
-                return ScaleResult(target, previous, replicas, True, uid=uid)
-            except ApiError as exc:
-                if not exc.conflict or attempt == 1:
-                    raise
-        raise AssertionError("unreachable")
+        return once_more_on_conflict(attempt)
     except ApiError as exc:
-        return ScaleResult(target, previous, replicas, False,
-                           f"{target}: cannot scale to {replicas}: {exc}", uid)
+        previous, uid, wanted = last[0] if last else (None, None, replicas)
+        return ScaleResult(target, previous, wanted, False,
+                           f"{target}: cannot scale to {wanted}: {exc}", uid)
 
 
 class ScaleWriter:

@@ -1,15 +1,20 @@
-"""Label-selector validation, following apimachinery's ``labels.Parse`` grammar.
+"""Label selectors as apimachinery reads and matches them: one :class:`Requirement` type
+for both the selector syntax (``labels.Parse``) and a node affinity's expressions
+(``NodeSelectorRequirementAsSelector``), and one :func:`matches`.
 
 ``--nodelabels`` goes to the API server unchanged; the server filters. We parse it only to
 fail at start-up with a clear message: upstream hangs forever waiting for a cache that an
-invalid selector can never fill.
+invalid selector can never fill. ``targetPlacement`` matches a Pod template's required
+node affinity against the Nodes' labels here, as kube-scheduler does.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
+from cpa.go.strconv import parse_decimal_int
 from cpa.kube.targets import is_dns1123_subdomain
 
 _NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
@@ -21,11 +26,63 @@ class SelectorError(ValueError):
 
 
 class Requirement(NamedTuple):
-    """One requirement of a selector."""
+    """One requirement of a selector: ``operator`` is apimachinery's ``selection.Operator``
+    (``exists``, ``!``, ``=``, ``!=``, ``in``, ``notin``, ``>``, ``<``)."""
 
     key: str
-    operator: str  # "exists", "!", "=", "!=", "in", "notin", ">", "<"
-    values: tuple[str, ...]
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+def matches(requirement: Requirement, labels: Mapping[str, str]) -> bool:
+    """apimachinery's ``Requirement.Matches``: a missing label matches ``!=``, ``notin`` and
+    ``!``; ``>`` and ``<`` compare int64 values, and a value that is not one matches
+    nothing."""
+    key, op, values = requirement
+    if op in ("=", "in"):
+        return key in labels and labels[key] in values
+    if op in ("!=", "notin"):
+        return key not in labels or labels[key] not in values
+    if op == "exists":
+        return key in labels
+    if op == "!":
+        return key not in labels
+    if op in (">", "<") and key in labels and len(values) == 1:
+        try:
+            have, bound = parse_decimal_int(labels[key]), parse_decimal_int(values[0])
+        except ValueError:
+            return False
+        return have > bound if op == ">" else have < bound
+    return False
+
+
+_NODE_OPERATORS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!",
+                   "Gt": ">", "Lt": "<"}
+
+
+def node_requirement(key: str, operator: str, values: Sequence[str]) -> Requirement | None:
+    """A node affinity's ``matchExpressions`` entry as a selector requirement, as the
+    scheduler converts it; None when it is not a valid one (then its term matches no
+    Node): ``In``/``NotIn`` need values, ``Exists``/``DoesNotExist`` none, ``Gt``/``Lt``
+    exactly one integer."""
+    op = _NODE_OPERATORS.get(operator)
+    if op is None:
+        return None
+    if op in ("in", "notin"):
+        valid = bool(values)
+    elif op in ("exists", "!"):
+        valid = not values
+    else:
+        valid = len(values) == 1 and _is_int64(values[0])
+    return Requirement(key, op, tuple(values)) if valid else None
+
+
+def _is_int64(text: str) -> bool:
+    try:
+        parse_decimal_int(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_key(key: str) -> None:

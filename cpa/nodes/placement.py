@@ -43,14 +43,15 @@ are judged as the scheduler judges them all the same.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, NamedTuple
 
-__all__ = ["EVERYWHERE", "NODE_STATE_TAINTS", "Placement", "Requirement", "Term",
-           "Toleration", "excluded_by", "fits", "placement_of"]
+from cpa.go.strconv import parse_decimal_int
+from cpa.kube.selector import Requirement, matches, node_requirement
 
-_INT64 = re.compile(r"[+-]?[0-9]+")
+__all__ = ["EVERYWHERE", "NODE_STATE_TAINTS", "Placement", "Term", "Toleration",
+           "excluded_by", "fits", "placement_of", "term"]
+
 _SCHEDULING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
 NODE_STATE_TAINTS: Final = frozenset({
     "node.kubernetes.io/unschedulable",  # spec.unschedulable: a cordon
@@ -66,19 +67,15 @@ NODE_STATE_TAINTS: Final = frozenset({
 over them (the module doc says why); the counting rules decide on those Nodes."""
 
 
-class Requirement(NamedTuple):
-    """One ``matchExpressions`` or ``matchFields`` entry."""
-
-    key: str
-    operator: str
-    values: tuple[str, ...] = ()
-
-
 class Term(NamedTuple):
-    """One ``nodeSelectorTerms`` entry."""
+    """One ``nodeSelectorTerms`` entry: its ``matchExpressions`` (on labels) and
+    ``matchFields`` (on fields: ``metadata.name``) as selector requirements. ``valid`` is
+    False when one of them is not a valid requirement: the scheduler then matches the term
+    against no Node."""
 
     expressions: tuple[Requirement, ...] = ()
     fields: tuple[Requirement, ...] = ()
+    valid: bool = True
 
 
 class Toleration(NamedTuple):
@@ -112,12 +109,24 @@ def _strings(value: object) -> tuple[str, ...]:
     return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
 
-def _requirements(value: object) -> tuple[Requirement, ...]:
+def _requirements(value: object) -> tuple[Requirement | None, ...]:
     if not isinstance(value, list):
         return ()
-    return tuple(Requirement(str(r.get("key") or ""), str(r.get("operator") or ""),
-                             _strings(r.get("values")))
+    return tuple(node_requirement(str(r.get("key") or ""), str(r.get("operator") or ""),
+                                  _strings(r.get("values")))
                  for r in value if isinstance(r, dict))
+
+
+def term(expressions: Iterable[Requirement | None] = (),
+         fields: Iterable[Requirement | None] = ()) -> Term:
+    """A term of the requirements :func:`~cpa.kube.selector.node_requirement` made (None:
+    one that was not valid). A field takes ``In`` or ``NotIn`` and one value, as the
+    scheduler's field selector does; a Node's only field is ``metadata.name``."""
+    exprs, flds = tuple(expressions), tuple(fields)
+    valid = None not in exprs and all(
+        f is not None and f.operator in ("in", "notin") and len(f.values) == 1 for f in flds)
+    return Term(tuple(e for e in exprs if e is not None),
+                tuple(f for f in flds if f is not None), valid)
 
 
 def placement_of(pod_spec: Mapping[str, Any]) -> Placement:
@@ -132,7 +141,7 @@ def placement_of(pod_spec: Mapping[str, Any]) -> Placement:
               if isinstance(node, dict) else None)
     if isinstance(chosen, dict):
         terms = chosen.get("nodeSelectorTerms")
-        required = tuple(Term(_requirements(t.get("matchExpressions")),
+        required = tuple(term(_requirements(t.get("matchExpressions")),
                               _requirements(t.get("matchFields")))
                          for t in (terms if isinstance(terms, list) else ())
                          if isinstance(t, dict))
@@ -145,57 +154,14 @@ def placement_of(pod_spec: Mapping[str, Any]) -> Placement:
 
 
 # --- judging a Node -----------------------------------------------------------------
-def _int64(text: str) -> int | None:
-    """Go's strconv.ParseInt(text, 10, 64), None where it fails."""
-    if not _INT64.fullmatch(text):
-        return None
-    value = int(text)
-    return value if -(1 << 63) <= value < (1 << 63) else None
-
-
-def _label_ok(req: Requirement, labels: Mapping[str, str]) -> bool | None:
-    """One label requirement against a Node's labels; None when it does not parse."""
-    op, values = req.operator, req.values
-    if op in ("In", "NotIn"):
-        if not values:
-            return None
-        has = req.key in labels and labels[req.key] in values
-        return has if op == "In" else not has
-    if op in ("Exists", "DoesNotExist"):
-        if values:
-            return None
-        return (req.key in labels) == (op == "Exists")
-    if op in ("Gt", "Lt"):
-        bound = _int64(values[0]) if len(values) == 1 else None
-        if bound is None:
-            return None
-        have = labels.get(req.key)
-        number = _int64(have) if have is not None else None
-        if number is None:
-            return False
-        return number > bound if op == "Gt" else number < bound
-    return None
-
-
-def _field_ok(req: Requirement, name: str) -> bool | None:
-    """One ``matchFields`` requirement; only ``metadata.name`` is a Node's field."""
-    if req.operator not in ("In", "NotIn") or len(req.values) != 1:
-        return None
-    value = name if req.key == "metadata.name" else ""
-    return (value == req.values[0]) == (req.operator == "In")
-
-
 def _term_ok(term: Term, name: str, labels: Mapping[str, str]) -> bool:
-    if not term.expressions and not term.fields:
-        return False  # an empty term matches nothing
-    results = [_label_ok(r, labels) for r in term.expressions]
-    if name:
-        results += [_field_ok(r, name) for r in term.fields]
-    else:  # the scheduler skips fields for a Node without a name; they still must parse
-        results += [None if _field_ok(r, "") is None else True for r in term.fields]
-    if None in results:
+    """The scheduler's ``nodeaffinity`` match of one term: an empty or invalid term matches
+    nothing; a Node without a name is matched on its labels only."""
+    if not term.valid or (not term.expressions and not term.fields):
         return False
-    return all(results)
+    if not all(matches(r, labels) for r in term.expressions):
+        return False
+    return not name or all(matches(f, {"metadata.name": name}) for f in term.fields)
 
 
 def _tolerates(tol: Toleration, key: str, value: str, effect: str) -> bool:
@@ -208,8 +174,9 @@ def _tolerates(tol: Toleration, key: str, value: str, effect: str) -> bool:
     if tol.operator == "Exists":
         return True
     if tol.operator in ("Lt", "Gt"):
-        mine, theirs = _int64(tol.value), _int64(value)
-        if mine is None or theirs is None:
+        try:
+            mine, theirs = parse_decimal_int(tol.value), parse_decimal_int(value)
+        except ValueError:
             return False
         return theirs < mine if tol.operator == "Lt" else theirs > mine
     return False

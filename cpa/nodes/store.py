@@ -45,19 +45,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from cpa import logs
-from cpa.go.quantity import CpuQuantityError, cores_rounded_up, cpu_millicores
+from cpa.go.quantity import CpuQuantityError, cpu_millicores
 from cpa.nodes.counts import DEFAULT_POLICY, ClusterCounts, CountingPolicy
 from cpa.nodes.records import ALL_LABELS, NodeInfo
+from cpa.nodes.totals import NodeRecord, Totals
 
 if TYPE_CHECKING:
     from fractions import Fraction
 
     from cpa.nodes.placement import Placement
 
-__all__ = ["NodeRecord", "NodeSink", "NodeStore"]
+__all__ = ["NodeSink", "NodeStore"]
 
 
 class NodeSink(Protocol):
@@ -78,24 +79,6 @@ class NodeSink(Protocol):
     def synced_fields(self) -> dict[str, int]:
         """The totals the ``nodes.synced`` log line shows."""
         ...
-
-
-class NodeRecord(NamedTuple):
-    """What we keep of one Node."""
-
-    unschedulable: bool
-    ready: bool
-    millicores: int | Fraction
-    taints: frozenset[str] = frozenset()  # taint keys (shared: most nodes have none)
-    zone: str = ""  # the value of the label asked for (the policy's zone_key), or ""
-    labels: tuple[tuple[str, str], ...] | None = None
-    """Every label, only while some target counts by its placement (``targetPlacement``)."""
-    taint_details: tuple[tuple[str, str, str], ...] = ()
-    """Every taint as (key, value, effect), only while some target counts by placement."""
-
-    @property
-    def schedulable(self) -> bool:
-        return not self.unschedulable and self.ready
 
 
 _NO_TAINTS: frozenset[str] = frozenset()
@@ -131,15 +114,8 @@ class NodeStore:
         self._shared: dict[NodeRecord, NodeRecord] = {}
         self._taint_sets: dict[tuple[str, ...], frozenset[str]] = {(): _NO_TAINTS}
         self._policy = DEFAULT_POLICY
-        self._total_nodes = 0
-        self._total_milli: int | Fraction = 0
-        self._sched_nodes = 0
-        self._sched_milli: int | Fraction = 0
-        self._excluded = 0  # nodes the policy leaves out
-        self._capped = 0  # nodes whose cores the policy caps
-        self._zones_all: dict[str, int] = {}  # zone -> counted Nodes there (with a zone_key)
-        self._zones_sched: dict[str, int] = {}
-        self._placed: dict[Placement, _Placed] = {}  # targetPlacement: totals per placement
+        self._all = Totals()
+        self._placed: dict[Placement, Totals] = {}  # targetPlacement: totals per placement
         self._pairs: dict[tuple[str, str], tuple[str, str]] = {}  # shared label pairs
         self._label_key = ""  # the label the reflector is to decode ("" none)
         self._listed_label = ""  # the label the last complete list was decoded with
@@ -160,17 +136,7 @@ class NodeStore:
         """The current totals, rounded as upstream rounds them (cores up, once). The zones
         are None unless the policy counts them and the records carry its label."""
         with self._lock:
-            zones = self._zones_ready()
-            return ClusterCounts(
-                total_nodes=self._total_nodes,
-                total_cores=cores_rounded_up(self._total_milli),
-                schedulable_nodes=self._sched_nodes,
-                schedulable_cores=cores_rounded_up(self._sched_milli),
-                excluded_nodes=self._excluded,
-                capped_nodes=self._capped,
-                total_zones=len(self._zones_all) if zones else None,
-                schedulable_zones=len(self._zones_sched) if zones else None,
-            )
+            return self._all.counts(self._zones_ready())
 
     def counts_for(self, placement: Placement) -> ClusterCounts | None:
         """The totals of the Nodes ``placement`` can be scheduled on (``targetPlacement``),
@@ -180,17 +146,7 @@ class NodeStore:
             placed = self._placed.get(placement)
             if placed is None or self._listed_label != ALL_LABELS:
                 return None
-            zones = self._policy.zone_key is not None
-            return ClusterCounts(
-                total_nodes=placed.total_nodes,
-                total_cores=cores_rounded_up(placed.total_milli),
-                schedulable_nodes=placed.sched_nodes,
-                schedulable_cores=cores_rounded_up(placed.sched_milli),
-                excluded_nodes=placed.excluded,
-                capped_nodes=placed.capped,
-                total_zones=len(placed.zones_all) if zones else None,
-                schedulable_zones=len(placed.zones_sched) if zones else None,
-            )
+            return placed.counts(self._policy.zone_key is not None)
 
     @property
     def placements(self) -> list[Placement]:
@@ -225,9 +181,9 @@ class NodeStore:
             for gone in [p for p in self._placed if p not in wanted]:
                 del self._placed[gone]
             for placement in wanted - set(self._placed):
-                placed = self._placed[placement] = _Placed(placement)
+                placed = self._placed[placement] = Totals()
                 for name, record in self._records.items():
-                    self._count_placed(placed, name, record, 1)
+                    self._count_placed(placement, placed, name, record, 1)
             key = ALL_LABELS if self._placed else (self._policy.zone_key or "")
             relist = key != self._label_key
             self._label_key = key
@@ -290,16 +246,13 @@ class NodeStore:
                 if policy.zone_key != self._policy.zone_key and self._label_key == ALL_LABELS:
                     self._rezone(policy.zone_key)
                 self._policy = policy
-                self._total_nodes = self._sched_nodes = self._excluded = self._capped = 0
-                self._total_milli = self._sched_milli = 0
-                self._zones_all.clear()
-                self._zones_sched.clear()
+                self._all.reset()
                 for record in self._records.values():
-                    self._count(record, 1)
-                for placed in self._placed.values():
+                    self._all.count(record, 1, policy)
+                for placement, placed in self._placed.items():
                     placed.reset()
                     for name, record in self._records.items():
-                        self._count_placed(placed, name, record, 1)
+                        self._count_placed(placement, placed, name, record, 1)
             relist = key != self._label_key
             self._label_key = key
         hook = self.on_label_change
@@ -385,16 +338,17 @@ class NodeStore:
         old = self._records.pop(name, None) if new is None else self._records.get(name)
         if old is new:
             return False
+        policy = self._policy
         if old is not None:
-            self._count(old, -1)
+            self._all.count(old, -1, policy)
         if new is not None:
             self._records[name] = new
-            self._count(new, 1)
-        for placed in self._placed.values():  # targetPlacement (opt-in): empty without
+            self._all.count(new, 1, policy)
+        for placement, placed in self._placed.items():  # targetPlacement: empty without
             if old is not None:
-                self._count_placed(placed, name, old, -1)
+                self._count_placed(placement, placed, name, old, -1)
             if new is not None:
-                self._count_placed(placed, name, new, 1)
+                self._count_placed(placement, placed, name, new, 1)
         if len(self._shared) > 2 * len(self._records) + _SLACK:
             self._reintern()
         return True
@@ -420,77 +374,14 @@ class NodeStore:
                 self._records[name] = self._shared.setdefault(fresh, fresh)
         self._reintern()
 
-    def _count_placed(self, placed: _Placed, name: str, record: NodeRecord,
-                      sign: int) -> None:
-        """One record in (or out of) a placement's totals: the counting policy first, as in
-        :meth:`_count`, then whether the placement's Pods could be scheduled there."""
+    def _count_placed(self, placement: Placement, placed: Totals, name: str,
+                      record: NodeRecord, sign: int) -> None:
+        """One record in (or out of) a placement's totals: a Node the policy leaves out is
+        counted as left out, as in the cluster's totals; one the placement's Pods could not
+        be scheduled on is not counted at all."""
         policy = self._policy
-        if policy.exclude_taints and record.taints & policy.exclude_taints:
-            placed.excluded += sign
+        excluded = bool(policy.exclude_taints and record.taints & policy.exclude_taints)
+        if not excluded and placement.excludes(name, dict(record.labels or ()),
+                                               record.taint_details) is not None:
             return
-        if placed.placement.excludes(name, dict(record.labels or ()),
-                                     record.taint_details) is not None:
-            return
-        milli = record.millicores
-        cap = policy.max_millicores_per_node
-        if cap is not None and milli > cap:
-            milli = cap
-            placed.capped += sign
-        if policy.zone_key is not None:
-            _add(placed.zones_all, record.zone, sign)
-            if record.schedulable:
-                _add(placed.zones_sched, record.zone, sign)
-        placed.total_nodes += sign
-        placed.total_milli += sign * milli
-        if record.schedulable:
-            placed.sched_nodes += sign
-            placed.sched_milli += sign * milli
-
-    def _count(self, record: NodeRecord, sign: int) -> None:
-        """Add (``sign`` 1) or take away (-1) one record, as the current policy counts it."""
-        milli = record.millicores
-        policy = self._policy
-        if policy is not DEFAULT_POLICY:  # the common case skips both checks
-            if policy.exclude_taints and record.taints & policy.exclude_taints:
-                self._excluded += sign
-                return
-            cap = policy.max_millicores_per_node
-            if cap is not None and milli > cap:
-                milli = cap
-                self._capped += sign
-            if policy.zone_key is not None:
-                _add(self._zones_all, record.zone, sign)
-                if record.schedulable:
-                    _add(self._zones_sched, record.zone, sign)
-        self._total_nodes += sign
-        self._total_milli += sign * milli
-        if record.schedulable:
-            self._sched_nodes += sign
-            self._sched_milli += sign * milli
-
-
-class _Placed:
-    """The running totals of the Nodes one placement can be scheduled on."""
-
-    __slots__ = ("capped", "excluded", "placement", "sched_milli", "sched_nodes",
-                 "total_milli", "total_nodes", "zones_all", "zones_sched")
-
-    def __init__(self, placement: Placement) -> None:
-        self.placement = placement
-        self.reset()
-
-    def reset(self) -> None:
-        self.total_nodes = self.sched_nodes = self.excluded = self.capped = 0
-        self.total_milli: int | Fraction = 0
-        self.sched_milli: int | Fraction = 0
-        self.zones_all: dict[str, int] = {}
-        self.zones_sched: dict[str, int] = {}
-
-
-def _add(per_zone: dict[str, int], zone: str, sign: int) -> None:
-    """One Node more (or less) in ``zone``; a zone without Nodes is no zone."""
-    count = per_zone.get(zone, 0) + sign
-    if count:
-        per_zone[zone] = count
-    else:
-        del per_zone[zone]
+        placed.count(record, sign, policy)

@@ -161,3 +161,43 @@ def test_the_quickstart_installs_in_a_venv_with_the_plot_extra() -> None:
     assert "'.[plot]'" in lines[pip]
     assert re.search(r"^plot = ", (REPO / "pyproject.toml").read_text(), re.M)
     assert any("cpa simulate" in line for line in lines) and "--plot " in quickstart
+
+
+_DURATION = re.compile(r"\b\d+(?:[-.]\d+)?\s?(?:min|s)\b")
+_TEST_COUNT = re.compile(r"\b\d[\d,]*\s+(?:[a-z]+\s+)?tests\b")
+
+
+def test_the_docs_stay_reference_sized() -> None:
+    """Reference a user reads, not a lab notebook: the performance page at most 20 KB and
+    all of docs/, pictures included, at most 200 KB (history goes to bench/results/)."""
+    performance = len((REPO / "docs" / "performance.md").read_bytes())
+    assert performance <= 20_000, f"docs/performance.md is {performance} bytes"
+    total = sum(len(p.read_bytes()) for p in (REPO / "docs").iterdir() if p.is_file())
+    assert total <= 200_000, f"docs/ is {total} bytes; say it once, link to it"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_page_counts_the_tests(page: Path) -> None:
+    """A count of tests is stale with the next commit: leave it out."""
+    assert not _TEST_COUNT.findall(_prose(page.read_text()))
+
+
+def test_the_two_commands_times_are_written_once() -> None:
+    """The README states how long `make demo` and `make test` take; development.md and
+    `make help` point there instead of repeating (and contradicting) the figures."""
+    figures = set(_DURATION.findall(_section(README.read_text(), "The two commands")))
+    assert figures, "the README's two commands say how long they take"
+    development = set(_DURATION.findall((REPO / "docs" / "development.md").read_text()))
+    assert not figures & development, figures & development
+    help_lines = [line for line in (REPO / "Makefile").read_text().splitlines()
+                  if line.lstrip().startswith("@echo \"make ")]
+    assert help_lines
+    assert not [line for line in help_lines if _DURATION.search(line)]
+
+
+def test_the_checks_find_counts_and_times() -> None:
+    assert _TEST_COUNT.findall("9 min 59 s for 2,404 tests") == ["2,404 tests"]
+    assert _TEST_COUNT.findall("2404 integration tests") == ["2404 integration tests"]
+    assert _TEST_COUNT.findall("the tests in 3 processes") == []
+    assert _DURATION.findall("Cold: ~8 min (venv 1 min); warm: 8-9 s; 0.5 s") == [
+        "8 min", "1 min", "8-9 s", "0.5 s"]

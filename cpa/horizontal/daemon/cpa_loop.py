@@ -29,13 +29,13 @@ from cpa.horizontal.daemon.loopconfig import LoopConfig
 from cpa.horizontal.daemon.paramscache import InvalidParams, ParamsCache
 from cpa.horizontal.daemon.placements import PlacementCounts, TargetPlacements
 from cpa.horizontal.daemon.react import EarlyPolls
-from cpa.horizontal.daemon.watchdogs import FloorClamps, OtherWriters, Overwrite
+from cpa.horizontal.daemon.target_writes import PollError, TargetWrites
+from cpa.horizontal.daemon.watchdogs import Overwrite
 from cpa.horizontal.decide.behavior import BehaviorStage
 from cpa.horizontal.decide.decision import Decision, decide
 from cpa.horizontal.decide.modes.mode import Params
 from cpa.kube.api import ApiError, RawApi
 from cpa.kube.targets import ScaleResult, Target
-from cpa.kube.writers import writer_for
 from cpa.nodes.counts import ClusterCounts, CountingPolicy
 from cpa.nodes.watch import WatchStatus
 from cpa.runtime.polls import PollRecord, report
@@ -43,13 +43,9 @@ from cpa.runtime.stalecounts import StaleCounts
 from cpa.runtime.ticker import Ticker
 
 if TYPE_CHECKING:
-    from cpa.horizontal.decide.behavior import Behavior, Outcome
+    from cpa.horizontal.decide.behavior import Outcome
     from cpa.horizontal.decide.load import Load
     from cpa.horizontal.decide.windows import LoadAxis
-
-
-class PollError(Exception):
-    """A poll that could not do its job; the message is what /last-poll reports."""
 
 
 @dataclass(slots=True)
@@ -81,6 +77,7 @@ class PollResult(PollRecord):
 
 
 Observer = Callable[[PollResult], None]
+
 
 class LoadAxes(Protocol):
     """Ours, the ``load`` key: each target's load axis
@@ -140,9 +137,8 @@ class Autoscaler:
                                              placement_wait)
                             if placements is not None else None)
         self._placed_decisions: dict[Target, tuple[Params, ClusterCounts, Decision]] = {}
-        self._writers = OtherWriters()
-        self._clamps = FloorClamps()
-        self._would: dict[Target, tuple[int | None, int]] = {}  # dry run: logged once each
+        self._writes = TargetWrites(api, config.namespace, config.targets, config.dry_run,
+                                    lambda: self.behavior)
         self._last_desired: int | None = None  # the last poll's decision
         self._last_decision: tuple[Params, ClusterCounts, Decision] | None = None
         # Without anything that wakes the loop early (leader election), it sleeps once
@@ -219,7 +215,9 @@ class Autoscaler:
             placed = self._placed_counts(params, result)
             decision = self._expected_replicas(params, counts, result)
             with_load = self._load_axes(params, counts, result, placed)
-            self._update_targets(decision, with_load, counts, params.shared.behavior, result)
+            if params.shared.behavior is None:
+                self._behavior.reset()
+            self._writes.update(decision, with_load, counts, params.shared.behavior, result)
         except InvalidParams as exc:
             result.error = result.params_invalid = str(exc)
             result.params_version = self._params.version
@@ -332,62 +330,6 @@ class Autoscaler:
                 result.decision = decision
         return result.decisions
 
-    def _update_targets(self, proportional: Decision, with_load: Mapping[Target, Decision],
-                        counts: ClusterCounts, behavior: Behavior | None,
-                        result: PollResult) -> None:
-        """Every target is attempted (ours: upstream stops at the first failure), each with
-        its own decision where the load axis made one."""
-        if behavior is None:
-            self._behavior.reset()
-        failures: list[str] = []
-        for target in self._config.targets:
-            decision = with_load.get(target, proportional)
-            if decision.error is not None:  # only a load axis's: the proportional one raised
-                failures.append(f"{target}: {decision.error}")
-                continue
-            res = self._ensure(target, decision, behavior, result)
-            result.scales.append(res)
-            self._watch_write(res, decision, result)
-            shaped = self._behavior_fields(res, result)
-            if res.error:
-                failures.append(res.error)
-            elif res.changed:
-                seen = result.target_counts.get(target, counts)
-                self._log.info("scale.changed", target=str(target), old=res.previous,
-                               new=res.replicas, mode=decision.mode, nodes=decision.nodes,
-                               cores=decision.cores, total_nodes=seen.total_nodes,
-                               total_cores=seen.total_cores,
-                               schedulable_nodes=seen.schedulable_nodes,
-                               schedulable_cores=seen.schedulable_cores,
-                               **_zones_field(decision), **_load_fields(decision), **shaped)
-        if failures:
-            raise PollError("; ".join(failures))
-
-    def _ensure(self, target: Target, decision: Decision, behavior: Behavior | None,
-                result: PollResult) -> ScaleResult:
-        """One target's write, its writer's way. Whatever goes wrong is this target's
-        error alone, named: a failed request or a malformed answer is the writer's
-        :class:`ApiError` result; anything else (a bug) is caught here too, so that the
-        targets after it are still written in this poll."""
-        try:
-            return writer_for(target).ensure(self._api, self._config.namespace, target,
-                                             decision.replicas,
-                                             self._shaper(target, behavior, result, decision),
-                                             dry_run=self._config.dry_run)
-        except Exception as exc:
-            return ScaleResult(target, None, decision.replicas, False,
-                               f"{target}: unexpected {type(exc).__name__}: {exc}")
-
-    def _watch_write(self, res: ScaleResult, decision: Decision, result: PollResult) -> None:
-        """A clamped floor, another writer, or (a dry run) what would have been written."""
-        self._clamps.check(res)
-        if res.dry_run:
-            self._would_write(res, decision)
-        else:  # a dry run writes nothing, so there is no fight to report
-            overwrite = self._writers.check(res)
-            if overwrite is not None:
-                result.overwritten.append(overwrite)
-
     def _count_failure(self, result: PollResult) -> None:
         if result.error is None:
             self.consecutive_failures = 0
@@ -395,55 +337,6 @@ class Autoscaler:
             self.consecutive_failures += 1
             self._log.error("poll.failed", error=result.error,
                             consecutive_failures=self.consecutive_failures)
-
-    # --- behavior (ours, opt-in) ---------------------------------------------------
-    def _shaper(self, target: Target, behavior: Behavior | None, result: PollResult,
-                decision: Decision) -> Callable[[int], int] | None:
-        """With ``behavior``, the count written depends on the target's current replicas
-        (the scale GET's), so the scale write asks this function; without it, None and the
-        formula's count is written as upstream writes it.
-
-        History is kept per target across polls and ConfigMap versions (a changed window or
-        mode is judged against the same history, so an edit can never release a scale-down
-        that the window was holding); it is dropped when the ConfigMap has no behavior.
-        """
-        if behavior is None:
-            return None
-        desired, now, floor = decision.replicas, result.started, decision.floor
-
-        def shape(current: int) -> int:
-            outcome = self.behavior.shape(target, behavior, desired, current, now, floor)
-            result.behavior[target] = outcome
-            return outcome.replicas
-        return shape
-
-    def _behavior_fields(self, res: ScaleResult, result: PollResult) -> dict[str, object]:
-        """Record a successful write in the target's history; log a hold once per episode;
-        return the extra ``scale.changed`` fields when the behavior shaped the write."""
-        outcome = result.behavior.get(res.target)
-        if outcome is None or res.error is not None:
-            return {}
-        if res.changed and res.previous is not None:
-            self.behavior.written(res.target, res.previous, res.replicas, result.started)
-        elif self.behavior.newly_held(res.target, outcome):
-            self._log.info("scale.held", target=str(res.target), replicas=outcome.replicas,
-                           desired=outcome.desired, behavior=outcome.reason)
-        if not outcome.shaped:
-            return {}
-        return {"desired": outcome.desired, "behavior": outcome.reason}
-
-    def _would_write(self, res: ScaleResult, decision: Decision) -> None:
-        """Dry run: log what would have been written, once per target and pair of counts."""
-        pair = (res.previous, res.replicas)
-        if res.previous == res.replicas:
-            self._would.pop(res.target, None)
-            return
-        if self._would.get(res.target) == pair:
-            return
-        self._would[res.target] = pair
-        self._log.info("dry_run.would_scale", target=str(res.target), old=res.previous,
-                       new=res.replicas, mode=decision.mode, nodes=decision.nodes,
-                       cores=decision.cores, **_zones_field(decision))
 
     # --- the loop ------------------------------------------------------------------
     def run(self, stop: threading.Event) -> int:
@@ -482,15 +375,3 @@ class Autoscaler:
                             limit=limit)
             return True
         return False
-
-
-def _load_fields(decision: Decision) -> dict[str, object]:
-    """``proportional`` and ``load`` for ``scale.changed`` with a load key (ours)."""
-    if decision.proportional is None:
-        return {}
-    return {"proportional": decision.proportional, "load": decision.load}
-
-
-def _zones_field(decision: Decision) -> dict[str, object]:
-    """``zones`` for ``scale.changed`` when the parameters count them (ours, opt-in)."""
-    return {} if decision.zones is None else {"zones": decision.zones}

@@ -254,11 +254,26 @@ def _source_problems(doc: LoadDoc, problems: list[str]) -> Prometheus | None:
         what = "absent" if doc.port is None else str(doc.port)
         problems.append(f"load.port is {what}; give the Pods' metrics port, 1-65535 "
                         "(CoreDNS's prometheus plugin: 9153)")
-    path = doc.path if doc.path is not None else "/metrics"
+    path = doc.path if doc.path is not None else _DEFAULT.path
     if not _PATH.fullmatch(path):
         problems.append(f"load.path is {describe(path)}; it must start with / and have no "
                         'spaces, e.g. "/metrics"')
     return None
+
+
+_DEFAULT = Load(target_per_replica=0.0)
+"""Every key's default, written once (in :class:`Load`)."""
+
+
+def _check_range(problems: list[str], key: str, value: float, low: float, high: float,
+                 meaning: str) -> None:
+    if not low <= value <= high:
+        problems.append(f"load.{key} is {_num(value)}; it must be between {_num(low)} and "
+                        f"{_num(high)}{meaning}")
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 def load_problems(doc: LoadDoc | None) -> tuple[Load | None, list[str]]:
@@ -273,35 +288,28 @@ def load_problems(doc: LoadDoc | None) -> tuple[Load | None, list[str]]:
         what = "absent" if target is None else _num(target)
         problems.append(f"load.targetPerReplica is {what}; give the rate one replica should "
                         "serve, a positive number such as 5000")
-    stable = doc.stable if doc.stable is not None else 60
-    if not STABLE_WINDOW_MIN <= stable <= STABLE_WINDOW_MAX:
-        problems.append(f"load.stableWindowSeconds is {stable}; it must be between "
-                        f"{STABLE_WINDOW_MIN} and {STABLE_WINDOW_MAX} (Knative's bounds)")
-    panic_pct = doc.panic_pct if doc.panic_pct is not None else 10.0
-    if not PANIC_WINDOW_PCT[0] <= panic_pct <= PANIC_WINDOW_PCT[1]:
-        problems.append(f"load.panicWindowPercentage is {_num(panic_pct)}; it must be "
-                        "between 1 and 100 (percent of the stable window)")
-    threshold = doc.threshold_pct if doc.threshold_pct is not None else 200.0
-    if not PANIC_THRESHOLD_PCT[0] <= threshold <= PANIC_THRESHOLD_PCT[1]:
-        problems.append(f"load.panicThresholdPercentage is {_num(threshold)}; it must be "
-                        "between 110 and 1000 (percent of the Ready Pods)")
-    interval = doc.interval if doc.interval is not None else 2.0
-    if not SCRAPE_INTERVAL[0] <= interval <= SCRAPE_INTERVAL[1]:
-        problems.append(f"load.scrapeIntervalSeconds is {_num(interval)}; it must be "
-                        "between 0.5 and 60")
-    timeout = doc.timeout if doc.timeout is not None else min(1.0, interval / 2)
+    stable = int(_or(doc.stable, _DEFAULT.stable_window_seconds))
+    _check_range(problems, "stableWindowSeconds", stable, STABLE_WINDOW_MIN, STABLE_WINDOW_MAX,
+                 " (Knative's bounds)")
+    panic_pct = _or(doc.panic_pct, _DEFAULT.panic_window_percentage)
+    _check_range(problems, "panicWindowPercentage", panic_pct, *PANIC_WINDOW_PCT,
+                 " (percent of the stable window)")
+    threshold = _or(doc.threshold_pct, _DEFAULT.panic_threshold_percentage)
+    _check_range(problems, "panicThresholdPercentage", threshold, *PANIC_THRESHOLD_PCT,
+                 " (percent of the Ready Pods)")
+    interval = _or(doc.interval, _DEFAULT.scrape_interval_seconds)
+    _check_range(problems, "scrapeIntervalSeconds", interval, *SCRAPE_INTERVAL, "")
+    timeout = _or(doc.timeout, min(_DEFAULT.scrape_timeout_seconds, interval / 2))
     if not 0 < timeout < interval:
         problems.append(f"load.scrapeTimeoutSeconds is {_num(timeout)}; it must be more "
                         f"than 0 and less than scrapeIntervalSeconds ({_num(interval)})")
-    concurrent = doc.concurrent if doc.concurrent is not None else 10
-    if not 1 <= concurrent <= MAX_CONCURRENT:
-        problems.append(f"load.maxConcurrentScrapes is {concurrent}; it must be between 1 "
-                        f"and {MAX_CONCURRENT}")
+    concurrent = int(_or(doc.concurrent, _DEFAULT.max_concurrent_scrapes))
+    _check_range(problems, "maxConcurrentScrapes", concurrent, 1, MAX_CONCURRENT, "")
     if problems:
         return None, problems
     assert target is not None
     load = Load(target_per_replica=target, metric=doc.metric, port=doc.port or 0,
-                path=doc.path if doc.path is not None else "/metrics",
+                path=doc.path if doc.path is not None else _DEFAULT.path,
                 stable_window_seconds=stable, panic_window_percentage=panic_pct,
                 panic_threshold_percentage=threshold, scrape_interval_seconds=interval,
                 scrape_timeout_seconds=timeout, max_concurrent_scrapes=concurrent,

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
-from prometheus_client import Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from cpa.nodes.watch import WatchStatus
@@ -89,7 +89,20 @@ class VerticalMetrics:
         self._wall = wall
         self._multi = len(targets) > 1
         per = ["target"] if self._multi else []
-        labels = ["container", "kind", "resource", *per]
+        self._values(reg, ["container", "kind", "resource", *per])
+        self._writes(reg, per, targets)
+        self.target_ok = Gauge(
+            "cpvpa_target_ok", "1 when the target's share of the last poll had no error.",
+            ["target"], registry=reg)
+        self.last_success = common.last_success_gauge("cpvpa", reg)
+        self.leader = common.leader_gauge("cpvpa", reg, not leader_elect)
+        if watch_status is not None:
+            reg.register(_NodesCollector(watch_status, node_source, clock))
+        reg.register(common.LogCollector("cpvpa"))
+        self._shown: dict[Gauge, dict[_Labels, float]] = {}
+
+    def _values(self, reg: CollectorRegistry, labels: list[str]) -> None:
+        """What the config gives and what was written, and the cluster it was given for."""
         self.computed = Gauge(
             "cpvpa_computed", "The value the config gives at the current cluster size, per "
             "container, kind (requests/limits) and resource, in base units.", labels,
@@ -108,6 +121,11 @@ class VerticalMetrics:
                                    registry=reg)
         self.polls = common.polls_counter("cpvpa", reg)
         self.poll_duration = common.poll_duration_histogram("cpvpa", reg)
+
+    def _writes(self, reg: CollectorRegistry, per: list[str], targets: tuple[str, ...]
+                ) -> None:
+        """The writes: template PATCHes, in-place resizes, their retries and fallbacks;
+        every result and retry reason has its series from the start."""
         self.writes = Counter("cpvpa_writes", "Template PATCHes by result (success, error, "
                               "dry_run).", ["result", *per], registry=reg)
         self.resizes = Counter("cpvpa_pod_resizes", "Pods resized in place (pods/resize "
@@ -125,9 +143,6 @@ class VerticalMetrics:
             ["reason", *per], registry=reg)
         self.retrying = Gauge("cpvpa_pod_resizes_retrying", "Pods whose in-place resize "
                               "failed transiently and waits for its retry.", per, registry=reg)
-        for key in targets if self._multi else ("",):
-            for reason in RETRY_REASONS:
-                self.retries.labels(reason, *([key] if self._multi else []))
         self.restarts = Counter(
             "cpvpa_fallback_pod_restarts", "Pods the bounded fallback evicted "
             "(--resize-fallback-max-pods-per-cycle), so that their controller recreates them "
@@ -135,18 +150,12 @@ class VerticalMetrics:
         self.waiting = Gauge(
             "cpvpa_fallback_pods_waiting", "Pods whose resize is refused and whose fallback "
             "waits: for the grace period, or for the per-poll budget.", per, registry=reg)
-        self.target_ok = Gauge(
-            "cpvpa_target_ok", "1 when the target's share of the last poll had no error.",
-            ["target"], registry=reg)
-        self.last_success = common.last_success_gauge("cpvpa", reg)
-        self.leader = common.leader_gauge("cpvpa", reg, not leader_elect)
         for key in targets if self._multi else ("",):
+            extra = [key] if self._multi else []
             for result in ("success", "error", "dry_run"):
-                self.writes.labels(result, *([key] if self._multi else []))
-        if watch_status is not None:
-            reg.register(_NodesCollector(watch_status, node_source, clock))
-        reg.register(common.LogCollector("cpvpa"))
-        self._shown: dict[Gauge, dict[_Labels, float]] = {}
+                self.writes.labels(result, *extra)
+            for reason in RETRY_REASONS:
+                self.retries.labels(reason, *extra)
 
     def _set(self, gauge: Gauge, values: dict[_Labels, float]) -> None:
         """Set ``values`` and remove the series a previous poll had and this one has not."""

@@ -44,6 +44,7 @@ from cpa.vertical.decide.backoff import DEFAULT_POLICY, Backoff, BackoffPolicy
 from cpa.vertical.decide.formula import Requirements
 from cpa.vertical.decide.patch import PatchTarget, target_path
 from cpa.vertical.decide.resize import (
+    PodPlan,
     controller_uid,
     label_selector,
     plan_pod,
@@ -262,7 +263,13 @@ class InPlaceResizer:
             out.retries.append(Retry(name, reason, message, waiting.failures,
                                      max(0.0, waiting.next_at - now), failed_now=False))
             return
+        self._resize(name, uid, plan, out)
+
+    def _resize(self, name: str, uid: str, plan: PodPlan, out: InPlaceOutcome) -> None:
+        """The Pod's pods/resize PATCH: resized; a refusal that falls back; or a transient
+        failure, tried again after a backoff."""
         path = f"/api/v1/namespaces/{self.namespace}/pods/{name}/resize"
+        assert plan.body is not None
         try:
             self._api.send_raw("PATCH", path, plan.body.encode(), STRATEGIC_MERGE)
         except ApiError as exc:

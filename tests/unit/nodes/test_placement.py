@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from cpa.nodes.placement import (
     EVERYWHERE,
     Placement,
-    Requirement,
     Term,
     Toleration,
     excluded_by,
@@ -25,18 +24,38 @@ Labels = dict[str, str]
 Taint = tuple[str, str, str]
 
 
-def term(*exprs: Requirement, fields: tuple[Requirement, ...] = ()) -> Term:
-    return Term(tuple(exprs), fields)
+Raw = dict[str, Any]  # a template's nodeSelectorTerms entry or expression, as the API has it
 
 
-def req(key: str, op: str, *values: str) -> Requirement:
-    return Requirement(key, op, tuple(values))
+def term(*exprs: Raw, fields: tuple[Raw, ...] = ()) -> Raw:
+    return {"matchExpressions": list(exprs), "matchFields": list(fields)}
+
+
+def req(key: str, op: str, *values: str) -> Raw:
+    return {"key": key, "operator": op, "values": list(values)}
+
+
+def spec_of(terms: tuple[Raw, ...] | None = None, node_selector: Labels | None = None,
+            tolerations: tuple[Raw, ...] = ()) -> Raw:
+    """A Pod template's spec with these placement fields."""
+    spec: Raw = {"tolerations": list(tolerations)}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if terms is not None:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                                             {"nodeSelectorTerms": list(terms)}}}
+    return spec
+
+
+def affinity(*terms: Raw) -> tuple[Term, ...] | None:
+    """The required terms as the placement reads them from a template."""
+    return placement_of(spec_of(terms)).required
 
 
 # --- the cases the Go code singles out -------------------------------------------------------
 LABELS: Labels = {"pool": "core", "gen": "7", "kubernetes.io/hostname": "n1"}
 
-AFFINITY_CASES: list[tuple[str, tuple[Term, ...] | None, bool]] = [
+AFFINITY_CASES: list[tuple[str, tuple[Raw, ...] | None, bool]] = [
     ("no affinity: every Node", None, True),
     ("an empty term list matches nothing", (), False),
     ("an empty term matches nothing", (term(),), False),
@@ -77,9 +96,9 @@ AFFINITY_CASES: list[tuple[str, tuple[Term, ...] | None, bool]] = [
 
 @pytest.mark.parametrize(("case", "terms", "expected"), AFFINITY_CASES,
                          ids=[c[0] for c in AFFINITY_CASES])
-def test_required_node_affinity(case: str, terms: tuple[Term, ...] | None,
+def test_required_node_affinity(case: str, terms: tuple[Raw, ...] | None,
                                 expected: bool) -> None:
-    assert fits(Placement(required=terms), "n1", LABELS, ()) is expected
+    assert fits(placement_of(spec_of(terms)), "n1", LABELS, ()) is expected
 
 
 TOLERATION_CASES: list[tuple[str, Taint, tuple[Toleration, ...], bool]] = [
@@ -119,7 +138,7 @@ def test_taints_and_tolerations(case: str, taint: Taint, tolerations: tuple[Tole
 
 
 def test_node_selector_and_the_first_rule_named() -> None:
-    both = Placement((("pool", "gpu"),), (term(req("gen", "Gt", "9")),))
+    both = Placement((("pool", "gpu"),), affinity(term(req("gen", "Gt", "9"))))
     assert excluded_by(both, "n1", LABELS, ()) == "nodeSelector"
     assert excluded_by(both._replace(node_selector=(("pool", "core"),)), "n1", LABELS,
                        ()) == "nodeAffinity"
@@ -182,7 +201,7 @@ def test_placement_of_a_template() -> None:
     }
     assert placement_of(spec) == Placement(
         (("a", "b"), ("pool", "core")),
-        (term(req("gen", "Gt", "6")), term(fields=(req("metadata.name", "In", "n9"),))),
+        affinity(term(req("gen", "Gt", "6")), term(fields=(req("metadata.name", "In", "n9"),))),
         (Toleration("", "Exists"), Toleration("pool", "Exists", "", "NoSchedule")))
     assert placement_of({}) == EVERYWHERE
     assert placement_of({"affinity": {"nodeAffinity": {}}}) == EVERYWHERE
@@ -210,33 +229,34 @@ INTS = ["1", "7", "-3", "+8"]
 
 
 @st.composite
-def req_st(draw: st.DrawFn) -> Requirement:
-    """Mostly requirements that parse (so that matching is what is tested), a few not."""
+def req_st(draw: st.DrawFn) -> Raw:
+    """Mostly expressions that parse (so that matching is what is tested), a few not."""
     key, op = draw(st.sampled_from(KEYS)), draw(st.sampled_from(OPS))
     if draw(st.integers(0, 9)) == 0:  # any values: mostly ones that do not parse
-        return Requirement(key, op, tuple(draw(st.lists(st.sampled_from(VALUES), max_size=2))))
+        return req(key, op, *draw(st.lists(st.sampled_from(VALUES), max_size=2)))
     if op in ("In", "NotIn"):
         values = draw(st.lists(st.sampled_from(VALUES), min_size=1, max_size=2))
     elif op in ("Gt", "Lt"):
         values = [draw(st.sampled_from(INTS))]
     else:
         values = []
-    return Requirement(key, op, tuple(values))
+    return req(key, op, *values)
 
 
-field_st = st.builds(Requirement, st.sampled_from(["metadata.name", "metadata.name", "spec.x"]),
+field_st = st.builds(req, st.sampled_from(["metadata.name", "metadata.name", "spec.x"]),
                      st.sampled_from(["In", "NotIn", "In", "NotIn", "Exists"]),
-                     st.lists(st.sampled_from(["n1", "n2"]), min_size=1, max_size=2).map(tuple))
-term_st = st.builds(Term, st.lists(req_st(), max_size=2).map(tuple),
-                    st.lists(field_st, max_size=1).map(tuple))
-tol_st = st.builds(Toleration, st.sampled_from(["", *KEYS]),
+                     st.sampled_from(["n1", "n2"]), st.sampled_from(["n1", "n2"]) | st.none()
+                     ).map(lambda r: {**r, "values": [v for v in r["values"] if v]})
+term_st = st.builds(lambda e, f: term(*e, fields=tuple(f)), st.lists(req_st(), max_size=2),
+                    st.lists(field_st, max_size=1))
+tol_st = st.builds(lambda k, o, v, e: {"key": k, "operator": o, "value": v, "effect": e},
+                   st.sampled_from(["", *KEYS]),
                    st.sampled_from(["", "Equal", "Exists", "Gt", "Lt"]),
                    st.sampled_from(VALUES), st.sampled_from(["", *EFFECTS]))
-placement_st = st.builds(
-    Placement,
-    st.just(()) | st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=1)
-    .map(lambda d: tuple(sorted(d.items()))),
+spec_st = st.builds(
+    spec_of,
     st.none() | st.lists(term_st, max_size=3).map(tuple),
+    st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=1),
     st.lists(tol_st, max_size=4).map(tuple))
 name_st = st.sampled_from(["n1", "n2"])
 
@@ -250,122 +270,127 @@ def _go_int(text: str) -> int | None:
     return n if -2**63 <= n <= 2**63 - 1 else None
 
 
-def _oracle(p: Placement, name: str, labels: Labels, taints: tuple[Taint, ...]) -> bool:
-    """The two filters as the Go code reads, statement by statement: parse the terms first
-    (NewLazyErrorNodeSelector, labels.NewRequirement), then match."""
-    if any(labels.get(k) != v for k, v in p.node_selector):
+def _parses(t: Raw) -> bool:
+    """NewLazyErrorNodeSelector and labels.NewRequirement's checks of one term."""
+    ok = True
+    for r in t["matchExpressions"]:
+        if r["operator"] in ("In", "NotIn"):
+            ok &= len(r["values"]) > 0
+        elif r["operator"] in ("Exists", "DoesNotExist"):
+            ok &= len(r["values"]) == 0
+        elif r["operator"] in ("Gt", "Lt"):
+            ok &= len(r["values"]) == 1 and _go_int(r["values"][0]) is not None
+        else:
+            ok = False
+    for r in t["matchFields"]:
+        ok &= r["operator"] in ("In", "NotIn") and len(r["values"]) == 1
+    return ok
+
+
+def _term_matches(t: Raw, name: str, labels: Labels) -> bool:
+    good = True
+    for r in t["matchExpressions"]:
+        have = r["key"] in labels
+        if r["operator"] == "In":
+            good &= have and labels[r["key"]] in r["values"]
+        elif r["operator"] == "NotIn":
+            good &= not (have and labels[r["key"]] in r["values"])
+        elif r["operator"] == "Exists":
+            good &= have
+        elif r["operator"] == "DoesNotExist":
+            good &= not have
+        else:
+            mine = _go_int(labels.get(r["key"], "")) if have else None
+            bound = _go_int(r["values"][0])
+            assert bound is not None
+            good &= mine is not None and (mine > bound if r["operator"] == "Gt"
+                                          else mine < bound)
+    fields = {"metadata.name": name}
+    for r in t["matchFields"]:
+        equal = fields.get(r["key"], "") == r["values"][0]
+        good &= equal if r["operator"] == "In" else not equal
+    return good
+
+
+def _oracle(spec: Raw, name: str, labels: Labels, taints: tuple[Taint, ...]) -> bool:
+    """The two filters as the Go code reads, statement by statement, on the template as the
+    API has it: parse the terms first, then match."""
+    if any(labels.get(k) != v for k, v in spec.get("nodeSelector", {}).items()):
         return False
-    if p.required is not None:
-        parsed = []
-        for t in p.required:
-            if not t.expressions and not t.fields:
-                continue  # isEmptyNodeSelectorTerm
-            ok = True
-            for r in t.expressions:
-                if r.operator in ("In", "NotIn"):
-                    ok &= len(r.values) > 0
-                elif r.operator in ("Exists", "DoesNotExist"):
-                    ok &= len(r.values) == 0
-                elif r.operator in ("Gt", "Lt"):
-                    ok &= len(r.values) == 1 and _go_int(r.values[0]) is not None
-                else:
-                    ok = False
-            for r in t.fields:
-                ok &= r.operator in ("In", "NotIn") and len(r.values) == 1
-            if ok:
-                parsed.append(t)
-        matched = False
-        for t in parsed:
-            good = True
-            for r in t.expressions:
-                have = r.key in labels
-                if r.operator == "In":
-                    good &= have and labels[r.key] in r.values
-                elif r.operator == "NotIn":
-                    good &= not (have and labels[r.key] in r.values)
-                elif r.operator == "Exists":
-                    good &= have
-                elif r.operator == "DoesNotExist":
-                    good &= not have
-                else:
-                    mine = _go_int(labels.get(r.key, "")) if have else None
-                    bound = _go_int(r.values[0])
-                    assert bound is not None
-                    good &= mine is not None and (mine > bound if r.operator == "Gt"
-                                                  else mine < bound)
-            fields = {"metadata.name": name}
-            for r in t.fields:
-                equal = fields.get(r.key, "") == r.values[0]
-                good &= equal if r.operator == "In" else not equal
-            matched |= good
-        if not matched:
+    if "affinity" in spec:
+        terms = spec["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        parsed = [t for t in terms if (t["matchExpressions"] or t["matchFields"])
+                  and _parses(t)]
+        if not any(_term_matches(t, name, labels) for t in parsed):
             return False
     for key, value, effect in taints:
         if effect == "PreferNoSchedule":
             continue
         tolerated = False
-        for tol in p.tolerations:
-            if (tol.effect and tol.effect != effect) or (tol.key and tol.key != key):
+        for tol in spec["tolerations"]:
+            if (tol["effect"] and tol["effect"] != effect) or (tol["key"] and tol["key"] != key):
                 continue
-            if tol.operator in ("", "Equal"):
-                tolerated |= tol.value == value
-            elif tol.operator == "Exists":
+            if tol["operator"] in ("", "Equal"):
+                tolerated |= tol["value"] == value
+            elif tol["operator"] == "Exists":
                 tolerated = True
             else:
-                a, b = _go_int(tol.value), _go_int(value)
+                a, b = _go_int(tol["value"]), _go_int(value)
                 tolerated |= a is not None and b is not None and (
-                    b < a if tol.operator == "Lt" else b > a)
+                    b < a if tol["operator"] == "Lt" else b > a)
         if not tolerated:
             return False
     return True
 
 
 @settings(max_examples=300, deadline=None)
-@given(placement_st, name_st, labels_st, taints_st)
-def test_fits_as_the_scheduler_reads(p: Placement, name: str, labels: Labels,
+@given(spec_st, name_st, labels_st, taints_st)
+def test_fits_as_the_scheduler_reads(spec: Raw, name: str, labels: Labels,
                                      taints: tuple[Taint, ...]) -> None:
-    assert fits(p, name, labels, taints) is _oracle(p, name, labels, taints)
+    assert fits(placement_of(spec), name, labels, taints) is _oracle(spec, name, labels, taints)
 
 
 @settings(max_examples=500, deadline=None)
 @given(st.lists(term_st, min_size=1, max_size=2).map(tuple), name_st, term_labels)
-def test_affinity_alone_as_the_scheduler_reads(terms: tuple[Term, ...], name: str,
+def test_affinity_alone_as_the_scheduler_reads(terms: tuple[Raw, ...], name: str,
                                                labels: Labels) -> None:
-    p = Placement(required=terms)
-    assert fits(p, name, labels, ()) is _oracle(p, name, labels, ())
+    spec = spec_of(terms)
+    assert fits(placement_of(spec), name, labels, ()) is _oracle(spec, name, labels, ())
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(tol_st, max_size=3).map(tuple), taints_st)
-def test_taints_alone_as_the_scheduler_reads(tolerations: tuple[Toleration, ...],
+def test_taints_alone_as_the_scheduler_reads(tolerations: tuple[Raw, ...],
                                              taints: tuple[Taint, ...]) -> None:
-    p = Placement(tolerations=tolerations)
-    assert fits(p, "n1", {}, taints) is _oracle(p, "n1", {}, taints)
+    spec = spec_of(tolerations=tolerations)
+    assert fits(placement_of(spec), "n1", {}, taints) is _oracle(spec, "n1", {}, taints)
 
 
 @settings(max_examples=300, deadline=None)
-@given(placement_st, name_st, labels_st, taints_st)
-def test_terms_are_ored_and_expressions_anded(p: Placement, name: str, labels: Labels,
+@given(spec_st, name_st, labels_st, taints_st)
+def test_terms_are_ored_and_expressions_anded(spec: Raw, name: str, labels: Labels,
                                               taints: tuple[Taint, ...]) -> None:
+    p = placement_of(spec)
     base = p._replace(required=None)
     if not fits(base, name, labels, taints) or p.required is None:
         return
     each = [fits(base._replace(required=(t,)), name, labels, taints) for t in p.required]
     assert fits(p, name, labels, taints) is any(each)
     for t in p.required:
-        if t.expressions and not t.fields:
+        if t.expressions and not t.fields and t.valid:
             single = [fits(base._replace(required=(Term((r,)),)), name, labels, taints)
                       for r in t.expressions]
             assert fits(base._replace(required=(t,)), name, labels, taints) is all(single)
 
 
 @settings(max_examples=300, deadline=None)
-@given(placement_st, tol_st, name_st, labels_st, taints_st)
+@given(spec_st, tol_st, name_st, labels_st, taints_st)
 def test_tolerations_only_widen_and_prefer_no_schedule_never_counts(
-        p: Placement, extra: Toleration, name: str, labels: Labels,
-        taints: tuple[Taint, ...]) -> None:
+        spec: Raw, extra: Raw, name: str, labels: Labels, taints: tuple[Taint, ...]) -> None:
+    p = placement_of(spec)
     before = fits(p, name, labels, taints)
-    wider = p._replace(tolerations=(*p.tolerations, extra))
+    wider = placement_of({**spec, "tolerations": [*spec["tolerations"], extra]})
     assert fits(wider, name, labels, taints) >= before
     soft = tuple((k, v, "PreferNoSchedule") for k, v, _ in taints)
     assert fits(p, name, labels, soft) is fits(p, name, labels, ())
@@ -379,5 +404,5 @@ def test_a_selector_of_the_nodes_own_labels_matches(labels: Labels, data: st.Dat
     own = data.draw(st.lists(st.sampled_from(sorted(labels)), unique=True)) if labels else []
     selector = tuple(sorted((k, labels[k]) for k in own))
     assert fits(Placement(selector), "n1", labels, ())
-    assert fits(Placement(required=(Term(tuple(req(k, "In", labels[k]) for k in own)),)),
+    assert fits(Placement(required=affinity(term(*(req(k, "In", labels[k]) for k in own)))),
                 "n1", labels, ()) is bool(own)

@@ -8,7 +8,8 @@ from typing import Any
 
 from cpa.nodes.jsondecode import decode_bookmark, decode_list_page, decode_node
 from cpa.nodes.records import NodeInfo
-from cpa.nodes.store import NodeRecord, NodeStore
+from cpa.nodes.store import NodeStore
+from cpa.nodes.totals import NodeRecord
 
 
 def info(name: str, cpu: str | None = "4", ready: bool = True,

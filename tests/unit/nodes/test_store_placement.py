@@ -10,9 +10,10 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from cpa.kube.selector import Requirement
 from cpa.nodes import placement as placement_module
 from cpa.nodes.counts import CountingPolicy
-from cpa.nodes.placement import EVERYWHERE, Placement, Requirement, Term, Toleration, fits
+from cpa.nodes.placement import EVERYWHERE, Placement, Term, Toleration, fits
 from cpa.nodes.records import ALL_LABELS, NodeInfo
 from cpa.nodes.store import NodeStore
 
@@ -111,8 +112,8 @@ node_st = st.builds(
 placement_st = st.builds(
     Placement,
     st.sampled_from([(), (("pool", "a"),)]),
-    st.sampled_from([None, (Term((Requirement("gen", "Gt", ("2",)),)),),
-                     (Term(fields=(Requirement("metadata.name", "In", ("a",)),)),)]),
+    st.sampled_from([None, (Term((Requirement("gen", ">", ("2",)),)),),
+                     (Term(fields=(Requirement("metadata.name", "in", ("a",)),)),)]),
     st.sampled_from([(), (Toleration("gpu", "Exists"),)]))
 policy_st = st.builds(CountingPolicy, st.sampled_from([frozenset(), frozenset({"vk"})]),
                       st.sampled_from([None, 2000]), st.sampled_from([None, "pool"]))

@@ -1,0 +1,170 @@
+"""The targets' writes of one poll: every target attempted (ours: upstream stops at the
+first failure), each its writer's way, its own decision where the load axis made one; the
+``behavior`` (ours, opt-in) shaping what is written; the dry run's log of what would have
+been; another writer and a clamped HPA floor noticed (:mod:`cpa.horizontal.daemon.watchdogs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Protocol
+
+from cpa import logs
+from cpa.horizontal.daemon.watchdogs import FloorClamps, OtherWriters, Overwrite
+from cpa.horizontal.decide.decision import Decision
+from cpa.kube.api import RawApi
+from cpa.kube.targets import ScaleResult, Target
+from cpa.kube.writers import writer_for
+from cpa.nodes.counts import ClusterCounts
+
+if TYPE_CHECKING:
+    from cpa.horizontal.decide.behavior import Behavior, BehaviorStage, Outcome
+
+__all__ = ["PollError", "TargetWrites"]
+
+
+class PollError(Exception):
+    """A poll that could not do its job; the message is what /last-poll reports."""
+
+
+class WriteRecord(Protocol):
+    """What the writes read of the poll's result and add to it (the poll loop's
+    ``PollResult``)."""
+
+    started: float
+    scales: list[ScaleResult]
+    overwritten: list[Overwrite]
+    behavior: dict[Target, Outcome]
+    target_counts: dict[Target, ClusterCounts]
+
+
+class TargetWrites:
+    """Writes each target's count, poll after poll (what it keeps across polls: the dry
+    run's last logged pair per target, the watchdogs' episodes)."""
+
+    def __init__(self, api: RawApi, namespace: str, targets: tuple[Target, ...],
+                 dry_run: bool, behavior: Callable[[], BehaviorStage]) -> None:
+        """``behavior``: the behavior stage, made when first asked for (its module is
+        loaded only for parameters with a ``behavior`` key)."""
+        self._api = api
+        self._namespace = namespace
+        self._targets = targets
+        self._dry_run = dry_run
+        self._behavior = behavior
+        self._writers = OtherWriters()
+        self._clamps = FloorClamps()
+        self._would: dict[Target, tuple[int | None, int]] = {}  # dry run: logged once each
+        self._log = logs.get_logger("autoscaler")
+
+    def update(self, proportional: Decision, with_load: Mapping[Target, Decision],
+                        counts: ClusterCounts, behavior: Behavior | None,
+                        result: WriteRecord) -> None:
+        """Every target is attempted (ours: upstream stops at the first failure), each with
+        its own decision where the load axis made one."""
+        failures: list[str] = []
+        for target in self._targets:
+            decision = with_load.get(target, proportional)
+            if decision.error is not None:  # only a load axis's: the proportional one raised
+                failures.append(f"{target}: {decision.error}")
+                continue
+            res = self._ensure(target, decision, behavior, result)
+            result.scales.append(res)
+            self._watch_write(res, decision, result)
+            shaped = self._behavior_fields(res, result)
+            if res.error:
+                failures.append(res.error)
+            elif res.changed:
+                seen = result.target_counts.get(target, counts)
+                self._log.info("scale.changed", target=str(target), old=res.previous,
+                               new=res.replicas, mode=decision.mode, nodes=decision.nodes,
+                               cores=decision.cores, total_nodes=seen.total_nodes,
+                               total_cores=seen.total_cores,
+                               schedulable_nodes=seen.schedulable_nodes,
+                               schedulable_cores=seen.schedulable_cores,
+                               **_zones_field(decision), **_load_fields(decision), **shaped)
+        if failures:
+            raise PollError("; ".join(failures))
+
+    def _ensure(self, target: Target, decision: Decision, behavior: Behavior | None,
+                result: WriteRecord) -> ScaleResult:
+        """One target's write, its writer's way. Whatever goes wrong is this target's
+        error alone, named: a failed request or a malformed answer is the writer's
+        :class:`ApiError` result; anything else (a bug) is caught here too, so that the
+        targets after it are still written in this poll."""
+        try:
+            return writer_for(target).ensure(self._api, self._namespace, target,
+                                             decision.replicas,
+                                             self._shaper(target, behavior, result, decision),
+                                             dry_run=self._dry_run)
+        except Exception as exc:
+            return ScaleResult(target, None, decision.replicas, False,
+                               f"{target}: unexpected {type(exc).__name__}: {exc}")
+
+    def _watch_write(self, res: ScaleResult, decision: Decision, result: WriteRecord) -> None:
+        """A clamped floor, another writer, or (a dry run) what would have been written."""
+        self._clamps.check(res)
+        if res.dry_run:
+            self._would_write(res, decision)
+        else:  # a dry run writes nothing, so there is no fight to report
+            overwrite = self._writers.check(res)
+            if overwrite is not None:
+                result.overwritten.append(overwrite)
+
+    def _shaper(self, target: Target, behavior: Behavior | None, result: WriteRecord,
+                decision: Decision) -> Callable[[int], int] | None:
+        """With ``behavior``, the count written depends on the target's current replicas
+        (the scale GET's), so the scale write asks this function; without it, None and the
+        formula's count is written as upstream writes it.
+
+        History is kept per target across polls and ConfigMap versions (a changed window or
+        mode is judged against the same history, so an edit can never release a scale-down
+        that the window was holding); it is dropped when the ConfigMap has no behavior.
+        """
+        if behavior is None:
+            return None
+        desired, now, floor = decision.replicas, result.started, decision.floor
+
+        def shape(current: int) -> int:
+            outcome = self._behavior().shape(target, behavior, desired, current, now, floor)
+            result.behavior[target] = outcome
+            return outcome.replicas
+        return shape
+
+    def _behavior_fields(self, res: ScaleResult, result: WriteRecord) -> dict[str, object]:
+        """Record a successful write in the target's history; log a hold once per episode;
+        return the extra ``scale.changed`` fields when the behavior shaped the write."""
+        outcome = result.behavior.get(res.target)
+        if outcome is None or res.error is not None:
+            return {}
+        if res.changed and res.previous is not None:
+            self._behavior().written(res.target, res.previous, res.replicas, result.started)
+        elif self._behavior().newly_held(res.target, outcome):
+            self._log.info("scale.held", target=str(res.target), replicas=outcome.replicas,
+                           desired=outcome.desired, behavior=outcome.reason)
+        if not outcome.shaped:
+            return {}
+        return {"desired": outcome.desired, "behavior": outcome.reason}
+
+    def _would_write(self, res: ScaleResult, decision: Decision) -> None:
+        """Dry run: log what would have been written, once per target and pair of counts."""
+        pair = (res.previous, res.replicas)
+        if res.previous == res.replicas:
+            self._would.pop(res.target, None)
+            return
+        if self._would.get(res.target) == pair:
+            return
+        self._would[res.target] = pair
+        self._log.info("dry_run.would_scale", target=str(res.target), old=res.previous,
+                       new=res.replicas, mode=decision.mode, nodes=decision.nodes,
+                       cores=decision.cores, **_zones_field(decision))
+
+def _load_fields(decision: Decision) -> dict[str, object]:
+    """``proportional`` and ``load`` for ``scale.changed`` with a load key (ours)."""
+    if decision.proportional is None:
+        return {}
+    return {"proportional": decision.proportional, "load": decision.load}
+
+
+def _zones_field(decision: Decision) -> dict[str, object]:
+    """``zones`` for ``scale.changed`` when the parameters count them (ours, opt-in)."""
+    return {} if decision.zones is None else {"zones": decision.zones}
