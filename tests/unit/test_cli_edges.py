@@ -86,6 +86,7 @@ PYTHONS_WORDS = ("invalid literal", "invalid int value", "invalid choice", "unre
     (["explain", "--cor=4", "--nodes=3"], "--cores"),
     (["explain", "--verticl"], "--vertical"),
     (["simulate", "--timline", "x"], "--timeline"),  # before "--timeline is required"
+    (["simulate", "--timeline", "x", "--all-row"], "--all-rows"),
     (["advise", "--max-per-replca", "3"], "--max-per-replica"),
     (["advise", "--hepl"], "--help"),
     (["explain", "--vertical", "--nodse", "3"], "--nodes"),  # explain's own flag

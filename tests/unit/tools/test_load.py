@@ -44,7 +44,7 @@ def test_simulate_poll_period_and_gaps(tmp_path: Path,
     path = timeline(tmp_path, ["100", "", "300", "300", "", "300", "300", "300"])
     data = json.dumps({"linear": linear()})
     assert simulate_main(["--timeline", path, "--data", data,
-                          "--poll-period-seconds", "4"]) == 0
+                          "--poll-period-seconds", "4", "--all-rows"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["t", "nodes", "cores", "qps", "proportional", "load", "mode",
                               "desired", "replicas", "reason"]
