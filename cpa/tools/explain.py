@@ -452,8 +452,12 @@ def _measure(args: argparse.Namespace, params: Params, view: TargetView
         time.sleep(load.scrape_interval_seconds)
         sample = scraper.scrape_once()
     if sample is None:
+        where = ("its query's URL" if load.prometheus is not None
+                 else "its Pods, at their IPs,")
         raise InputError(f"cannot measure the load of {view.target}: "
-                         f"{scraper.status().fault}")
+                         f"{scraper.status().fault}; this scrape reaches {where} from where "
+                         "cpa explain runs, often out of reach outside the cluster: give the "
+                         "rate your monitoring shows instead, --stable-rate RATE")
     step = measured_step(scraper.status()) if load.prometheus is None else None
     return Reading(sample.rate, sample.rate, sample.ready, 1, 1, 0.0), step
 
