@@ -93,6 +93,7 @@ def test_explain_says_what_to_do_when_the_pods_are_out_of_reach(
     that and names --stable-rate, which measures nothing."""
     import argparse
 
+    from cpa.tools import explain as explain_module
     from cpa.tools.inputs import InputError, parse_params
 
     class Unreachable:
