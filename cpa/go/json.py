@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Final, TypeAlias, final
+from typing import Any, Final, NamedTuple, TypeAlias, TypeVar, final
+
+T = TypeVar("T")
 
 __all__ = [
     "MISSING",
+    "Field",
     "GoJsonError",
     "JsonArray",
     "JsonObject",
@@ -39,6 +42,8 @@ __all__ = [
     "Missing",
     "Number",
     "as_object",
+    "decode_fields",
+    "decode_struct",
     "describe",
     "field_lookup",
     "format_go_float",
@@ -48,6 +53,7 @@ __all__ = [
     "go_marshal",
     "go_string",
     "match_field",
+    "members_by_field",
     "parse",
 ]
 
@@ -457,6 +463,47 @@ def members_by_field(
         if name is not None:
             pairs.append((name, value))
     return pairs
+
+
+class Field(NamedTuple):
+    """How one struct field decodes: the attribute it sets, its decoder (``go_int``, ...)
+    and whether it is a pointer (JSON null sets it to None; for a plain field null leaves
+    it as it was). A ``nested`` struct's decoder is also given the field's value so far
+    (Go decodes a second member into the same struct) and handles null itself."""
+
+    attr: str
+    decode: Callable[..., Any]
+    pointer: bool = False
+    nested: bool = False
+
+
+def decode_fields(obj: JsonObject, fields: Mapping[str, Field], into: object,
+                  where: str) -> None:
+    """``json.Unmarshal`` of ``obj`` into the struct ``into`` whose fields ``fields`` names
+    (JSON key -> :class:`Field`), member by member in document order: the last duplicate
+    wins, and every earlier one's type error is still raised."""
+    for name, member in members_by_field(obj, tuple(fields)):
+        field = fields[name]
+        if field.nested:
+            at = f"{where}.{name}"
+            setattr(into, field.attr, field.decode(member, at, getattr(into, field.attr)))
+        elif member is not None:
+            setattr(into, field.attr, field.decode(member, f"{where}.{name}"))
+        elif field.pointer:
+            setattr(into, field.attr, None)
+
+
+def decode_struct(value: JsonValue, where: str, into: T | None, fields: Mapping[str, Field],
+                  new: Callable[[], T]) -> T | None:
+    """A pointer to a struct: JSON null makes it nil (None), an object decodes into the
+    struct it points to (``into``, from an earlier member of the same name) or a ``new`` one;
+    anything else is a type error."""
+    obj = as_object(value, where)
+    if obj is None:
+        return None
+    doc = into if into is not None else new()
+    decode_fields(obj, fields, doc, where)
+    return doc
 
 
 # ----------------------------------------------------------------------------- output

@@ -42,10 +42,12 @@ from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 from cpa.go.json import (
+    Field,
     GoJsonError,
     JsonValue,
     Number,
     as_object,
+    decode_fields,
     describe,
     go_int,
     go_string,
@@ -81,7 +83,10 @@ _INT32_MAX: Final = 2**31 - 1
 
 _BEHAVIOR_FIELDS: Final = ("scaleUp", "scaleDown")
 _RULES_FIELDS: Final = ("stabilizationWindowSeconds", "selectPolicy", "policies")
-_POLICY_FIELDS: Final = ("type", "value", "periodSeconds")
+_POLICY_FIELDS: Final = {"type": Field("type", go_string),
+                          "value": Field("value", lambda v, at: _go_int32(v, at)),
+                          "periodSeconds": Field("period_seconds",
+                                                 lambda v, at: _go_int32(v, at))}
 
 
 # ----------------------------------------------------------------------------- the types
@@ -199,16 +204,7 @@ def _decode_policies(doc: _RulesDoc, value: JsonValue, where: str) -> None:
         at = f"{where}[{index}]"
         obj = as_object(item, at)
         assert obj is not None
-        slot = doc.backing[index]
-        for name, member in members_by_field(obj, _POLICY_FIELDS):
-            if member is None:
-                continue  # plain (non-pointer) fields ignore null
-            if name == "type":
-                slot.type = go_string(member, f"{at}.type")
-            elif name == "value":
-                slot.value = _go_int32(member, f"{at}.value")
-            else:
-                slot.period_seconds = _go_int32(member, f"{at}.periodSeconds")
+        decode_fields(obj, _POLICY_FIELDS, doc.backing[index], at)
     doc.length, doc.policies_nil = len(value), False
 
 

@@ -30,27 +30,21 @@ import re
 from typing import Final, NamedTuple
 
 from cpa.go.json import (
+    Field,
     JsonValue,
-    as_object,
+    decode_struct,
     describe,
     format_go_float,
     go_bool,
     go_float,
     go_int,
     go_string,
-    members_by_field,
 )
 from cpa.redact import redact_url
 
 __all__ = ["FIELD", "Load", "LoadDoc", "Prometheus", "decode_load", "load_problems"]
 
 FIELD: Final = "load"
-_FIELDS: Final = ("metric", "port", "path", "targetPerReplica", "stableWindowSeconds",
-                  "panicWindowPercentage", "panicThresholdPercentage",
-                  "scrapeIntervalSeconds", "scrapeTimeoutSeconds", "maxConcurrentScrapes",
-                  "prometheus")
-_PROM_FIELDS: Final = ("url", "query", "caFile", "bearerTokenFile", "insecureSkipVerify")
-
 STABLE_WINDOW_MIN: Final = 6       # Knative's autoscaling.WindowMin
 STABLE_WINDOW_MAX: Final = 3600    # autoscaling.WindowMax
 PANIC_WINDOW_PCT: Final = (1.0, 100.0)       # PanicWindowPercentageMin/Max
@@ -164,66 +158,36 @@ class LoadDoc:
         self.prometheus: _PrometheusDoc | None = None
 
 
+_PROM_FIELDS: Final = {
+    "url": Field("url", go_string), "query": Field("query", go_string),
+    "caFile": Field("ca_file", go_string), "bearerTokenFile": Field("token_file", go_string),
+    "insecureSkipVerify": Field("insecure", go_bool)}
+
+
 def _decode_prometheus(value: JsonValue, where: str, into: _PrometheusDoc | None
                        ) -> _PrometheusDoc | None:
-    obj = as_object(value, where)
-    if obj is None:
-        return None
-    doc = into if into is not None else _PrometheusDoc()
-    for name, member in members_by_field(obj, _PROM_FIELDS):
-        at = f"{where}.{name}"
-        if member is None:
-            continue
-        if name == "insecureSkipVerify":
-            doc.insecure = go_bool(member, at)
-            continue
-        text = go_string(member, at)
-        if name == "url":
-            doc.url = text
-        elif name == "query":
-            doc.query = text
-        elif name == "caFile":
-            doc.ca_file = text
-        else:
-            doc.token_file = text
-    return doc
+    return decode_struct(value, where, into, _PROM_FIELDS, _PrometheusDoc)
 
 
 def decode_load(value: JsonValue, where: str, into: LoadDoc | None) -> LoadDoc | None:
     """Decode one ``load`` member (type errors raise
     :class:`~cpa.go.json.GoJsonError`); ``into`` is what an earlier member of the
     same name decoded. ``None`` back: no load axis (JSON null)."""
-    obj = as_object(value, where)
-    if obj is None:
-        return None
-    doc = into if into is not None else LoadDoc()
-    for name, member in members_by_field(obj, _FIELDS):
-        at = f"{where}.{name}"
-        if name == "prometheus":
-            doc.prometheus = _decode_prometheus(member, at, doc.prometheus)
-        elif member is None:
-            continue  # Go leaves the field as it was
-        elif name == "metric":
-            doc.metric = go_string(member, at)
-        elif name == "path":
-            doc.path = go_string(member, at)
-        elif name == "port":
-            doc.port = go_int(member, at)
-        elif name == "stableWindowSeconds":
-            doc.stable = go_int(member, at)
-        elif name == "maxConcurrentScrapes":
-            doc.concurrent = go_int(member, at)
-        elif name == "targetPerReplica":
-            doc.target = go_float(member, at)
-        elif name == "panicWindowPercentage":
-            doc.panic_pct = go_float(member, at)
-        elif name == "panicThresholdPercentage":
-            doc.threshold_pct = go_float(member, at)
-        elif name == "scrapeIntervalSeconds":
-            doc.interval = go_float(member, at)
-        else:
-            doc.timeout = go_float(member, at)
-    return doc
+    return decode_struct(value, where, into, _FIELDS, LoadDoc)
+
+
+# The struct's fields in Go's order (a key that folds to two matches the first).
+_FIELDS: Final = {
+    "metric": Field("metric", go_string), "port": Field("port", go_int),
+    "path": Field("path", go_string), "targetPerReplica": Field("target", go_float),
+    "stableWindowSeconds": Field("stable", go_int),
+    "panicWindowPercentage": Field("panic_pct", go_float),
+    "panicThresholdPercentage": Field("threshold_pct", go_float),
+    "scrapeIntervalSeconds": Field("interval", go_float),
+    "scrapeTimeoutSeconds": Field("timeout", go_float),
+    "maxConcurrentScrapes": Field("concurrent", go_int),
+    "prometheus": Field("prometheus", _decode_prometheus, nested=True),
+}
 
 
 def _num(number: float) -> str:

@@ -38,13 +38,13 @@ import re
 from typing import Final, NamedTuple
 
 from cpa.go.json import (
+    Field,
     JsonValue,
-    as_object,
+    decode_struct,
     describe,
     go_bool,
     go_int,
     go_string,
-    members_by_field,
 )
 from cpa.horizontal.decide.steps import Step, plural
 
@@ -54,7 +54,9 @@ __all__ = ["DEFAULT_TOPOLOGY_KEY", "FIELD", "Zones", "ZonesDoc", "decode_zones",
 FIELD: Final = "zones"
 DEFAULT_TOPOLOGY_KEY: Final = "topology.kubernetes.io/zone"
 MAX_PER_ZONE: Final = 1000
-_FIELDS: Final = ("topologyKey", "minPerZone", "roundUpToZones")
+_FIELDS: Final = {"topologyKey": Field("topology_key", go_string, pointer=True),
+                   "minPerZone": Field("min_per_zone", go_int, pointer=True),
+                   "roundUpToZones": Field("round_up", go_bool)}
 # A label key: an optional DNS-subdomain prefix (up to 253 characters) and "/", then a name
 # of up to 63 characters.
 _PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -139,19 +141,7 @@ class ZonesDoc:
 def decode_zones(value: JsonValue, where: str, into: ZonesDoc | None) -> ZonesDoc | None:
     """Decode one ``zones`` member (type errors raise :class:`GoJsonError`); ``into`` is what
     an earlier member of the same name decoded. ``None`` back: no zones (JSON null)."""
-    obj = as_object(value, where)
-    if obj is None:
-        return None
-    doc = into if into is not None else ZonesDoc()
-    for name, member in members_by_field(obj, _FIELDS):
-        at = f"{where}.{name}"
-        if name == "topologyKey":
-            doc.topology_key = None if member is None else go_string(member, at)
-        elif name == "minPerZone":
-            doc.min_per_zone = None if member is None else go_int(member, at)
-        elif member is not None:
-            doc.round_up = go_bool(member, at)
-    return doc
+    return decode_struct(value, where, into, _FIELDS, ZonesDoc)
 
 
 def zones_problems(doc: ZonesDoc | None) -> tuple[Zones | None, list[str]]:
