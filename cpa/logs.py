@@ -218,9 +218,9 @@ class _BufferedStderr:
     ``PIPE_BUF`` bytes whole, without blocking); else it goes to a buffer of at most
     ``limit`` lines that a thread of its own writes, and is dropped (and counted) when the
     buffer is full. Once the buffer has drained after drops, a ``logs.dropped`` event says
-    how many (see the module doc). Why not always the thread: waking it for each line cost
-    ~0.1 ms of CPU a poll (a wake-up and a hand-over of the GIL), a tenth of a steady
-    poll at ``--v=4``; one ``poll`` with no wait costs a system call. One writer at a time
+    how many (see the module doc). Why not always the thread: waking it for each line costs
+    a wake-up and a hand-over of the GIL, a large share of a steady poll's CPU at
+    ``--v=4``; one ``poll`` with no wait costs a system call. One writer at a time
     (``_writing``), so lines are never interleaved and a thread's lines stay in order."""
 
     def __init__(self, fd: int, limit: int) -> None:

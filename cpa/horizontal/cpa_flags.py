@@ -144,7 +144,6 @@ def validate(opts: Options) -> list[str]:
         problems.append(
             f"--poll-period-seconds must be at least 1, got {opts.poll_period_seconds}")
     if opts.nodelabels:
-        # Imported only for a selector (its parser compiles patterns: ~2 ms of start-up).
         try:
             parse_selector(opts.nodelabels)
         except SelectorError as exc:

@@ -304,9 +304,9 @@ def field_lines(headers: Mapping[str, Any]) -> str:
 class Dechunker:
     """HTTP/1.1 chunked transfer coding (RFC 9112, 7.1), decoded incrementally.
 
-    A read wholly inside a chunk's data (half the reads of a Node list: the API server
-    writes each Node as a 2 KiB chunk and a ~7 KiB one, and TLS hands them over in ~4-5 KiB
-    records) is given back as it is, without a copy or a pass of the state loop."""
+    A read wholly inside a chunk's data (many of the reads of a Node list: the API server
+    writes each Node in chunks larger than the TLS records that carry them) is given back
+    as it is, without a copy or a pass of the state loop."""
 
     MAX_LINE = 4096  # a chunk-size or trailer line; anything longer is not HTTP
 

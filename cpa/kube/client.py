@@ -292,8 +292,7 @@ class KubeApi:
         (Content-Type, body), within the client's deadline.
 
         The body is read in chunks into one bytearray: a whole ``read()`` plus a copy would
-        hold a large page twice (measured 59.6 -> 52.8 MiB peak for a
-        paginated sync of 65,000 nodes, with the smaller page size).
+        hold a large page twice, which shows in the peak memory of a large cluster's sync.
         """
         resp = self.stream(path, query, read_timeout=self.timeout, accept=accept,
                            deadline=self._clock() + self.timeout)

@@ -1,29 +1,15 @@
 """Node objects off Kubernetes' protobuf wire: a small reader that skips what it does not need.
 
 Why protobuf: kube-apiserver encodes protobuf for a fraction of the CPU that JSON costs it
-(the API server's load is what operators of a large cluster feel), and the body is ~20%
-smaller to read through TLS (9.2 KB instead of 11.6 KB per GKE-sized Node).
+(the API server's load is what operators of a large cluster feel), and the body is smaller
+to read through TLS.
 
-Why a hand-written reader: ``python -m bench.protodecode`` (2,000 GKE-sized Nodes recorded
-from kube-apiserver v1.35.4; each candidate in a fresh interpreter) measured
-
-==================  =========  ==========  =============  ==========  ======================
-candidate           import ms  import MiB  list us/node   event us    peak extra, 2,000-node
-                                                                        list decoded (MiB)
-==================  =========  ==========  =============  ==========  ======================
-JSON (msgspec)      (needed    (needed     13.0           21.2        27.5
-                    anyway)    anyway)
-this reader         3.4        1.05        23.7           24.2        17.9
-protobuf 7.36, upb  27.4       3.19        31.2           14.9        77.1
-  + trimmed schema
-==================  =========  ==========  =============  ==========  ======================
-
-upb is faster per watch event (its parser is C) but not per listed Node (a Python object
-per field read), costs 24 ms more at every start and 2 MiB more RSS, and keeps each
-Node's ~9 KB of fields it does not know as unknown-field bytes (4x the transient memory
-of a list page). The difference per event, ~9 us, is ~0.6 CPU-s over a 65,000-node sync
-that reads ~600 MB through TLS; not worth a compiled dependency on the daemon's import
-path. So this module: no dependency, ~1 MiB.
+Why a hand-written reader rather than the protobuf library: ``python -m bench.protodecode``
+compares it with msgspec's JSON and with upb and a trimmed schema, each in a fresh
+interpreter (figures: ``bench/results/protodecode.json``). upb is faster per watch event
+(its parser is C) but slower per listed Node (a Python object per field read), adds import
+time and memory at every start, and keeps every field it does not know as unknown-field
+bytes; this reader needs no compiled dependency and skips what it does not need.
 
 The envelope around every body, the watch framing and the Status are
 :mod:`cpa.kube.wire`'s, as are the wire primitives this reader uses. The Node's schema
@@ -48,9 +34,8 @@ would let the last win). A second: a repeated field's elements come in one run (
 encoder writes them so), so NodeStatus is read only until allocatable and conditions
 have both been read, in whatever order: its images, addresses and nodeInfo, after them in
 Go's order, are about half of a Node's fields. That and reading keys and lengths inline
-in the per-Node loops took a streaming list's event from ~292,000 to ~158,000
-instructions (callgrind, 1,000 GKE-sized Nodes from kube-apiserver v1.35.4); a generated
-test holds the reader to a plain reading of every field.
+in the per-Node loops nearly halve the instructions per streamed Node (``bench.pollcost
+--callgrind``); a generated test holds the reader to a plain reading of every field.
 """
 
 from __future__ import annotations
@@ -528,7 +513,7 @@ def _read_list(chunks: Iterable[Buffer], capacity: bool = False, label: str = ""
     """A NodeList body decoded as its bytes arrive (``chunks``, in any sizes): its ListMeta
     as a :class:`ListHead` and each Node as soon as its last byte is in.
 
-    Why: a whole page of Nodes costs its size in memory (9.2 MB for 1,000 GKE-sized Nodes)
+    Why: a whole page of Nodes costs its size in memory (megabytes for a page of large Nodes)
     and its decoding waits for its last byte; read so, a list holds one Node and one read
     at a time, and each Node is decoded while the API server is still sending the next.
 

@@ -14,9 +14,9 @@ When the policy asks for a label the records were not read with, the store asks 
 reflector to list the Nodes again (:attr:`NodeStore.on_label_change`) and reports no zone
 count until that list is complete.
 
-Why records and not objects: at 65,000 GKE-sized Nodes a decoded object is ~30 KB while a
-record is a shared tuple; nodes are mostly alike, so identical records are one object
-(measured: 47 -> 42 MiB peak at 65,000 nodes).
+Why records and not objects: a decoded Node is tens of kilobytes while a record is a
+shared tuple; Nodes are mostly alike, so identical records are one object (the peak memory
+at 65,000 Nodes is in ``bench/results/``).
 
 Sharing, bounded by the live Nodes: three interning tables make equal things one object:
 the records, their taint-key sets and (``targetPlacement``) their label pairs. Labels and

@@ -69,7 +69,7 @@ from cpa.nodes.store import NodeSink, NodeStore
 
 __all__ = ["NodeReflector", "WatchStatus"]
 
-PAGE_SIZE = 250  # ~3 MB of JSON per page for GKE-sized nodes
+PAGE_SIZE = 250  # a page of large Nodes stays a few megabytes of JSON
 WATCH_SECONDS = (40, 50)  # the server ends each watch after this long (jittered)
 BACKOFF_START, BACKOFF_MAX = 0.8, 10.0
 

@@ -3,9 +3,9 @@
 
 The port is open on every interface without authentication, as upstream's: anyone who can
 reach the Pod can connect. The standard library's ``ThreadingHTTPServer`` spent a thread per
-connection with no read timeout: 1,500 idle connections took the daemon past its 64 MiB
-limit, and with the soft limit of 1,024 open files (containerd's default) 1,024 of them left
-no descriptor for the API server's connections. So this is one thread and one event loop
+connection with no read timeout: enough idle connections took the daemon past its memory
+limit, and with containerd's default soft limit of open files they left no descriptor for
+the API server's connections. So this is one thread and one event loop
 (``selectors``) with fixed bounds:
 
 * at most :data:`MAX_CONNECTIONS` connections; a new one past that closes the one idle the

@@ -31,10 +31,10 @@ GIVE_BACK_POLLS = 3
 TRIM_EVERY_POLLS = 30
 """Between large versions, the free heap is given back after the first poll (the node
 list's peak is behind it) and then after every 30th (a relist's passing peak, within 5
-minutes at the default period). ``malloc_trim`` walks the heap's free chunks: after every
-poll it was ~9,500 of a steady poll's 1.09 M instructions at 1,000 Nodes (``bench.pollcost
---callgrind``), more with a larger heap, for pages that a steady poll, allocating and
-freeing the same few objects, does not leave."""
+minutes at the default period). ``malloc_trim`` walks the heap's free chunks, more of
+them with a larger heap: after every poll it would be a noticeable share of a steady poll's
+instructions, for pages that a steady poll, allocating and freeing the same few objects,
+does not leave."""
 _trim: Callable[[int], int] | None = None
 
 
@@ -42,11 +42,11 @@ def return_free_memory(collect: bool = False) -> None:
     """Give the heap's free pages back to the system (glibc's ``malloc_trim``; nothing
     where there is none), after collecting the garbage when ``collect``.
 
-    Why: glibc keeps freed pages resident, so a passing peak stays in the RSS. Parsing a
-    70,000-step ladder takes ~15 MiB for a moment; replaced by a small one, it left RSS
-    5-6 MiB higher for good (a tenth of the 64 MiB limit), and ~2.7 MiB with this (what
-    remains are the small-object allocator's arenas, which CPython returns only when they
-    are wholly free)."""
+    Why: glibc keeps freed pages resident, so a passing peak stays in the RSS: a very large
+    ladder, parsed once and replaced by a small one, would leave the daemon's memory higher
+    for good, against a limit that is small. What remains after the trim are the
+    small-object allocator's arenas, which CPython returns only when they are wholly
+    free."""
     global _trim
     if collect:
         gc.collect()

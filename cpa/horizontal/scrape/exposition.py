@@ -1,7 +1,7 @@
 """The Prometheus text exposition format (version 0.0.4), read for one metric.
 
 Why our own reader: a scrape every two seconds of every Pod needs one metric out of a page
-of a few hundred lines (CoreDNS's is ~30 KB), and a full parser into objects would cost
+of a few hundred lines (CoreDNS's), and a full parser into objects would cost
 more than the rest of the scrape. This reads line by line, keeps only the samples of the
 one metric asked for (and ``process_start_time_seconds``, which tells a counter reset from
 a counter going backwards), and checks what it keeps: label syntax with escapes, values as

@@ -28,7 +28,7 @@ class Table(Sequence[tuple[int, int]]):
     Why: a ConfigMap may hold tens of thousands of steps. As tuples of Python ints they
     take ~90 bytes a step, spread over the small-object allocator's arenas, and whatever
     the daemon allocates while they are in force lands in those arenas and keeps them
-    resident after the table is replaced (a 70,000-step ladder left ~6 MiB behind). Two
+    resident after the table is replaced (a very large ladder left megabytes behind). Two
     arrays take 16 bytes a step in two blocks that go back to the system with the table,
     and the lookup bisects the thresholds in place instead of copying them every poll."""
 
