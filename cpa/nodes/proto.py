@@ -520,7 +520,10 @@ def _read_list(chunks: Iterable[Buffer], capacity: bool = False, label: str = ""
     Go writes ListMeta before the items, so a caller that only wants a list that fits one
     page learns from the first ListHead whether more pages follow, before any Node is
     read. Any field order is read all the same (the ListHead then comes where its field
-    is, or as an empty one after the last Node if the body has none)."""
+    is, or as an empty one after the last Node if the body has none).
+
+    A hot loop, long on purpose: it runs once per byte range of every listed Node,
+    and calls out of it cost more than the reading itself."""
     source = iter(chunks)
     buf = bytearray()
 

@@ -106,7 +106,11 @@ class WatchStatus(NamedTuple):
 
 
 class NodeReflector:
-    """Lists and watches the Nodes matching ``selector`` into ``store``, in a thread."""
+    """Lists and watches the Nodes matching ``selector`` into ``store``, in a thread.
+
+    Long because it is client-go's Reflector as one state machine: the first list (one
+    page, the streaming list or pages), the watch, its resume and the backoff all read and
+    set the same resourceVersion and status; split, each part would reach into the others."""
 
     def __init__(self, api: StreamingApi, store: NodeSink, selector: str = "", *,
                  page_size: int = PAGE_SIZE, use_streaming_list: bool = True,

@@ -131,7 +131,10 @@ def _micro_time(moment: datetime) -> str:
 
 
 class LeaderElector:
-    """Holds (or waits for) the Lease in a thread; tells the poll loop whether it may write."""
+    """Holds (or waits for) the Lease in a thread; tells the poll loop whether it may write.
+
+    Long because it is client-go's LeaderElector: acquiring, renewing, releasing and
+    observing the Lease share one record of who holds it and since when."""
 
     def __init__(self, api: Api, config: LeaseConfig, *,
                  on_change: Callable[[bool], None] | None = None,
