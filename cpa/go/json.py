@@ -324,12 +324,9 @@ def parse(text: str) -> JsonValue:
 
 def describe(value: JsonValue) -> str:
     """Render a value for an error message: short, and recognisable to the operator."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
+    literal = _literal(value)
+    if literal is not None:
+        return literal
     if isinstance(value, Number):
         return value.literal if len(value.literal) <= 40 else value.literal[:37] + "..."
     if isinstance(value, str):
@@ -574,13 +571,21 @@ def _encode_string(text: str) -> str:
     return '"' + _NEEDS_ESCAPE.sub(_escape_char, text) + '"'
 
 
-def _marshal_scalar(value: JsonValue, where: Iterator[str]) -> str:
+def _literal(value: JsonValue) -> str | None:
+    """JSON's spelling of null, true and false; None for any other value."""
     if value is None:
         return "null"
     if value is True:
         return "true"
     if value is False:
         return "false"
+    return None
+
+
+def _marshal_scalar(value: JsonValue, where: Iterator[str]) -> str:
+    literal = _literal(value)
+    if literal is not None:
+        return literal
     if isinstance(value, Number):
         try:
             return format_go_float(go_float(value, "value"))

@@ -51,8 +51,7 @@ class Options(shared.GlogOptions, shared.LeaderElectionOptions):
         "", parse_str,
         "Namespace of the targets and the ConfigMap (default: $MY_POD_NAMESPACE).",
         metavar="string")
-    poll_period_seconds: int = flag(10, parse_go_int, "Seconds between polls (default 10).",
-                                    metavar="int")
+    poll_period_seconds: int = shared.poll_period_flag()
     default_params: dict[str, str] | None = flag(
         None, _parse_default_params,
         "JSON object of default ConfigMap data, e.g. "
@@ -63,8 +62,8 @@ class Options(shared.GlogOptions, shared.LeaderElectionOptions):
     max_sync_failures: int = flag(
         0, parse_go_int, "Exit 1 after this many consecutive failed polls (0: never).",
         metavar="int")
-    version: bool = flag(False, parse_bool, "Print the version and exit.")
-    help: bool = flag(False, parse_bool, "Show this help and exit.")
+    version: bool = shared.version_flag()
+    help: bool = shared.help_flag()
     _glog: ClassVar[Include] = Include(shared.GlogOptions)  # glog's flags go here
     v: int = shared.verbosity_flag("Log verbosity: 0 scale decisions and errors, 1 mode "
                                    "changes, 2 parameters, 4 every poll's counts.")

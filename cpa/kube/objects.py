@@ -27,7 +27,7 @@ lines per field here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from cpa.kube.api import ApiError
@@ -81,45 +81,44 @@ def _json_type(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
+def _typed(parent: Mapping[str, Any], key: str, field: str, accept: Callable[[Any], bool],
+           noun: str) -> Any:
+    """A field's value if ``accept`` takes it; None when null or missing."""
+    value = parent.get(key)
+    if value is not None and not accept(value):
+        raise _Invalid(field, f"is {_json_type(value)}, not {noun}")
+    return value
+
+
 def _object(parent: Mapping[str, Any], key: str, field: str) -> Mapping[str, Any]:
     """A nested object; null or missing is the empty one (Go's zero struct)."""
-    value = parent.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise _Invalid(field, f"is {_json_type(value)}, not an object")
-    return value
+    value: Mapping[str, Any] | None = _typed(parent, key, field,
+                                             lambda v: isinstance(v, dict), "an object")
+    return {} if value is None else value
 
 
 def _int32(parent: Mapping[str, Any], key: str, field: str) -> int | None:
     """An int32 field; None when null or missing (a pointer's nil, a value's 0)."""
-    value = parent.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _Invalid(field, f"is {_json_type(value)}, not an int32")
-    if not INT32_MIN <= value <= INT32_MAX:
+    value: int | None = _typed(
+        parent, key, field, lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "an int32")
+    if value is not None and not INT32_MIN <= value <= INT32_MAX:
         raise _Invalid(field, f"is {value}, outside the int32 range")
     return value
 
 
 def _string(parent: Mapping[str, Any], key: str, field: str) -> str | None:
     """A string field; None when null or missing."""
-    value = parent.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise _Invalid(field, f"is {_json_type(value)}, not a string")
+    value: str | None = _typed(parent, key, field, lambda v: isinstance(v, str), "a string")
     return value
 
 
 def _string_map(parent: Mapping[str, Any], key: str, field: str) -> dict[str, str] | None:
     """A ``map[string]string``; None when null or missing, a null value is ""."""
-    value = parent.get(key)
+    value: dict[str, Any] | None = _typed(parent, key, field, lambda v: isinstance(v, dict),
+                                          "an object of strings")
     if value is None:
         return None
-    if not isinstance(value, dict):
-        raise _Invalid(field, f"is {_json_type(value)}, not an object of strings")
     out: dict[str, str] = {}
     for name, item in value.items():
         if item is None:

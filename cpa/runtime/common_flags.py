@@ -22,8 +22,9 @@ from cpa.go.duration import parse_duration
 from cpa.go.pflag import flag, parse_str
 from cpa.go.strconv import parse_bool, parse_decimal_int, parse_go_int
 
-__all__ = ["GlogOptions", "LeaderElectionOptions", "kubeconfig_flag", "log_format_flag",
-           "logtostderr_flag", "validate_leader_election", "verbosity_flag"]
+__all__ = ["GlogOptions", "LeaderElectionOptions", "help_flag", "kubeconfig_flag",
+           "log_format_flag", "logtostderr_flag", "poll_period_flag",
+           "validate_leader_election", "verbosity_flag", "version_flag"]
 
 
 def validate_leader_election(opts: LeaderElectionOptions) -> list[str]:
@@ -114,6 +115,19 @@ def logtostderr_flag(default: bool) -> bool:
 def kubeconfig_flag() -> str:
     return flag("", parse_str, "Kubeconfig file for running outside a cluster (default: "
                 "$KUBECONFIG, else in-cluster config).", metavar="path")
+
+
+def poll_period_flag(of_what: str = "") -> int:
+    return flag(10, parse_go_int, f"Seconds between polls{of_what} (default 10).",
+                metavar="int")
+
+
+def version_flag() -> bool:
+    return flag(False, parse_bool, "Print the version and exit.")
+
+
+def help_flag() -> bool:
+    return flag(False, parse_bool, "Show this help and exit.")
 
 
 def log_format_flag() -> str:

@@ -69,14 +69,12 @@ class VerticalOptions(shared.GlogOptions, shared.LeaderElectionOptions):
         "", parse_str,
         "A config file (JSON, as --default-config) decoded over the default config; re-read "
         "when it is replaced (a mounted ConfigMap's update).", metavar="path")
-    poll_period_seconds: int = flag(
-        10, parse_go_int, "Seconds between polls of the cluster size (default 10).",
-        metavar="int")
+    poll_period_seconds: int = shared.poll_period_flag(" of the cluster size")
     kubeconfig: str = shared.kubeconfig_flag()
-    version: bool = flag(False, parse_bool, "Print the version and exit.")
+    version: bool = shared.version_flag()
     dry_run: bool = flag(False, parse_bool,
                          "Compute and log the updates of the target but do not apply them.")
-    help: bool = flag(False, parse_bool, "Show this help and exit.")
+    help: bool = shared.help_flag()
     _glog: ClassVar[Include] = Include(shared.GlogOptions)  # glog's flags go here
     v: int = shared.verbosity_flag("Log verbosity: 0 writes and errors, 2 the config, 4 every "
                                    "poll's counts and values.")
