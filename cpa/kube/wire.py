@@ -53,6 +53,7 @@ __all__ = [
     "skip_field",
     "status_fields",
     "string_field",
+    "string_fields",
     "unwrap",
     "utf8",
     "varint",
@@ -164,17 +165,23 @@ def field_key(buf: Buffer, pos: int) -> tuple[int, int]:
 
 def string_field(buf: Buffer, pos: int, end: int, want: int) -> str:
     """The string field with key ``want`` (field number << 3 | 2) of the message between
-    ``pos`` and ``end``; "" when absent. Every other field is skipped; a repeated one is read
-    each time, so the last wins as protobuf says."""
-    value = ""
+    ``pos`` and ``end``; "" when absent (:func:`string_fields` of one)."""
+    return string_fields(buf, pos, end, (want,))[0]
+
+
+def string_fields(buf: Buffer, pos: int, end: int, wants: tuple[int, ...]) -> list[str]:
+    """The string fields with keys ``wants`` of the message between ``pos`` and ``end``, in
+    that order; "" for one absent. Every other field is skipped; a repeated one is read each
+    time, so the last wins as protobuf says."""
+    values = [""] * len(wants)
     while pos < end:
         key, pos = field_key(buf, pos)
-        if key == want:
+        if key in wants:
             start, pos = length_delimited(buf, pos, end)
-            value = utf8(buf, start, pos)
+            values[wants.index(key)] = utf8(buf, start, pos)
         else:
             pos = skip_field(buf, key & 7, pos, end)
-    return value
+    return values
 
 
 def unwrap(buf: Buffer, pos: int = 0, end: int | None = None) -> tuple[str, int, int]:

@@ -51,6 +51,7 @@ from cpa.kube.wire import (
     checked,
     status_fields,
     string_field,
+    string_fields,
     unwrap,
 )
 
@@ -185,21 +186,8 @@ def _meta_all_labels(buf: Buffer, pos: int, end: int
 
 def _taint(buf: Buffer, pos: int, end: int) -> tuple[str, str, str]:
     """A Taint in full: (1 key, 2 value, 3 effect); 4 timeAdded is not ours."""
-    k = v = effect = ""
-    while pos < end:
-        key, pos = _key(buf, pos)
-        if key in (0x0A, 0x12, 0x1A):
-            s, pos = _len(buf, pos, end)
-            text = _str(buf, s, pos)
-            if key == 0x0A:
-                k = text
-            elif key == 0x12:
-                v = text
-            else:
-                effect = text
-        else:
-            pos = _skip(buf, key & 7, pos, end)
-    return k, v, effect
+    key, value, effect = string_fields(buf, pos, end, (0x0A, 0x12, 0x1A))
+    return key, value, effect
 
 
 def _spec_full(buf: Buffer, pos: int, end: int
@@ -490,18 +478,8 @@ def _decode_list_page(buf: Buffer, capacity: bool = False, label: str = "") -> L
 
 def _list_meta(buf: Buffer, pos: int, end: int) -> ListHead:
     """ListMeta {2 resourceVersion, 3 continue}."""
-    rv = cont = ""
-    while pos < end:
-        k, pos = _key(buf, pos)
-        if k == 0x12:  # 2 resourceVersion
-            a, pos = _len(buf, pos, end)
-            rv = _str(buf, a, pos)
-        elif k == 0x1A:  # 3 continue
-            a, pos = _len(buf, pos, end)
-            cont = _str(buf, a, pos)
-        else:
-            pos = _skip(buf, k & 7, pos, end)
-    return ListHead(rv, cont)
+    resource_version, continue_token = string_fields(buf, pos, end, (0x12, 0x1A))
+    return ListHead(resource_version, continue_token)
 
 
 _HEADER = 12  # a field's key (two bytes at most here) and a length (ten at most)
