@@ -263,7 +263,7 @@ def test_events_and_leader_election_are_opt_in_with_their_rbac(render: Render) -
 
 def test_rbac_and_service_account_can_be_disabled(render: Render) -> None:
     docs = render(base(rbac={"create": False}, serviceAccount={"create": False, "name": "mine"}))
-    assert {d["kind"] for d in docs} == {"ConfigMap", "Deployment"}
+    assert {d["kind"] for d in docs} == {"ConfigMap", "Deployment", "PodDisruptionBudget"}
     assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "mine"
 
 
@@ -434,9 +434,31 @@ def test_defaults_render_nothing_new(render: Render) -> None:
     docs = render(base())
     assert sorted(d["kind"] for d in docs) == sorted(
         ["ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Role",
-         "RoleBinding", "Deployment"])
+         "RoleBinding", "Deployment", "PodDisruptionBudget"])
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
     assert "affinity" not in pod and "topologySpreadConstraints" not in pod
+
+
+def test_never_blocks_a_drain_by_default(render: Render) -> None:
+    """One replica: a budget that still lets it be evicted (minAvailable 1 would block
+    every drain), and cluster-autoscaler told it is safe to evict."""
+    docs = render(base())
+    selector = one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert one(docs, "PodDisruptionBudget")["spec"] == {
+        "maxUnavailable": 1, "selector": {"matchLabels": selector}}
+    meta = one(docs, "Deployment")["spec"]["template"]["metadata"]
+    assert meta["annotations"] == {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+
+
+def test_safe_to_evict_can_be_left_off_or_overridden(render: Render) -> None:
+    meta = one(render(base(safeToEvict=False)), "Deployment")["spec"]["template"]["metadata"]
+    assert "annotations" not in meta
+    own = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false", "team": "dns"}
+    meta = one(render(base(podAnnotations=own)), "Deployment")["spec"]["template"]["metadata"]
+    assert meta["annotations"] == own
+    spec = one(render(base(podDisruptionBudget={"minAvailable": 1})),
+               "PodDisruptionBudget")["spec"]
+    assert spec["minAvailable"] == 1 and "maxUnavailable" not in spec
 
 
 def ha(**extra: Any) -> dict[str, Any]:
@@ -447,7 +469,7 @@ def test_several_replicas_get_a_budget_and_are_spread(render: Render) -> None:
     docs = render(ha())
     selector = one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
     pdb = one(docs, "PodDisruptionBudget")
-    assert pdb["spec"] == {"minAvailable": 1, "selector": {"matchLabels": selector}}
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": selector}}
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
     (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert term["podAffinityTerm"] == {"topologyKey": "kubernetes.io/hostname",
@@ -475,8 +497,8 @@ def test_spreading_can_be_hard_or_given_or_off(render: Render) -> None:
     assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]
 
 
-def test_one_replica_gets_no_budget(render: Render) -> None:
-    docs = render(base(options={"leaderElection": {"enabled": True}}))
+def test_the_budget_can_be_left_off(render: Render) -> None:
+    docs = render(base(podDisruptionBudget={"enabled": False}))
     assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]
 
 

@@ -133,6 +133,18 @@ def check_autoscaler_deployment(deployment: Doc) -> None:
     assert sa and sa != "default"
 
 
+def check_never_blocks_a_drain(docs: list[Doc]) -> None:
+    """The shipped autoscaler's Pods may be evicted one at a time: a budget of
+    maxUnavailable 1 selecting exactly the Deployment's Pods, and safe-to-evict."""
+    deployment = one(docs, "Deployment")
+    pdb = one(docs, "PodDisruptionBudget")
+    assert pdb["apiVersion"] == "policy/v1"
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": deployment["spec"]["selector"]}
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "true"
+    assert "karpenter.sh/do-not-disrupt" not in annotations
+
+
 # --- every file -------------------------------------------------------------------------
 
 
@@ -178,8 +190,18 @@ def test_main_objects(main: list[Doc]) -> None:
         "ClusterRole",
         "ClusterRoleBinding",
         "Deployment",
+        "PodDisruptionBudget",
         "ServiceAccount",
     ]
+
+
+def test_main_never_blocks_a_node_drain(main: list[Doc]) -> None:
+    """A budget that lets its one Pod be evicted, over exactly the Deployment's Pods, and
+    cluster-autoscaler told the Pod is safe to evict."""
+    deployment = one(main, "Deployment")
+    check_never_blocks_a_drain(main)
+    assert one(main, "PodDisruptionBudget")["metadata"]["namespace"] == (
+        deployment["metadata"]["namespace"])
 
 
 def test_main_rbac_is_exactly_the_addons(main: list[Doc]) -> None:
@@ -293,6 +315,7 @@ def example_deployments() -> list[tuple[str, Doc]]:
 def test_example_deployments(name: str, deployment: Doc) -> None:
     check_autoscaler_deployment(deployment)
     docs = example(name)
+    check_never_blocks_a_drain(docs)
     pod = deployment["spec"]["template"]["spec"]
     namespace = deployment["metadata"]["namespace"]
     (container,) = pod["containers"]
@@ -448,3 +471,11 @@ def test_memory_limit_is_justified_by_the_benchmarks(main: list[Doc]) -> None:
     container = one(main, "Deployment")["spec"]["template"]["spec"]["containers"][0]
     limit = _mebibytes(container["resources"]["limits"]["memory"])
     assert peak * 1.2 <= limit <= 70, (peak, limit)
+
+
+@pytest.mark.parametrize("path", ["migrations/kops/coredns-autoscaler.yaml",
+                                  "migrations/kubespray/dns-autoscaler.yaml"])
+def test_migration_overlays_never_block_a_node_drain(path: str) -> None:
+    """The overlays that carry their own Deployment ship the same budget and annotation
+    (dns-addon and eks build on manifests/)."""
+    check_never_blocks_a_drain(load(MANIFESTS.parent / path))
