@@ -92,6 +92,10 @@ class FakeApi:
                 raise ApiError(409, "AlreadyExists", f"{full} already exists")
             self.created.append((path, copy.deepcopy(body)))
             return self.put(full, body)
+        if method == "DELETE":
+            self._current(path)
+            del self.objects[path]
+            return {}
         assert method == "PUT", f"{method} is not a request the daemon makes"
         current = self._current(path)
         if body["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"]:

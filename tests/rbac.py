@@ -49,3 +49,12 @@ CONFIGMAP_UPDATE_RULES: frozenset[Rule] = frozenset({("", "configmaps", "update"
 # Ours, opt-in: --config-dir reads the parameters from a volume: no ConfigMap right at all.
 CONFIG_DIR_RULES: frozenset[Rule] = frozenset(
     rule for rule in BASE_RULES if rule[1] != "configmaps")
+
+# Ours, opt-in: "managePodDisruptionBudget" keeps a budget per target, reading its selector.
+BUDGET_RULES: frozenset[Rule] = frozenset({
+    ("policy", "poddisruptionbudgets", "get"),
+    ("policy", "poddisruptionbudgets", "create"),
+    ("policy", "poddisruptionbudgets", "update"),
+    ("policy", "poddisruptionbudgets", "delete"),
+    ("apps", "deployments", "get"),
+})

@@ -14,6 +14,7 @@ import yaml
 
 from tests.rbac import (
     BASE_RULES,
+    BUDGET_RULES,
     CONFIG_DIR_RULES,
     CONFIGMAP_UPDATE_RULES,
     EVENT_RULES,
@@ -479,3 +480,10 @@ def test_migration_overlays_never_block_a_node_drain(path: str) -> None:
     """The overlays that carry their own Deployment ship the same budget and annotation
     (dns-addon and eks build on manifests/)."""
     check_never_blocks_a_drain(load(MANIFESTS.parent / path))
+
+
+def test_budget_example_grants_only_what_the_budgets_need(main: list[Doc]) -> None:
+    docs = example("pod-disruption-budget-rbac.yaml")
+    assert {d["kind"] for d in docs} == {"Role", "RoleBinding"}
+    sa = one(main, "ServiceAccount")["metadata"]
+    assert granted_to(docs, sa["namespace"], sa["name"]) == BUDGET_RULES

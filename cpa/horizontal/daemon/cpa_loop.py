@@ -217,7 +217,8 @@ class Autoscaler:
             with_load = self._load_axes(params, counts, result, placed)
             if params.shared.behavior is None:
                 self._behavior.reset()
-            self._writes.update(decision, with_load, counts, params.shared.behavior, result)
+            self._writes.update(decision, with_load, counts, params.shared.behavior, result,
+                                params.shared.manage_budgets)
         except InvalidParams as exc:
             result.error = result.params_invalid = str(exc)
             result.params_version = self._params.version

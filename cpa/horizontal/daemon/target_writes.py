@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from cpa import logs
+from cpa.horizontal.daemon.budgets import Budgets
 from cpa.horizontal.daemon.watchdogs import FloorClamps, OtherWriters, Overwrite
 from cpa.horizontal.decide.decision import Decision
 from cpa.kube.api import RawApi
@@ -53,14 +54,16 @@ class TargetWrites:
         self._behavior = behavior
         self._writers = OtherWriters()
         self._clamps = FloorClamps()
+        self._budgets = Budgets(api, namespace)
         self._would: dict[Target, tuple[int | None, int]] = {}  # dry run: logged once each
         self._log = logs.get_logger("autoscaler")
 
     def update(self, proportional: Decision, with_load: Mapping[Target, Decision],
-                        counts: ClusterCounts, behavior: Behavior | None,
-                        result: WriteRecord) -> None:
+               counts: ClusterCounts, behavior: Behavior | None,
+               result: WriteRecord, budgets: bool = False) -> None:
         """Every target is attempted (ours: upstream stops at the first failure), each with
-        its own decision where the load axis made one."""
+        its own decision where the load axis made one; then, with ``budgets``
+        (``managePodDisruptionBudget``), each written target's budget."""
         failures: list[str] = []
         for target in self._targets:
             decision = with_load.get(target, proportional)
@@ -82,6 +85,7 @@ class TargetWrites:
                                schedulable_nodes=seen.schedulable_nodes,
                                schedulable_cores=seen.schedulable_cores,
                                **_zones_field(decision), **_load_fields(decision), **shaped)
+        failures += self._budgets.sync(budgets, result.scales)
         if failures:
             raise PollError("; ".join(failures))
 

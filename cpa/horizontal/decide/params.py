@@ -14,7 +14,9 @@ own keys; the keys every mode has are read here, once:
 * ``load`` (ours, opt-in): a load axis with stable and panic windows
   (:mod:`cpa.horizontal.decide.load`, :mod:`cpa.horizontal.decide.windows`);
 * ``targetPlacement`` (ours, opt-in): each target counts only the Nodes its Pod template
-  could be scheduled on (:mod:`cpa.nodes.placement`; the daemon reads the templates).
+  could be scheduled on (:mod:`cpa.nodes.placement`; the daemon reads the templates);
+* ``managePodDisruptionBudget`` (ours, opt-in): a PodDisruptionBudget per target in step
+  with its replicas (:mod:`cpa.kube.pdb`; no effect on the decision).
 
 The quirks are kept on purpose: a ``null`` member leaves the field alone; a duplicate key
 overwrites the earlier one, yet the earlier one's type error still fails the decode; a JSON
@@ -46,8 +48,8 @@ if TYPE_CHECKING:  # opt-in keys: their modules load with the first value that h
     from cpa.horizontal.decide.load import Load, LoadDoc
     from cpa.horizontal.decide.zones import Zones, ZonesDoc
 
-__all__ = ["PLACEMENT_KEY", "SHARED_KEYS", "ParamsError", "SharedDecoder", "SharedParams",
-           "decode_error", "document"]
+__all__ = ["BUDGET_KEY", "PLACEMENT_KEY", "SHARED_KEYS", "ParamsError", "SharedDecoder",
+           "SharedParams", "decode_error", "document"]
 
 
 class ParamsError(ValueError):
@@ -71,6 +73,9 @@ class SharedParams(NamedTuple):
     """Ours, opt-in: the load axis (:mod:`cpa.horizontal.decide.load`); None = upstream's."""
     target_placement: bool = False
     """Ours, opt-in: count per target only the Nodes its Pod template fits on."""
+    manage_budgets: bool = False
+    """Ours, opt-in: keep a PodDisruptionBudget per target (maxUnavailable 1 above one
+    replica, none at one)."""
 
     def fields(self) -> dict[str, object]:
         """The keys as the ConfigMap spells them, for logs and ``explain`` (after the
@@ -85,6 +90,8 @@ class SharedParams(NamedTuple):
             out["behavior"] = self.behavior.fields()
         if self.target_placement:
             out[PLACEMENT_KEY] = True
+        if self.manage_budgets:
+            out[BUDGET_KEY] = True
         return out
 
     def policy(self) -> CountingPolicy:
@@ -97,17 +104,19 @@ class SharedParams(NamedTuple):
 
 
 PLACEMENT_KEY: Final = "targetPlacement"
+BUDGET_KEY: Final = "managePodDisruptionBudget"
 ZONES_KEY: Final = "zones"  # cpa.horizontal.decide.zones.FIELD
 LOAD_KEY: Final = "load"  # cpa.horizontal.decide.load.FIELD
 SHARED_KEYS: Final = ("includeUnschedulableNodes", "behavior", *COUNTING_KEYS, ZONES_KEY,
-                      LOAD_KEY, PLACEMENT_KEY)
+                      LOAD_KEY, PLACEMENT_KEY, BUDGET_KEY)
 
 
 class SharedDecoder:
     """The shared keys of one value as Go decodes them, member by member in document order
     (a repeated key decodes over the earlier value)."""
 
-    __slots__ = ("_behavior", "_counting", "_include", "_load", "_placement", "_zones")
+    __slots__ = ("_behavior", "_budgets", "_counting", "_include", "_load", "_placement",
+                 "_zones")
 
     def __init__(self) -> None:
         self._include = False
@@ -116,6 +125,7 @@ class SharedDecoder:
         self._zones: ZonesDoc | None = None
         self._load: LoadDoc | None = None
         self._placement = False
+        self._budgets = False
 
     def decode(self, key: str, value: JsonValue, where: str) -> None:
         """One member of a shared key (type errors raise :class:`GoJsonError`)."""
@@ -131,6 +141,9 @@ class SharedDecoder:
         elif key == PLACEMENT_KEY:
             if value is not None:
                 self._placement = go_bool(value, where)
+        elif key == BUDGET_KEY:
+            if value is not None:
+                self._budgets = go_bool(value, where)
         else:
             decode_counting_field(self._counting, key, value, where)
 
@@ -150,7 +163,8 @@ class SharedDecoder:
             zones, zones_errors = zones_problems(self._zones)
         if self._load is not None:
             load, load_errors = load_problems(self._load)
-        return (SharedParams(self._include, behavior, counting, zones, load, self._placement),
+        return (SharedParams(self._include, behavior, counting, zones, load, self._placement,
+                             self._budgets),
                 problems + counting_errors + zones_errors + load_errors)
 
 

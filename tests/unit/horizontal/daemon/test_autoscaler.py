@@ -770,3 +770,29 @@ def test_an_unexpected_error_in_one_target_is_that_target_alone(
     result = a.poll_once()
     assert result.error == "deployment/a: unexpected KeyError: 'boom'"
     assert api.replicas(scale_path("deployments", "b")) == 3
+
+
+def test_budgets_follow_the_replicas_and_go_with_the_key() -> None:
+    """managePodDisruptionBudget: a budget while the target has several replicas, none at
+    one, and ours deleted when a version without the key comes; without the key no
+    request beyond upstream's."""
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.put("/apis/apps/v1/namespaces/kube-system/deployments/coredns",
+            {"metadata": {"uid": "u"}, "spec": {"selector": {"matchLabels": {"a": "b"}}}})
+    pdb = "/apis/policy/v1/namespaces/kube-system/poddisruptionbudgets/coredns-cpa"
+    on = '{"nodesPerReplica":16,"managePodDisruptionBudget":true}'
+    api.set_configmap(CM, {"linear": on})
+    a = make(api, counts(40, 40))
+    assert a.poll_once().error is None
+    assert api.objects[pdb]["spec"]["maxUnavailable"] == 1
+    api.set_configmap(CM, {"linear": on.replace("16", "100")})  # one replica
+    assert a.poll_once().error is None and pdb not in api.objects
+    api.set_configmap(CM, {"linear": on})
+    a.poll_once()
+    assert pdb in api.objects
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":16}'})
+    assert a.poll_once().error is None and pdb not in api.objects
+    api.calls.clear()
+    a.poll_once()
+    assert api.calls == [("GET", CM), ("GET", COREDNS)]

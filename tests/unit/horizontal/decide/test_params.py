@@ -293,3 +293,19 @@ def test_the_opt_in_keys_are_their_modules_fields() -> None:
 
     assert params.ZONES_KEY == zones.FIELD and params.LOAD_KEY == load.FIELD
     assert {"behavior", zones.FIELD, load.FIELD} <= set(params.SHARED_KEYS)
+
+
+@pytest.mark.parametrize(("value", "expected"), [("true", True), ("false", False),
+                                                 ("null", False)])
+def test_manage_pod_disruption_budget_key(value: str, expected: bool) -> None:
+    params = parse_configmap_data(
+        {"linear": f'{{"coresPerReplica":2,"managePodDisruptionBudget":{value}}}'})
+    assert params.shared.manage_budgets is expected
+    assert ("managePodDisruptionBudget" in params.shared.fields()) is expected
+
+
+@pytest.mark.parametrize("value", ['"true"', "1", "[]", "{}"])
+def test_manage_pod_disruption_budget_takes_true_or_false_only(value: str) -> None:
+    with pytest.raises(ParamsError, match=r"managePodDisruptionBudget.*expected true or false"):
+        parse_configmap_data({"ladder": '{"coresToReplicas":[[1,1]],'
+                                        f'"managePodDisruptionBudget":{value}}}'})
