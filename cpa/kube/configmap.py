@@ -14,9 +14,10 @@ from cpa import logs
 from cpa.kube.api import Api, ApiError, get_decoded
 from cpa.kube.objects import decode_configmap
 
-__all__ = ["DEFAULTS_ANNOTATION", "SUPERSEDED_ANNOTATION", "SUPERSEDED_KEPT", "ConfigMapData",
-           "DefaultsState", "data_hash", "defaults_state", "fetch", "get_or_create",
-           "object_path", "replace_data", "superseded_after", "superseded_hashes"]
+__all__ = ["AUTOSCALER_MANAGERS", "DEFAULTS_ANNOTATION", "SUPERSEDED_ANNOTATION",
+           "SUPERSEDED_KEPT", "ConfigMapData", "DefaultsState", "data_hash", "data_writers",
+           "defaults_state", "fetch", "get_or_create", "object_path", "replace_data",
+           "superseded_after", "superseded_hashes", "written_by_autoscalers"]
 
 
 class ConfigMapData(NamedTuple):
@@ -209,9 +210,49 @@ class DefaultsState(enum.Enum):
     (we are the older autoscaler of a rollout): leave them alone."""
 
 
+AUTOSCALER_MANAGERS = frozenset({"cluster-proportional-autoscaler",
+                                 "cluster-proportional-autoscaler-py"})
+"""The field managers whose writes of ``f:data`` leave a ConfigMap untouched: upstream's
+binary (client-go names the manager after the program, as its User-Agent does) and ours
+(:data:`cpa.kube.client.USER_AGENT`'s program). Every other manager (``kubectl-edit``,
+``kubectl-client-side-apply``, ``kubectl-create``, ``helm``, a GitOps tool...) that set
+``f:data`` made it edited."""
+
+
+def data_writers(managed_fields: object) -> frozenset[str] | None:
+    """The managers of the ``metadata.managedFields`` entries that own ``f:data``, or None
+    when those entries cannot be judged (absent, as on an object older than server-side
+    apply's bookkeeping, or not of the shape the API server writes): then nobody can say
+    who wrote the data, and it counts as edited."""
+    if not isinstance(managed_fields, list) or not managed_fields:
+        return None
+    writers: set[str] = set()
+    for entry in managed_fields:
+        if not isinstance(entry, dict):
+            return None
+        fields = entry.get("fieldsV1")
+        if fields is None:
+            continue
+        manager, operation = entry.get("manager"), entry.get("operation")
+        if (not isinstance(fields, dict) or not isinstance(manager, str)
+                or operation not in ("Update", "Apply")):
+            return None
+        if "f:data" in fields and entry.get("subresource") in (None, ""):
+            writers.add(manager)
+    return frozenset(writers)
+
+
+def written_by_autoscalers(managed_fields: object) -> bool:
+    """Whether ``f:data`` was set by autoscalers only (:data:`AUTOSCALER_MANAGERS`), by
+    ``Update`` or ``Apply``, and by nobody else: a ConfigMap without our annotation that an
+    autoscaler created and nobody edited since."""
+    writers = data_writers(managed_fields)
+    return bool(writers) and writers is not None and writers <= AUTOSCALER_MANAGERS
+
+
 def defaults_state(data: Mapping[str, str] | None, recorded: str | None,
                    defaults: Mapping[str, str], superseded: str | None = None,
-                   immutable: bool = False) -> DefaultsState:
+                   immutable: bool = False, managed_fields: object = None) -> DefaultsState:
     """Whether the ConfigMap's data may follow the defaults.
 
     ``recorded`` is the annotation's value (None without it), ``superseded`` the
@@ -221,10 +262,19 @@ def defaults_state(data: Mapping[str, str] | None, recorded: str | None,
     someone froze it, and the API server would refuse the update anyway. And defaults once
     replaced never replace the data again by themselves: two autoscalers with different
     defaults would otherwise write theirs in turn every poll.
+
+    Without the annotation, ``managed_fields`` (the object's ``metadata.managedFields``)
+    decide: data set by autoscalers only (:func:`written_by_autoscalers`: upstream's
+    ConfigMap, created from its defaults and never edited) follows the defaults too.
     """
     if dict(data or {}) == dict(defaults):
         return DefaultsState.CURRENT
-    if immutable or recorded is None or recorded != data_hash(data):
+    if immutable:
+        return DefaultsState.DIVERGED
+    if recorded is None:
+        return (DefaultsState.OUTDATED if written_by_autoscalers(managed_fields)
+                else DefaultsState.DIVERGED)
+    if recorded != data_hash(data):
         return DefaultsState.DIVERGED
     if data_hash(defaults) in superseded_hashes(superseded):
         return DefaultsState.SUPERSEDED

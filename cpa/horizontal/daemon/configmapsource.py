@@ -25,11 +25,13 @@ from cpa import logs
 from cpa.kube import configmap
 from cpa.kube.api import Api, ApiError
 from cpa.kube.configmap import (
+    AUTOSCALER_MANAGERS,
     DEFAULTS_ANNOTATION,
     SUPERSEDED_ANNOTATION,
     ConfigMapData,
     DefaultsState,
     data_hash,
+    data_writers,
     defaults_state,
     superseded_after,
 )
@@ -145,7 +147,8 @@ class ConfigMapSource:
         if self._checked is not None and self._checked[0] == cm.resource_version:
             return self._checked[1]
         state = defaults_state(cm.data, cm.annotation(DEFAULTS_ANNOTATION), self._defaults,
-                               cm.annotation(SUPERSEDED_ANNOTATION), cm.immutable)
+                               cm.annotation(SUPERSEDED_ANNOTATION), cm.immutable,
+                               (cm.metadata or {}).get("managedFields"))
         self._checked = (cm.resource_version, state)
         return state
 
@@ -184,5 +187,10 @@ def _diverged_reason(cm: ConfigMapData) -> str:
                 "server would refuse any update of its data)")
     if cm.annotation(DEFAULTS_ANNOTATION) is not None:
         return "edited since the autoscaler wrote it"
-    return (f"no {DEFAULTS_ANNOTATION} annotation: not created by this autoscaler with "
-            "--update-configmap-from-defaults (upstream or by hand), so treated as edited")
+    writers = data_writers((cm.metadata or {}).get("managedFields"))
+    if writers is None:
+        return (f"no {DEFAULTS_ANNOTATION} annotation and no managedFields to tell who wrote "
+                "its data, so treated as edited")
+    others = ", ".join(sorted(writers - AUTOSCALER_MANAGERS)) or "nobody"
+    return (f"no {DEFAULTS_ANNOTATION} annotation, and its data was set by {others} (not "
+            "an autoscaler, per managedFields), so treated as edited")

@@ -11,16 +11,19 @@ from hypothesis import strategies as st
 
 from cpa.kube.api import ApiError
 from cpa.kube.configmap import (
+    AUTOSCALER_MANAGERS,
     DEFAULTS_ANNOTATION,
     SUPERSEDED_KEPT,
     DefaultsState,
     data_hash,
+    data_writers,
     defaults_state,
     fetch,
     get_or_create,
     replace_data,
     superseded_after,
     superseded_hashes,
+    written_by_autoscalers,
 )
 from tests.fakes import FakeApi
 
@@ -191,3 +194,62 @@ def test_a_403_names_the_rule_to_add() -> None:
     assert '"update"' in message and '"configmaps"' in message
     assert "configmap-update-rbac.yaml" in message
     assert "--update-configmap-from-defaults" in message
+
+
+def entry(manager: str, fields: Any = None, operation: str = "Update",
+          **extra: Any) -> dict[str, Any]:
+    return {"manager": manager, "operation": operation, "apiVersion": "v1",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:data": {".": {}, "f:linear": {}}} if fields is None else fields,
+            **extra}
+
+
+LABELS_ONLY: dict[str, Any] = {"f:metadata": {"f:labels": {"f:team": {}}}}
+
+
+@pytest.mark.parametrize("managed", [
+    [entry("cluster-proportional-autoscaler")],
+    [entry("cluster-proportional-autoscaler-py")],
+    [entry("cluster-proportional-autoscaler"), entry("cluster-proportional-autoscaler-py")],
+    [entry("cluster-proportional-autoscaler", operation="Apply")],
+    [entry("cluster-proportional-autoscaler"), entry("kubectl-label", LABELS_ONLY)],
+])
+def test_data_set_by_autoscalers_only_follows_the_defaults(managed: Any) -> None:
+    assert written_by_autoscalers(managed)
+    assert defaults_state(OLD, None, NEW, managed_fields=managed) is DefaultsState.OUTDATED
+
+
+@pytest.mark.parametrize("managed", [
+    None, [], {}, "x", [None], [entry(5)],  # type: ignore[arg-type]
+    [entry("kubectl-edit")],
+    [entry("cluster-proportional-autoscaler"), entry("kubectl-edit")],
+    [entry("cluster-proportional-autoscaler"), entry("kubectl-client-side-apply")],
+    [entry("cluster-proportional-autoscaler"), entry("helm", operation="Apply")],
+    [entry("cluster-proportional-autoscaler", operation="Delete")],
+    [entry("cluster-proportional-autoscaler", fields=["f:data"])],
+    [entry("kube-controller-manager", LABELS_ONLY)],  # nobody set the data
+    [entry("Cluster-Proportional-Autoscaler")],
+    [entry("cluster-proportional-autoscaler "), ],
+])
+def test_anything_else_is_edited(managed: Any) -> None:
+    assert not written_by_autoscalers(managed)
+    assert defaults_state(OLD, None, NEW, managed_fields=managed) is DefaultsState.DIVERGED
+
+
+def test_managed_fields_never_override_the_annotation_or_immutable() -> None:
+    ours = [entry("cluster-proportional-autoscaler")]
+    assert defaults_state(OLD, "0" * 64, NEW, managed_fields=ours) is DefaultsState.DIVERGED
+    assert defaults_state(OLD, None, NEW, immutable=True,
+                          managed_fields=ours) is DefaultsState.DIVERGED
+
+
+def test_the_writers_named() -> None:
+    managed = [entry("cluster-proportional-autoscaler"), entry("kubectl-edit"),
+               entry("x", LABELS_ONLY), entry("status-writer", subresource="status")]
+    assert data_writers(managed) == frozenset({"cluster-proportional-autoscaler", "kubectl-edit"})
+
+
+def test_our_manager_name_is_our_user_agents_program() -> None:
+    from cpa.kube.client import USER_AGENT
+
+    assert USER_AGENT.split("/")[0] in AUTOSCALER_MANAGERS

@@ -281,3 +281,32 @@ def test_config_dir_makes_configmap_optional() -> None:
                                 "--config-dir=/p"], {})) == []
     assert any("--configmap" in p for p in validate(parse_args(
         ["--namespace=a", "--target=deployment/c"], {})))
+
+
+def managed(*managers: str) -> list[dict[str, Any]]:
+    return [{"manager": m, "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:data": {".": {}, "f:linear": {}}}} for m in managers]
+
+
+@pytest.mark.parametrize(("managers", "follows"), [
+    (("cluster-proportional-autoscaler",), True),
+    (("cluster-proportional-autoscaler", "kubectl-edit"), False),
+])
+def test_upstreams_configmap_is_judged_by_who_set_its_data(
+        capsys: pytest.CaptureFixture[str], managers: tuple[str, ...], follows: bool) -> None:
+    """No annotation: managedFields say whether anyone but an autoscaler set the data."""
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.put(CM, {"kind": "ConfigMap", "metadata": {"managedFields": managed(*managers)},
+                 "data": OLD_DATA})
+    result = make(api, NEW, FOLLOW).poll_once()
+    assert result.error is None and result.configmap_defaults is not None
+    if follows:
+        assert api.objects[CM]["data"] == NEW_DATA
+        assert api.objects[CM]["metadata"]["annotations"][DEFAULTS_ANNOTATION] == data_hash(
+            NEW_DATA)
+        assert result.configmap_defaults.replaced == OLD_DATA
+    else:
+        assert ("PUT", CM) not in api.calls and api.objects[CM]["data"] == OLD_DATA
+        (said,) = [e for e in events(capsys) if e["event"] == "configmap.defaults_diverged"]
+        assert "set by kubectl-edit (not an autoscaler" in said["reason"]
