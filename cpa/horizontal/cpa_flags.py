@@ -95,8 +95,9 @@ class Options(shared.GlogOptions, shared.LeaderElectionOptions):
         False, parse_bool,
         "Let new --default-params reach the ConfigMap: the one created records the hash of "
         "its data in an annotation, and while its data still has that hash (nobody edited "
-        "it) it is replaced by defaults that differ. An edited ConfigMap, or one without the "
-        "annotation, is left alone. Needs update on configmaps.")
+        "it) it is replaced by defaults that differ; one without the annotation, when "
+        "managedFields say only autoscalers set its data, too. An edited ConfigMap is left "
+        "alone. Needs update on configmaps.")
     config_dir: str = flag(
         "", parse_str,
         "Read the parameters from this directory, a mounted ConfigMap (one file, linear or "

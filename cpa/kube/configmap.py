@@ -257,8 +257,7 @@ def defaults_state(data: Mapping[str, str] | None, recorded: str | None,
 
     ``recorded`` is the annotation's value (None without it), ``superseded`` the
     :data:`SUPERSEDED_ANNOTATION`'s. Only data that still hashes to what we recorded is ours
-    to replace: a ConfigMap created by upstream or by hand carries no annotation and is never
-    touched, an edited one no longer matches its hash. An ``immutable`` one is an edit too:
+    to replace: an edited one no longer matches its hash. An ``immutable`` one is an edit too:
     someone froze it, and the API server would refuse the update anyway. And defaults once
     replaced never replace the data again by themselves: two autoscalers with different
     defaults would otherwise write theirs in turn every poll.

@@ -9,7 +9,10 @@ distribution upgrade that changes them never reaches the old ConfigMap
 we create carries the hash of the data we wrote
 (:data:`~cpa.horizontal.decide.defaults.DEFAULTS_ANNOTATION`);
 data that still hashes to it is ours to replace, anything else is left alone and said so
-once. Each update also records the hash of the defaults it replaced
+once. A ConfigMap without the annotation (upstream's, created years ago) is judged by its
+managedFields instead: data that only autoscalers set is ours to replace too
+(:func:`~cpa.kube.configmap.written_by_autoscalers`). Each update also records the hash
+of the defaults it replaced
 (:data:`~cpa.kube.configmap.SUPERSEDED_ANNOTATION`): an autoscaler finding its own defaults
 there is the older Pod of a rollout and leaves the newer defaults alone, so two Pods with
 different defaults do not write theirs in turn. Without the flag nothing of this runs and
