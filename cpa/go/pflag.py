@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 __all__ = ["EXIT_INVALID", "EXIT_USAGE", "Flag", "FlagTable", "Include", "UsageError", "flag",
-           "parse_flags", "parse_str", "suggest", "table_of", "usage"]
+           "parse_flags", "parse_str", "repeated_flag", "suggest", "table_of", "usage"]
 
 EXIT_USAGE = 2
 EXIT_INVALID = 1
@@ -55,6 +55,8 @@ class Flag(NamedTuple):
     help: str
     is_bool: bool = False
     metavar: str = ""
+    repeated: bool = False
+    """pflag's ``StringArray``: each use adds a value (the field is a tuple)."""
 
 
 def parse_str(text: str) -> str:
@@ -91,6 +93,15 @@ def flag(default: _T, parse: Callable[[str], _T], help: str, *, metavar: str = "
     return dataclasses.field(default=default, metadata={_ROW: row})
 
 
+def repeated_flag(parse: Callable[[str], _T], help: str, *, metavar: str = ""
+                  ) -> tuple[_T, ...]:
+    """A flag that may be given several times (pflag's ``StringArray``): the field is the
+    tuple of its values in command-line order, empty when never given."""
+    row = {"parse": parse, "help": help, "metavar": metavar}
+    field: tuple[_T, ...] = dataclasses.field(default=(), metadata={_ROW: row})
+    return field
+
+
 class Include(NamedTuple):
     """In an options class's body, ``name: ClassVar[Include] = Include(Group)``: the flags of
     ``Group`` (a dataclass the class inherits) go here in ``--help``, in the group's order. A
@@ -111,6 +122,7 @@ def table_of(options: type) -> FlagTable:
                         f"{order}, fields {sorted(rows)}")
     return FlagTable([Flag(name=_normalize(name), attr=name,
                            is_bool=isinstance(rows[name].default, bool),
+                           repeated=isinstance(rows[name].default, tuple),
                            **rows[name].metadata[_ROW]) for name in order])
 
 
@@ -160,7 +172,10 @@ def parse_flags(argv: Sequence[str], table: FlagTable, opts: _OptionsT) -> _Opti
             else:
                 raise UsageError(f"flag needs an argument: {shown}")
         try:
-            setattr(opts, flag.attr, flag.parse(value))
+            parsed = flag.parse(value)
+            if flag.repeated:
+                parsed = (*getattr(opts, flag.attr), parsed)
+            setattr(opts, flag.attr, parsed)
         except ValueError as exc:
             detail = str(exc)
             reason = f": {detail}" if detail and detail != value else ""

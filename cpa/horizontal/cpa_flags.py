@@ -15,12 +15,13 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from cpa.go.pflag import Include, flag, parse_flags, parse_str, table_of
+from cpa.go.pflag import Include, flag, parse_flags, parse_str, repeated_flag, table_of
 from cpa.go.pflag import usage as table_usage
 from cpa.go.strconv import parse_bool, parse_go_int
 from cpa.horizontal.decide.defaults import default_params_to_data
 from cpa.kube.selector import SelectorError, parse_selector
 from cpa.kube.targets import Target, parse_targets
+from cpa.kube.targetselector import TargetSelector, parse_target_selector
 from cpa.runtime import common_flags as shared
 
 __all__ = ["CPA_FLAGS", "Options", "flag_names", "parse_args", "usage", "validate"]
@@ -103,8 +104,15 @@ class Options(shared.GlogOptions, shared.LeaderElectionOptions):
         "Read the parameters from this directory, a mounted ConfigMap (one file, linear or "
         "ladder), re-read when the kubelet swaps it; no ConfigMap request is made and "
         "--configmap is optional.", metavar="string")
-    # not a flag: --target parsed, by validate()
+    target_selector: tuple[str, ...] = repeated_flag(
+        parse_str,
+        "KIND:SELECTOR, repeatable: every KIND (as in --target) in --namespace whose labels "
+        "match the label selector is a target, listed every poll, e.g. "
+        "deployment:k8s-app=kube-dns. --target becomes optional. Needs list on KIND.",
+        metavar="string")
+    # not flags: --target and --target-selector parsed, by validate()
     targets: tuple[Target, ...] = ()
+    target_selectors: tuple[TargetSelector, ...] = ()
 
     @property
     def lease_name(self) -> str:
@@ -132,8 +140,7 @@ def validate(opts: Options) -> list[str]:
     """
     problems: list[str] = []
     opts.target = opts.target.lower()
-    opts.targets, target_problems = parse_targets(opts.target)
-    problems.extend(target_problems)
+    problems.extend(_targets(opts))
     if opts.configmap == "" and not opts.config_dir:
         problems.append("--configmap parameter cannot be empty: pass the ConfigMap's name")
     problems.extend(_parameter_sources(opts))
@@ -152,6 +159,25 @@ def validate(opts: Options) -> list[str]:
         problems.append(f"--health-port must be between 1 and 65535, got {opts.health_port}")
     problems.extend(shared.validate_leader_election(opts))
     return problems
+
+
+def _targets(opts: Options) -> list[str]:
+    """``--target`` (may be empty only with ``--target-selector``, ours) and each
+    ``--target-selector``, parsed into ``opts``."""
+    problems: list[str] = []
+    selectors: list[TargetSelector] = []
+    for text in opts.target_selector:
+        selector, problem = parse_target_selector(text)
+        if selector is None:
+            problems.append(str(problem))
+        elif selector not in selectors:
+            selectors.append(selector)
+    opts.target_selectors = tuple(selectors)
+    if opts.target.strip() == "" and opts.target_selector:
+        opts.targets = ()
+        return problems
+    opts.targets, target_problems = parse_targets(opts.target)
+    return target_problems + problems
 
 
 def _parameter_sources(opts: Options) -> list[str]:

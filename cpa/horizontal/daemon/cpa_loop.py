@@ -36,6 +36,7 @@ from cpa.horizontal.decide.decision import Decision, decide
 from cpa.horizontal.decide.modes.mode import Params
 from cpa.kube.api import ApiError, RawApi
 from cpa.kube.targets import ScaleResult, Target
+from cpa.kube.targetselector import matching_targets
 from cpa.nodes.counts import ClusterCounts, CountingPolicy
 from cpa.nodes.watch import WatchStatus
 from cpa.runtime.polls import PollRecord, report
@@ -90,6 +91,29 @@ class LoadAxes(Protocol):
     def retire(self) -> None:
         """No ``load`` key any more: stop scraping."""
         ...
+
+
+def targets_now(api: RawApi, config: LoopConfig) -> tuple[tuple[Target, ...], list[str]]:
+    """The targets of this poll: ``--target``'s, then (ours, ``--target-selector``) the
+    workloads each selector lists now, each once; and each selector's problem (one that
+    matches nothing, a failed list), which fails the poll after the others' writes.
+    Without a selector, ``--target``'s and no request."""
+    if not config.target_selectors:
+        return config.targets, []
+    targets = list(config.targets)
+    problems: list[str] = []
+    for selector in config.target_selectors:
+        try:
+            found = matching_targets(api, config.namespace, selector)
+        except ApiError as exc:
+            problems.append(str(exc))
+            continue
+        if not found:
+            problems.append(f"--target-selector={selector}: no {selector.kind} in namespace "
+                            f"{config.namespace} matches; label the workloads to scale, or "
+                            "fix the selector")
+        targets.extend(t for t in found if t not in targets)
+    return tuple(targets), problems
 
 
 class Autoscaler:
@@ -212,13 +236,14 @@ class Autoscaler:
             counts = self._cluster_status(result)
             params = self._sync_params(result)
             counts = self._count_as(params, counts, result)
-            placed = self._placed_counts(params, result)
+            targets, unmatched = targets_now(self._api, self._config)
+            placed = self._placed_counts(params, result, targets)
             decision = self._expected_replicas(params, counts, result)
-            with_load = self._load_axes(params, counts, result, placed)
+            with_load = self._load_axes(params, counts, result, placed, targets)
             if params.shared.behavior is None:
                 self._behavior.reset()
             self._writes.update(decision, with_load, counts, params.shared.behavior, result,
-                                params.shared.manage_budgets)
+                                params.shared.manage_budgets, targets, unmatched)
         except InvalidParams as exc:
             result.error = result.params_invalid = str(exc)
             result.params_version = self._params.version
@@ -261,7 +286,8 @@ class Autoscaler:
             counts = result.counts = self._counts()
         return counts
 
-    def _placed_counts(self, params: Params, result: PollResult) -> dict[Target, ClusterCounts]:
+    def _placed_counts(self, params: Params, result: PollResult,
+                       targets: tuple[Target, ...]) -> dict[Target, ClusterCounts]:
         """Ours, ``targetPlacement``: the counts of the Nodes each target's Pod template fits
         on (one GET of each workload); empty without the key."""
         if self._placements is None:
@@ -269,7 +295,7 @@ class Autoscaler:
                 raise PollError("targetPlacement: this process keeps no per-placement Node "
                                 "totals")
             return {}
-        placed = self._placements.counts(params, self._config.targets)
+        placed = self._placements.counts(params, targets)
         for target, counts in placed.items():
             if counts is None:
                 raise PollError("targetPlacement: the Node list with every label and taint "
@@ -305,7 +331,8 @@ class Autoscaler:
         return decision
 
     def _load_axes(self, params: Params, counts: ClusterCounts, result: PollResult,
-                   placed: Mapping[Target, ClusterCounts]) -> Mapping[Target, Decision]:
+                   placed: Mapping[Target, ClusterCounts], targets: tuple[Target, ...]
+                   ) -> Mapping[Target, Decision]:
         """Ours, the ``load`` key: each target's decision with its load axis, max(proportional,
         load) (:func:`decide` with the axis); empty without the key (every target takes the
         proportional decision). The scrapers stop when a version without the key comes."""
@@ -317,13 +344,13 @@ class Autoscaler:
             if not placed:
                 self._placed_decisions.clear()
                 return {}
-            for target in self._config.targets:
+            for target in targets:
                 decision = result.decisions[target] = self._decide_placed(
                     target, params, placed[target])
                 if len(result.decisions) == 1:
                     result.decision = decision
             return result.decisions
-        for target in self._config.targets:
+        for target in targets:
             axis = result.load[target] = self._load.axis(target, load, result.started)
             decision = result.decisions[target] = decide(params, placed.get(target, counts),
                                                          axis)

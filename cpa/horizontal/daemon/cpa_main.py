@@ -68,6 +68,7 @@ def loop_config(opts: flags.Options) -> LoopConfig:
                       max_sync_failures=opts.max_sync_failures, dry_run=opts.dry_run,
                       react_to_node_changes=opts.react_to_node_changes,
                       config_dir=opts.config_dir,
-                      update_configmap_from_defaults=opts.update_configmap_from_defaults)
+                      update_configmap_from_defaults=opts.update_configmap_from_defaults,
+                      target_selectors=opts.target_selectors)
 
 

@@ -120,7 +120,9 @@ def _log_start(opts: flags.Options, conn: Connection) -> None:
         leader_elect=opts.leader_elect, react_to_node_changes=opts.react_to_node_changes,
         **({"config_dir": opts.config_dir} if opts.config_dir else {}),
         **({"update_configmap_from_defaults": True}
-           if opts.update_configmap_from_defaults else {}))
+           if opts.update_configmap_from_defaults else {}),
+        **({"target_selectors": [str(s) for s in opts.target_selectors]}
+           if opts.target_selectors else {}))
 
 
 def _ready(config: LoopConfig, api: Api, watch: NodeReflector, stop: threading.Event,

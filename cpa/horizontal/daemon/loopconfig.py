@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from cpa.kube.targets import Target
+from cpa.kube.targetselector import TargetSelector
 
 __all__ = ["LoopConfig"]
 
@@ -36,3 +37,6 @@ class LoopConfig(NamedTuple):
     update_configmap_from_defaults: bool = False
     """Ours (``--update-configmap-from-defaults``): new defaults replace the data of a
     ConfigMap nobody edited since the autoscaler wrote it."""
+    target_selectors: tuple[TargetSelector, ...] = ()
+    """Ours (``--target-selector``): the workloads each selects are targets too, listed
+    every poll."""

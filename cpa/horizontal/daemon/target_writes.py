@@ -60,12 +60,16 @@ class TargetWrites:
 
     def update(self, proportional: Decision, with_load: Mapping[Target, Decision],
                counts: ClusterCounts, behavior: Behavior | None,
-               result: WriteRecord, budgets: bool = False) -> None:
+               result: WriteRecord, budgets: bool = False,
+               targets: tuple[Target, ...] | None = None,
+               failures: list[str] | None = None) -> None:
         """Every target is attempted (ours: upstream stops at the first failure), each with
         its own decision where the load axis made one; then, with ``budgets``
-        (``managePodDisruptionBudget``), each written target's budget."""
-        failures: list[str] = []
-        for target in self._targets:
+        (``managePodDisruptionBudget``), each written target's budget. ``targets``: this
+        poll's (``--target-selector``), else ``--target``'s; ``failures``: the poll's
+        problems so far, reported with the writes'."""
+        failures = list(failures or [])
+        for target in self._targets if targets is None else targets:
             decision = with_load.get(target, proportional)
             if decision.error is not None:  # only a load axis's: the proportional one raised
                 failures.append(f"{target}: {decision.error}")

@@ -167,7 +167,7 @@ def test_usage_errors(argv: list[str], fragment: str) -> None:
     (["--defaultparams={}"], "unknown flag: --defaultparams (did you mean --default-params?)"),
     (["--configmpa=x"], "unknown flag: --configmpa (did you mean --configmap?)"),
     (["--log_dri=x"], "unknown flag: --log_dri (did you mean --log-dir?)"),
-    (["--Target=x"], "unknown flag: --Target (did you mean --target?)"),
+    (["--Target=x"], "unknown flag: --Target (did you mean --target or --target-selector?)"),
     (["--leader"], "unknown flag: --leader (did you mean --leader-elect or "
                    "--leader-elect-lease-name or --leader-elect-namespace?)"),
     (["-configmap=x"], "unknown shorthand flag: 'c' in -configmap=x (did you mean --configmap?)"),
@@ -324,3 +324,31 @@ def test_options_take_every_field_by_keyword_with_its_default() -> None:
     assert (opts.v, opts.logtostderr, opts.leader_elect, opts.lease_name) == (2, False, True,
                                                                               "l")
     assert opts.targets == (target,) and Options().targets == ()
+
+
+def test_target_selectors_repeat_and_make_target_optional() -> None:
+    from cpa.kube.targetselector import TargetSelector
+
+    opts = parse_args(["--namespace=ns", "--configmap=cm",
+                       "--target-selector=deployment:k8s-app=kube-dns",
+                       "--target-selector", "statefulset:tier in (dns)",
+                       "--target-selector=deployment:k8s-app=kube-dns"], {})
+    assert validate(opts) == []
+    assert opts.targets == ()
+    assert opts.target_selectors == (TargetSelector("deployment", "k8s-app=kube-dns"),
+                                     TargetSelector("statefulset", "tier in (dns)"))
+    opts = parse_args(["--namespace=ns", "--configmap=cm", "--target=deployment/a",
+                       "--target-selector=deployment:x=y"], {})
+    assert validate(opts) == [] and opts.targets == (Target("deployment", "a"),)
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (["--target-selector=pods:a=b"], "is not KIND:SELECTOR"),
+    (["--target-selector=deployment:"], "empty selector"),
+    (["--target-selector=deployment:a=(b"], "--target-selector: 'deployment:a=(b'"),
+    (["--target-selector=deployment:a=b", "--target=deployment/"], "empty name"),
+    ([], "--target parameter cannot be empty"),
+])
+def test_target_selector_problems(argv: list[str], fragment: str) -> None:
+    opts = parse_args(["--namespace=ns", "--configmap=cm", *argv], {})
+    assert any(fragment in p for p in validate(opts)), validate(opts)

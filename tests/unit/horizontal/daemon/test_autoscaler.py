@@ -796,3 +796,25 @@ def test_budgets_follow_the_replicas_and_go_with_the_key() -> None:
     api.calls.clear()
     a.poll_once()
     assert api.calls == [("GET", CM), ("GET", COREDNS)]
+
+
+def test_target_selectors_list_their_targets_every_poll() -> None:
+    """--target-selector: the listed workloads are this poll's targets (after --target's,
+    each once); a selector matching nothing fails the poll naming it after the writes."""
+    api = FakeApi()
+    listing = "/apis/apps/v1/namespaces/kube-system/deployments"
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":16}'})
+    api.add_scale(COREDNS, 1)
+    other = scale_path("deployments", "other")
+    api.add_scale(other, 1)
+    api.put(listing, {"items": []})
+    a = make(api, counts(40, 40), "--target-selector=deployment:k8s-app=dns")
+    result = a.poll_once()
+    assert result.error is not None and "--target-selector=deployment:k8s-app=dns: no " \
+        "deployment in namespace kube-system matches" in result.error
+    assert api.replicas(COREDNS) == 3  # --target's target is still written
+    api.put(listing, {"items": [{"metadata": {"name": "other"}},
+                                {"metadata": {"name": "coredns"}}]})
+    assert a.poll_once().error is None
+    assert api.replicas(other) == 3
+    assert [c for c in api.calls if c[0] == "PUT"] == [("PUT", COREDNS), ("PUT", other)]
