@@ -180,6 +180,18 @@ def _recount(nodes: dict[str, NodeInfo], policy: Any
             len(zones) if counted else None, len(sched_zones) if counted else None)
 
 
+def node_event(store: NodeStore, truth: dict[str, NodeInfo], kind: str, arg: Any) -> None:
+    """A watch event, "upsert" (a NodeInfo) or "delete" (a name), given to ``store`` and
+    kept in ``truth``: the Nodes a recount reads."""
+    if kind == "upsert":
+        store.upsert(arg)
+        truth[arg.name] = arg
+    else:
+        assert kind == "delete", kind
+        store.delete(arg)
+        truth.pop(arg, None)
+
+
 def test_running_totals_equal_a_recount_under_any_changes() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
@@ -203,15 +215,11 @@ def test_running_totals_equal_a_recount_under_any_changes() -> None:
         store = NodeStore()
         truth: dict[str, NodeInfo] = {}
         for kind, arg in ops:
-            if kind == "upsert":
-                store.upsert(arg)
-                truth[arg.name] = arg
-            elif kind == "delete":
-                store.delete(arg)
-                truth.pop(arg, None)
-            else:
+            if kind == "policy":
                 store.set_policy(arg)
                 store.labels_listed(store.label_key)  # the labels came with the Nodes
+            else:
+                node_event(store, truth, kind, arg)
             c = store.counts()
             assert (c.total_nodes, c.total_cores, c.schedulable_nodes, c.schedulable_cores,
                     c.total_zones, c.schedulable_zones) == _recount(truth, store.policy)

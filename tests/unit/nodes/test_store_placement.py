@@ -16,6 +16,7 @@ from cpa.nodes.counts import CountingPolicy
 from cpa.nodes.placement import EVERYWHERE, Placement, Term, Toleration, fits
 from cpa.nodes.records import ALL_LABELS, NodeInfo
 from cpa.nodes.store import NodeStore
+from tests.unit.nodes.test_store import node_event
 
 
 def placed_node(name: str, labels: dict[str, str], taints: tuple[tuple[str, str, str], ...] = (),
@@ -161,17 +162,13 @@ def test_placed_totals_equal_a_recount(ops: list[tuple[str, Any]]) -> None:
     kept: list[Placement] = []
     read_with = store.label_key
     for kind, arg in ops:
-        if kind == "upsert":
-            store.upsert(arg)
-            truth[arg.name] = arg
-        elif kind == "delete":
-            store.delete(arg)
-            truth.pop(arg, None)
-        elif kind == "placements":
+        if kind == "placements":
             store.set_placements(arg)
             kept = arg
-        else:
+        elif kind == "policy":
             store.set_policy(arg)
+        else:
+            node_event(store, truth, kind, arg)
         if store.label_key != read_with:  # the reflector lists the Nodes again: every one
             for node in truth.values():  # decoded anew with what the records now keep
                 store.upsert(node)
