@@ -220,13 +220,9 @@ def test_a_lost_race_is_not_leadership() -> None:
 
 
 def test_forbidden_lease_is_reported_not_raised() -> None:
-    class Forbidden(FakeApi):
-        def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
-                     deadline: float | None = None) -> dict[str, Any]:
-            raise ApiError(403, "Forbidden", "leases is forbidden")
-
-    clock = Clock()
-    a = elector(Forbidden(), clock, "a", [])
+    api, clock = FakeApi(), Clock()
+    api.fail_reads = ApiError(403, "Forbidden", "leases is forbidden")
+    a = elector(api, clock, "a", [])
     assert a.tick() > 0
     assert not a.is_leader()
 
@@ -259,13 +255,9 @@ def test_a_malformed_lease_is_not_taken_over(spec: dict[str, Any]) -> None:
 
 
 def test_forbidden_lease_is_a_problem_naming_the_rule_and_counted() -> None:
-    class Forbidden(FakeApi):
-        def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
-                     deadline: float | None = None) -> dict[str, Any]:
-            raise ApiError(403, "Forbidden", 'leases.coordination.k8s.io "dns" is forbidden')
-
-    clock = Clock()
-    a = elector(Forbidden(), clock, "a", [])
+    api, clock = FakeApi(), Clock()
+    api.fail_reads = ApiError(403, "Forbidden", 'leases.coordination.k8s.io "dns" is forbidden')
+    a = elector(api, clock, "a", [])
     assert a.status().problem is None and a.status().errors == 0
     a.tick()
     clock.now += 3
