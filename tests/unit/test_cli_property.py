@@ -318,25 +318,19 @@ _FILES = st.lists(_contents, min_size=1, max_size=3)
 @_SETTINGS
 @given(_FILES, st.data())
 def test_cpa_explain(contents: list[str | bytes], data: st.DataObject) -> None:
-    with tempfile.TemporaryDirectory() as tmp, _hermetic(tmp):
-        argv = data.draw(_argv(EXPLAIN, _files(tmp, contents), tmp, EXPLAIN_BASES))
-        _check(*_run(lambda: main(["explain", *argv]), daemon=False))
+    _check_command(contents, data, "explain", EXPLAIN, EXPLAIN_BASES)
 
 
 @_SETTINGS
 @given(_FILES, st.data())
 def test_cpa_simulate(contents: list[str | bytes], data: st.DataObject) -> None:
-    with tempfile.TemporaryDirectory() as tmp, _hermetic(tmp):
-        argv = data.draw(_argv(SIMULATE, _files(tmp, contents), tmp, SIMULATE_BASES))
-        _check(*_run(lambda: main(["simulate", *argv]), daemon=False))
+    _check_command(contents, data, "simulate", SIMULATE, SIMULATE_BASES)
 
 
 @_settings(EXAMPLES // 5)
 @given(_FILES, st.data())
 def test_cpa_advise(contents: list[str | bytes], data: st.DataObject) -> None:
-    with tempfile.TemporaryDirectory() as tmp, _hermetic(tmp):
-        argv = data.draw(_argv(ADVISE, _files(tmp, contents), tmp, ADVISE_BASES))
-        _check(*_run(lambda: main(["advise", *argv]), daemon=False))
+    _check_command(contents, data, "advise", ADVISE, ADVISE_BASES)
 
 
 @_DAEMON_SETTINGS
@@ -349,6 +343,14 @@ def test_cpa_run(contents: list[str | bytes], data: st.DataObject) -> None:
 @given(_FILES, st.data())
 def test_the_daemon_binary(contents: list[str | bytes], data: st.DataObject) -> None:
     _check_daemon(contents, data, _daemon)
+
+
+def _check_command(contents: list[str | bytes], data: st.DataObject, command: str,
+                   flags: Sequence[str], bases: Sequence[Sequence[str]]) -> None:
+    """``cpa command`` with its flags drawn from ``flags`` onto ``contents`` as files."""
+    with tempfile.TemporaryDirectory() as tmp, _hermetic(tmp):
+        argv = data.draw(_argv(flags, _files(tmp, contents), tmp, bases))
+        _check(*_run(lambda: main([command, *argv]), daemon=False))
 
 
 def _check_daemon(contents: list[str | bytes], data: st.DataObject,
