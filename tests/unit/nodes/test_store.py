@@ -150,12 +150,21 @@ def test_taint_sets_are_shared() -> None:
     assert len({id(r.taints) for r in records if r is not None}) == 1
 
 
+def counted_millicores(node: NodeInfo, policy: Any) -> int | Fraction:
+    """The cpu a Node counts for: its capacity (a Fraction where it is not whole
+    millicores), capped by the policy's maxCoresPerNode."""
+    from cpa.go.quantity import cpu_millicores
+
+    milli = cpu_millicores(node.cpu) if node.cpu else 0
+    if policy.max_millicores_per_node is not None:
+        milli = min(milli, policy.max_millicores_per_node)
+    return milli
+
+
 def _recount(nodes: dict[str, NodeInfo], policy: Any
              ) -> tuple[int, int, int, int, int | None, int | None]:
     """A plain recomputation from scratch, sharing nothing with the store's bookkeeping."""
     import math
-
-    from cpa.go.quantity import cpu_millicores
 
     total_n = sched_n = 0
     total_m: Any = 0
@@ -165,9 +174,7 @@ def _recount(nodes: dict[str, NodeInfo], policy: Any
     for node in nodes.values():
         if set(node.taints) & set(policy.exclude_taints):
             continue
-        milli = cpu_millicores(node.cpu) if node.cpu else 0
-        if policy.max_millicores_per_node is not None:
-            milli = min(milli, policy.max_millicores_per_node)
+        milli = counted_millicores(node, policy)
         total_n += 1
         total_m += milli
         zones.add(node.label)

@@ -16,7 +16,7 @@ from cpa.nodes.counts import CountingPolicy
 from cpa.nodes.placement import EVERYWHERE, Placement, Term, Toleration, fits
 from cpa.nodes.records import ALL_LABELS, NodeInfo
 from cpa.nodes.store import NodeStore
-from tests.unit.nodes.test_store import node_event
+from tests.unit.nodes.test_store import counted_millicores, node_event
 
 
 def placed_node(name: str, labels: dict[str, str], taints: tuple[tuple[str, str, str], ...] = (),
@@ -126,8 +126,6 @@ op_st = st.one_of(st.tuples(st.just("upsert"), node_st),
 
 def _recount(nodes: dict[str, NodeInfo], policy: CountingPolicy, p: Placement
              ) -> tuple[int, int, int, int | None, None]:
-    from cpa.go.quantity import cpu_millicores
-
     total = sched = 0
     milli: Any = 0
     zones: set[str] = set()
@@ -136,11 +134,8 @@ def _recount(nodes: dict[str, NodeInfo], policy: CountingPolicy, p: Placement
         if set(n.taints) & policy.exclude_taints or not fits(p, n.name, labels,
                                                                n.taint_details):
             continue
-        m = cpu_millicores(n.cpu) if n.cpu else 0
-        if policy.max_millicores_per_node is not None:
-            m = min(m, policy.max_millicores_per_node)
         total += 1
-        milli += m
+        milli += counted_millicores(n, policy)
         sched += n.ready
         zones.add(labels.get(policy.zone_key or "", ""))
     return (total, math.ceil(milli / 1000), sched, (policy.zone_key and len(zones)) or None,
