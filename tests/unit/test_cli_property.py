@@ -315,16 +315,13 @@ _DAEMON_SETTINGS = _settings(EXAMPLES * 3 // 5)  # each example starts a daemon:
 _FILES = st.lists(_contents, min_size=1, max_size=3)
 
 
+@pytest.mark.parametrize(("command", "flags", "bases"), [
+    ("explain", EXPLAIN, EXPLAIN_BASES), ("simulate", SIMULATE, SIMULATE_BASES)])
 @_SETTINGS
 @given(_FILES, st.data())
-def test_cpa_explain(contents: list[str | bytes], data: st.DataObject) -> None:
-    _check_command(contents, data, "explain", EXPLAIN, EXPLAIN_BASES)
-
-
-@_SETTINGS
-@given(_FILES, st.data())
-def test_cpa_simulate(contents: list[str | bytes], data: st.DataObject) -> None:
-    _check_command(contents, data, "simulate", SIMULATE, SIMULATE_BASES)
+def test_cpa_explain_and_simulate(command: str, flags: list[str], bases: list[list[str]],
+                                  contents: list[str | bytes], data: st.DataObject) -> None:
+    _check_command(contents, data, command, flags, bases)
 
 
 @_settings(EXAMPLES // 5)
