@@ -75,6 +75,15 @@ def daemon_command() -> list[str]:
             "from cpa.cli import daemon_main; daemon_main()"]
 
 
+def cpvpa_command() -> list[str]:
+    """The installed ``cpvpa`` console script beside this interpreter, else PATH's, else its
+    entry point run by this interpreter."""
+    exe = console_script("cpvpa")
+    if exe:
+        return [exe]
+    return [sys.executable, "-c", "from cpa.cli import vertical_main; vertical_main()"]
+
+
 def log_events(text: str, name: str) -> list[dict[str, Any]]:
     """The JSON log events named ``name`` (``--log-format=json``), in order."""
     out = []
