@@ -194,12 +194,12 @@ class LoggedProcess:
     def wait_exit(self, timeout: float) -> int:
         return self.proc.wait(timeout)
 
-    def stop(self) -> int | None:
-        """SIGTERM by PID, SIGKILL after 10 s; returns the exit code."""
+    def stop(self, grace: float = 10.0) -> int | None:
+        """SIGTERM by PID, SIGKILL after ``grace`` seconds; returns the exit code."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(10)
+                self.proc.wait(grace)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
