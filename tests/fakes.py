@@ -44,6 +44,8 @@ class FakeApi:
         """Every request fails as if the API server were unreachable."""
         self.fail_writes = fail_writes
         """Every POST and PUT raises this (a 403, a dropped connection, ...)."""
+        self.fail_reads: ApiError | None = None
+        """Every GET raises this (a 403 where a right is missing, ...)."""
         self.conflicts: dict[str, int] = {}
         """path -> how many PUTs to refuse with 409, as if another writer got there first."""
         self.deadlines: list[tuple[str, str, float | None]] = []
@@ -74,6 +76,8 @@ class FakeApi:
         self.deadlines.append(("GET", path, deadline))
         if self.down:
             raise ApiError(0, "ConnectionError", "connection refused")
+        if self.fail_reads is not None:
+            raise self.fail_reads
         if path not in self.objects:
             raise ApiError(404, "NotFound", f"{path} not found")
         return copy.deepcopy(self.objects[path])
@@ -199,10 +203,17 @@ class ScriptedApi:
         self.when_done: Callable[[], None] | None = None
         self.on_stream: Callable[[], None] | None = None
 
-    def _out(self) -> ApiError:
-        if self.when_done is not None:
-            self.when_done()
-        return ApiError(0, "ConnectionError", "script over")
+    def _next(self, script: list[Any], accept: str) -> Any:
+        """The script's next answer (its ApiError raised), or the end of the script."""
+        self.accepts.append(accept)
+        if not script:
+            if self.when_done is not None:
+                self.when_done()
+            raise ApiError(0, "ConnectionError", "script over")
+        answer = script.pop(0)
+        if isinstance(answer, ApiError):
+            raise answer
+        return answer
 
     def stream(self, path: str, query: Mapping[str, str], read_timeout: float,
                accept: str = JSON, deadline: float | None = None,
@@ -210,24 +221,14 @@ class ScriptedApi:
         if self.on_stream is not None:
             self.on_stream()
         self.stream_calls.append((dict(query), read_timeout))
-        self.accepts.append(accept)
-        if not self.streams:
-            raise self._out()
-        answer = self.streams.pop(0)
-        if isinstance(answer, ApiError):
-            raise answer
+        answer: FakeResponse = self._next(self.streams, accept)
         self.responses.append(answer)
         return answer
 
     def get_raw(self, path: str, query: Mapping[str, str], accept: str = JSON
                 ) -> tuple[str, bytes]:
         self.page_calls.append(dict(query))
-        self.accepts.append(accept)
-        if not self.pages:
-            raise self._out()
-        page = self.pages.pop(0)
-        if isinstance(page, ApiError):
-            raise page
+        page: dict[str, Any] | bytes = self._next(self.pages, accept)
         if isinstance(page, bytes):  # protobuf, as recorded
             return PROTOBUF, page
         return JSON, json.dumps(page).encode()

@@ -18,6 +18,7 @@ import pytest
 
 from tests.image.pod import podman
 from tests.image.registry import OUT, Registry
+from tests.integration.support import LoggedProcess
 
 REPO = Path(__file__).resolve().parents[2]
 ZSTD_OUT = REPO / ".cache" / "image" / "out-zstd"
@@ -82,25 +83,18 @@ def containerd() -> Iterator[tuple[str, Path]]:
         f'[grpc]\n  address = "{sock}"\n'
         f'[ttrpc]\n  address = "{work / "ttrpc.sock"}"\n'
         '[plugins."io.containerd.runtime.v1.linux"]\n  shim_debug = false\n')
-    log = (work / "containerd.log").open("wb")
-    proc = subprocess.Popen(["containerd", "--config", str(work / "config.toml")],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = LoggedProcess(["containerd", "--config", str(work / "config.toml")],
+                         work / "containerd.log")
     try:
         deadline = time.monotonic() + 30
         while subprocess.run(["ctr", "--address", str(sock), "version"],
                              capture_output=True, check=False).returncode != 0:
-            assert proc.poll() is None, (work / "containerd.log").read_text()[-2000:]
+            assert proc.alive(), proc.logs()[-2000:]
             assert time.monotonic() < deadline, "containerd did not start"
             time.sleep(0.2)
         yield str(sock), work
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
+        proc.stop(grace=20)
         subprocess.run(["umount", "-R", str(work / "state")], capture_output=True,
                        check=False)
         shutil.rmtree(work, ignore_errors=True)

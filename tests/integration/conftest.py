@@ -10,7 +10,12 @@ import pytest
 
 from tests.controlplane import ControlPlane
 from tests.integration.httpproxy import HttpFaultProxy
-from tests.integration.support import AutoscalerProcess, delete_all_nodes, via_address
+from tests.integration.support import (
+    AutoscalerProcess,
+    cpvpa_command,
+    delete_all_nodes,
+    via_address,
+)
 
 
 @pytest.fixture
@@ -22,19 +27,18 @@ def no_nodes(controlplane: ControlPlane) -> Iterator[None]:
 
 
 @pytest.fixture
-def start(controlplane: ControlPlane, tmp_path: Path
-          ) -> Iterator[Any]:
+def start(controlplane: ControlPlane, tmp_path: Path) -> Iterator[Any]:
     """Start autoscaler processes; each is stopped by PID when the test ends."""
     procs: list[AutoscalerProcess] = []
 
     def _start(*args: str, poll_period: int = 1, kubeconfig: Path | None = None,
                nofile: tuple[int, int] | None = None, verbosity: int = 2,
-               stderr_pipe: bool = False, env: dict[str, str] | None = None
-               ) -> AutoscalerProcess:
+               stderr_pipe: bool = False, env: dict[str, str] | None = None,
+               command: list[str] | None = None, prefix: str = "cpa") -> AutoscalerProcess:
         proc = AutoscalerProcess(kubeconfig or controlplane.autoscaler_kubeconfig, list(args),
-                                 tmp_path / f"autoscaler-{len(procs)}.log", poll_period,
+                                 tmp_path / f"{prefix}-{len(procs)}.log", poll_period,
                                  verbosity=verbosity, nofile=nofile, stderr_pipe=stderr_pipe,
-                                 extra_env=env)
+                                 extra_env=env, command=command, prefix=prefix)
         procs.append(proc)
         return proc
 
@@ -43,6 +47,19 @@ def start(controlplane: ControlPlane, tmp_path: Path
         proc.stop()
 
 
+@pytest.fixture
+def cpvpa(start: Any, controlplane: ControlPlane) -> Callable[..., AutoscalerProcess]:
+    """Start ``cpvpa`` processes (admin's rights unless given a kubeconfig); as ``start``,
+    each is stopped by PID when the test ends."""
+
+    def _start(*args: str, poll_period: int = 1, kubeconfig: Path | None = None,
+               nofile: tuple[int, int] | None = None) -> AutoscalerProcess:
+        proc: AutoscalerProcess = start(
+            *args, poll_period=poll_period, nofile=nofile, command=cpvpa_command(),
+            prefix="cpvpa", kubeconfig=kubeconfig or controlplane.admin_kubeconfig)
+        return proc
+
+    return _start
 
 
 @pytest.fixture

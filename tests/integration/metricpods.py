@@ -13,10 +13,10 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tests.controlplane import AdminClient
+from tests.httpserve import QuietHandler, QuietServer
 
 METRIC = "coredns_dns_requests_total"
 PORT = 19153
@@ -110,18 +110,13 @@ _PADDING = [line for i in range(35) for line in (
     f'go_padding_{i}{{quantile="1"}} {i * 3.1e-04}')]
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
+class _Server(QuietServer):
     def __init__(self, address: str, counter: Counter) -> None:
         self.counter = counter
         super().__init__((address, PORT), _Handler)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a scrape cut at its deadline closes first: expected
 
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     server: _Server
 
     def do_GET(self) -> None:
@@ -130,14 +125,7 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(counter.delay)
         body = counter.page() if self.path == "/metrics" else b"not found\n"
         status = counter.status if self.path == "/metrics" else 404
-        self.send_response(status)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_args: Any) -> None:
-        pass
+        self.answer(status, body, "text/plain; version=0.0.4")
 
 
 class MetricPod:

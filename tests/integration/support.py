@@ -75,6 +75,35 @@ def daemon_command() -> list[str]:
             "from cpa.cli import daemon_main; daemon_main()"]
 
 
+def cpvpa_command() -> list[str]:
+    """The installed ``cpvpa`` console script beside this interpreter, else PATH's, else its
+    entry point run by this interpreter."""
+    exe = console_script("cpvpa")
+    if exe:
+        return [exe]
+    return [sys.executable, "-c", "from cpa.cli import vertical_main; vertical_main()"]
+
+
+def coredns_flags(namespace: str, configmap: str, *extra: str) -> list[str]:
+    """The autoscaler's flags for deployment/coredns in ``namespace``, its parameters in the
+    ConfigMap ``configmap``: what most scenarios run."""
+    return [f"--namespace={namespace}", f"--configmap={configmap}",
+            "--target=deployment/coredns", *extra]
+
+
+def copy_checkout(dest: Path) -> None:
+    """The files git tracks (and the untracked ones it does not ignore) copied to ``dest``:
+    this checkout as a fresh clone with the change under test would be."""
+    repo = Path(__file__).resolve().parents[2]
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=repo,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        src = repo / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+
+
 def log_events(text: str, name: str) -> list[dict[str, Any]]:
     """The JSON log events named ``name`` (``--log-format=json``), in order."""
     out = []
@@ -165,12 +194,12 @@ class LoggedProcess:
     def wait_exit(self, timeout: float) -> int:
         return self.proc.wait(timeout)
 
-    def stop(self) -> int | None:
-        """SIGTERM by PID, SIGKILL after 10 s; returns the exit code."""
+    def stop(self, grace: float = 10.0) -> int | None:
+        """SIGTERM by PID, SIGKILL after ``grace`` seconds; returns the exit code."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(10)
+                self.proc.wait(grace)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
@@ -361,6 +390,18 @@ def coredns_and_nodes(admin: AdminClient, namespace: str, prefix: str, count: in
     return create_nodes(admin, prefix, count, cpu, **kw)
 
 
+ONE_PER_NODE = {"linear": '{"nodesPerReplica":1}'}
+
+
+def one_replica_per_node(admin: AdminClient, namespace: str, configmap: str, prefix: str,
+                         count: int, cpu: str = "8") -> list[str]:
+    """:func:`coredns_and_nodes` and the ConfigMap ``configmap`` asking one replica per
+    Node: the scenario where the replicas to expect are the Nodes; returns their names."""
+    names = coredns_and_nodes(admin, namespace, prefix, count, cpu)
+    create_configmap(admin, namespace, configmap, ONE_PER_NODE)
+    return names
+
+
 def create_configmap(admin: AdminClient, namespace: str, name: str,
                      data: dict[str, str]) -> None:
     admin.post(f"/api/v1/namespaces/{namespace}/configmaps", {
@@ -392,6 +433,26 @@ ADDON_RULES: list[dict[str, Any]] = [
 ]
 LEASE_RULE: dict[str, Any] = {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                               "verbs": ["get", "create", "update"]}
+
+
+def explain_json(kubeconfig: Path, namespace: str, configmap: str, *extra: str
+                 ) -> dict[str, Any]:
+    """What ``cpa explain --from-cluster -o json`` says of the ConfigMap ``configmap`` in
+    ``namespace``, read with ``kubeconfig``'s rights (the command must succeed)."""
+    out = run_cli(["explain", "--from-cluster", f"--namespace={namespace}",
+                   f"--configmap={configmap}", f"--kubeconfig={kubeconfig}", *extra,
+                   "-o", "json"])
+    assert out.returncode == 0, out.stderr
+    return dict(json.loads(out.stdout))
+
+
+def peak_rss(pid: int, seconds: float) -> float:
+    """The highest RSS in MiB over ``seconds`` (one reading can fall inside a poll)."""
+    end, peak = time.monotonic() + seconds, 0.0
+    while time.monotonic() < end:
+        peak = max(peak, rss_mib(pid))
+        time.sleep(0.1)
+    return peak
 
 
 def service_account(plane: ControlPlane, namespace: str, name: str,

@@ -25,6 +25,8 @@ from tests.integration.support import (
     create_configmap,
     create_nodes,
     create_workload,
+    explain_json,
+    one_replica_per_node,
     put_configmap_data,
     replicas,
     run_cli,
@@ -208,8 +210,7 @@ def test_max_sync_failures_exits_1(controlplane: ControlPlane, namespace: str,
 def test_apiserver_and_etcd_restart(controlplane: ControlPlane, namespace: str,
                                     no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
-    coredns_and_nodes(admin, namespace, "rs", 4, cpu="2")
-    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
+    one_replica_per_node(admin, namespace, CM, "rs", 4, cpu="2")
     proc = start(f"--namespace={namespace}", f"--configmap={CM}", "--target=deployment/coredns")
     wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=proc)
 
@@ -267,11 +268,7 @@ def test_explain_from_cluster_agrees(controlplane: ControlPlane, namespace: str,
     wait_replicas(admin, namespace, "deployment", "coredns", 9)
     proc.wait_poll_ok()
     written = replicas(admin, namespace, "deployment", "coredns")
-    out = run_cli(["explain", "--from-cluster", f"--namespace={namespace}",
-                   f"--configmap={CM}", f"--kubeconfig={controlplane.autoscaler_kubeconfig}",
-                   "-o", "json"])
-    assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
+    doc = explain_json(controlplane.autoscaler_kubeconfig, namespace, CM)
     assert doc["replicas"] == written == 9  # ceil(19*3.92/8)=10 -> max 9
     assert doc["counts"]["schedulable_nodes"] == 19
     text = run_cli(["explain", "--from-cluster", f"--namespace={namespace}",

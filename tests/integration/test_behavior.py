@@ -19,8 +19,8 @@ from tests.integration.support import (
     coredns_and_nodes,
     create_configmap,
     create_nodes,
+    explain_json,
     replicas,
-    run_cli,
     wait_replicas,
 )
 
@@ -61,11 +61,8 @@ def test_window_holds_a_flapping_node_count(controlplane: ControlPlane, namespac
         admin.delete(f"/api/v1/nodes/flap-{i:04d}")
     hold_for(admin, namespace, WINDOW - 6, 4)
 
-    out = run_cli(["explain", "--from-cluster", f"--namespace={namespace}",
-                   f"--configmap={CM}", "--target=deployment/coredns",
-                   f"--kubeconfig={controlplane.autoscaler_kubeconfig}", "-o", "json"])
-    assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
+    doc = explain_json(controlplane.autoscaler_kubeconfig, namespace, CM,
+                       "--target=deployment/coredns")
     assert doc["desired"] == 2 and doc["behavior"]["current_replicas"] == 4
     assert "no history" in doc["behavior"]["history"]
 

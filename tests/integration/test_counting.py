@@ -13,9 +13,9 @@ from tests.integration.support import (
     coredns_and_nodes,
     create_configmap,
     create_nodes,
+    explain_json,
     node_object,
     put_configmap_data,
-    run_cli,
     wait_replicas,
 )
 
@@ -53,11 +53,7 @@ def test_a_virtual_node_excluded_by_taint(controlplane: ControlPlane, namespace:
     create_nodes(admin, "real", 1, cpu="8", start=32)  # 33: ceil(33/16) = 3
     wait_replicas(admin, namespace, "deployment", "coredns", 3, proc=proc)
 
-    explained = run_cli(["explain", "--from-cluster", f"--namespace={namespace}",
-                         f"--configmap={CM}", f"--kubeconfig={controlplane.admin_kubeconfig}",
-                         "-o", "json"])
-    assert explained.returncode == 0, explained.stderr
-    doc = json.loads(explained.stdout)
+    doc = explain_json(controlplane.admin_kubeconfig, namespace, CM)
     assert doc["replicas"] == 3
     assert doc["counts"]["excluded_nodes"] == 2 and doc["counts"]["total_nodes"] == 33
     assert any(s["key"] == "counting.exclude" and "leaves 2 Nodes out" in s["text"]
@@ -108,11 +104,7 @@ def test_nodes_leaving_or_not_ready_excluded_by_the_lifecycle_preset(
          "effect": "NoSchedule"}]}})
     wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
 
-    explained = run_cli(["explain", "--from-cluster", f"--namespace={namespace}",
-                         f"--configmap={CM}", f"--kubeconfig={controlplane.admin_kubeconfig}",
-                         "-o", "json"])
-    assert explained.returncode == 0, explained.stderr
-    doc = json.loads(explained.stdout)
+    doc = explain_json(controlplane.admin_kubeconfig, namespace, CM)
     assert doc["replicas"] == 2 and doc["counts"]["excluded_nodes"] == 6
     step = next(s for s in doc["steps"] if s["key"] == "counting.exclude")
     for key in ("ToBeDeletedByClusterAutoscaler", "karpenter.sh/disrupted",

@@ -15,11 +15,10 @@ from tests.integration.support import (
     configmap,
     create_configmap,
     create_nodes,
-    create_workload,
     wait_polls,
     wait_until,
 )
-from tests.integration.test_targets import create_hpa, hpa_path
+from tests.integration.test_targets import coredns_under_hpa, hpa_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -29,8 +28,7 @@ CM = "dry-params"
 def test_a_dry_run_writes_nothing(controlplane: ControlPlane, namespace: str, no_nodes: None,
                                   start: Any) -> None:
     admin = controlplane.admin()
-    create_workload(admin, namespace, "deployment", "coredns", replicas=1)
-    create_hpa(admin, namespace, "coredns", 1, 10)
+    coredns_under_hpa(admin, namespace, 10)
     create_nodes(admin, "dry", 40, cpu="4")
     deployment = f"/apis/apps/v1/namespaces/{namespace}/deployments/coredns"
     before = {path: admin.get(path)["metadata"]["resourceVersion"]

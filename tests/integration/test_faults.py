@@ -24,6 +24,7 @@ from tests.integration.faultproxy import FaultProxy
 from tests.integration.support import (
     AutoscalerProcess,
     coredns_and_nodes,
+    coredns_flags,
     create_configmap,
     create_nodes,
     put_configmap_data,
@@ -60,10 +61,6 @@ def setup(admin: Any, namespace: str, nodes: int, data: dict[str, str] | None = 
         "linear": '{"nodesPerReplica":16,"preventSinglePointFailure":true}'})
 
 
-def args(namespace: str) -> list[str]:
-    return [f"--namespace={namespace}", f"--configmap={CM}", "--target=deployment/coredns"]
-
-
 def stamp(event: dict[str, Any]) -> float:
     """An event's wall-clock time (structlog's ISO timestamp, UTC)."""
     return datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
@@ -79,7 +76,7 @@ def test_half_open_watch_is_replaced_within_60s(controlplane: ControlPlane, name
                                                 tmp_path: Path) -> None:
     admin = controlplane.admin()
     setup(admin, namespace, 16)
-    proc = start(*args(namespace), "--v=4", poll_period=2,  # --v=4: watch.opened
+    proc = start(*coredns_flags(namespace, CM), "--v=4", poll_period=2,  # --v=4: watch.opened
                  kubeconfig=via(proxy, controlplane.autoscaler_kubeconfig, tmp_path / "kc"))
     wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
     # The short watch after the streaming list is open (its answer has begun): freeze it.
@@ -105,7 +102,7 @@ def test_black_hole_then_recovery_within_two_polls(controlplane: ControlPlane, n
     period = 5
     admin = controlplane.admin()
     setup(admin, namespace, 16)
-    proc = start(*args(namespace), poll_period=period,
+    proc = start(*coredns_flags(namespace, CM), poll_period=period,
                  kubeconfig=via(proxy, controlplane.autoscaler_kubeconfig, tmp_path / "kc"))
     wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
 
@@ -131,7 +128,7 @@ def test_reset_connections_recover(controlplane: ControlPlane, namespace: str, n
                                    start: Any, proxy: FaultProxy, tmp_path: Path) -> None:
     admin = controlplane.admin()
     setup(admin, namespace, 16)
-    proc = start(*args(namespace), poll_period=1,
+    proc = start(*coredns_flags(namespace, CM), poll_period=1,
                  kubeconfig=via(proxy, controlplane.autoscaler_kubeconfig, tmp_path / "kc"))
     wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
     # Each reset hits connections between requests (idle for 0.3 s of the 1 s period): a
@@ -156,7 +153,7 @@ def test_sigstop_for_60s_writes_nothing_wrong(controlplane: ControlPlane, namesp
                                               no_nodes: None, start: Any, process: str) -> None:
     admin = controlplane.admin()
     setup(admin, namespace, 20)  # ceil(20/16) = 2
-    proc = start(*args(namespace), poll_period=2)
+    proc = start(*coredns_flags(namespace, CM), poll_period=2)
     wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
     # The first poll's log lines are written after it (cpa.logs holds them): the API server
     # can show its write before the log does.
@@ -200,7 +197,7 @@ def test_rbac_revoked_and_restored(controlplane: ControlPlane, namespace: str, n
     admin.apply(role)
     admin.apply(binding)
     kubeconfig = controlplane.kubeconfig_for(f"system:serviceaccount:{namespace}:{sa}", [])
-    proc = start(*args(namespace), poll_period=1, kubeconfig=kubeconfig)
+    proc = start(*coredns_flags(namespace, CM), poll_period=1, kubeconfig=kubeconfig)
     wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
 
     admin.delete(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{namespace}-cpa")
@@ -230,7 +227,7 @@ def test_parameters_that_cannot_be_honoured_write_nothing(
         reason: str) -> None:
     admin = controlplane.admin()
     setup(admin, namespace, 3, {"linear": '{"nodesPerReplica":1}'})
-    proc = start(*args(namespace))
+    proc = start(*coredns_flags(namespace, CM))
     wait_replicas(admin, namespace, "deployment", "coredns", 3, proc=proc)
     put_configmap_data(admin, namespace, CM, {"linear": value})
     body = proc.wait_poll_error(reason)
@@ -247,7 +244,7 @@ def test_deep_nesting_under_an_unknown_key_is_accepted_as_by_go(
     admin = controlplane.admin()
     nested = "[" * 5000 + "]" * 5000
     setup(admin, namespace, 3, {"linear": f'{{"nodesPerReplica":1,"note":{nested}}}'})
-    proc = start(*args(namespace))
+    proc = start(*coredns_flags(namespace, CM))
     wait_replicas(admin, namespace, "deployment", "coredns", 3, proc=proc)
     proc.wait_poll_ok()
 
@@ -257,7 +254,7 @@ def test_two_autoscalers_on_one_target_warn_once_each(
     admin = controlplane.admin()
     setup(admin, namespace, 4, {"linear": '{"nodesPerReplica":1}'})  # A wants 4
     create_configmap(admin, namespace, "other", {"linear": '{"nodesPerReplica":2}'})  # B wants 2
-    a = start(*args(namespace))
+    a = start(*coredns_flags(namespace, CM))
     wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=a)
     b = start(f"--namespace={namespace}", "--configmap=other", "--target=deployment/coredns")
     wait_until("both to notice the other writer",

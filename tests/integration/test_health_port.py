@@ -27,10 +27,10 @@ from tests.controlplane import ControlPlane
 from tests.integration.faultproxy import FaultProxy
 from tests.integration.support import (
     AutoscalerProcess,
-    coredns_and_nodes,
-    create_configmap,
+    coredns_flags,
     create_nodes,
     free_port,
+    one_replica_per_node,
     open_files_limit,
     rss_mib,
     service_account,
@@ -45,13 +45,8 @@ CM = "hp-params"
 MEMORY_LIMIT_MIB = 64  # the manifests' and the chart's limit
 
 
-def args(namespace: str) -> list[str]:
-    return [f"--namespace={namespace}", f"--configmap={CM}", "--target=deployment/coredns"]
-
-
 def setup(admin: Any, namespace: str, nodes: int) -> None:
-    coredns_and_nodes(admin, namespace, f"hp-{namespace[-6:]}", nodes)
-    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
+    one_replica_per_node(admin, namespace, CM, f"hp-{namespace[-6:]}", nodes)
 
 
 @contextlib.contextmanager
@@ -83,7 +78,7 @@ def test_1500_idle_connections_cost_no_memory_and_no_poll(
         controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
     setup(admin, namespace, 2)
-    proc = start(*args(namespace), "--v=4")
+    proc = start(*coredns_flags(namespace, CM), "--v=4")
     wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
     proc.wait_poll_ok()
     before = rss_mib(proc.pid)
@@ -117,7 +112,7 @@ def test_fd_limit_1024_with_1024_connections_polls_still_succeed(
     try:
         kubeconfig = via_address(proxy.address, controlplane.autoscaler_kubeconfig,
                                  tmp_path / "kc")
-        proc = start(*args(namespace), nofile=(1024, 1024), kubeconfig=kubeconfig)
+        proc = start(*coredns_flags(namespace, CM), nofile=(1024, 1024), kubeconfig=kubeconfig)
         wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
         assert open_files_limit(proc.pid) == (1024, 1024)
         failed_before = len(proc.events("poll.failed"))
@@ -143,7 +138,7 @@ def test_the_soft_open_files_limit_is_raised_to_the_hard_one(
         controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
     setup(admin, namespace, 1)
-    proc = start(*args(namespace), nofile=(1024, 4096))
+    proc = start(*coredns_flags(namespace, CM), nofile=(1024, 4096))
     proc.wait_healthy()
     assert open_files_limit(proc.pid) == (4096, 4096), "as Go programs do at start"
 
@@ -153,7 +148,7 @@ def test_health_and_metrics_answer_with_the_api_server_down(
     closed = free_port()  # nothing listens there: connection refused
     kubeconfig = via_address(f"127.0.0.1:{closed}", controlplane.autoscaler_kubeconfig,
                              tmp_path / "down.kubeconfig")
-    proc = start(*args(namespace), kubeconfig=kubeconfig)
+    proc = start(*coredns_flags(namespace, CM), kubeconfig=kubeconfig)
     proc.wait_healthy(30)
     body = proc.wait_poll_error("waiting for the first Node list: ", 30)
     assert "refused" in body.lower(), body
@@ -167,7 +162,7 @@ def test_health_says_which_rbac_rule_is_missing_when_nodes_are_forbidden(
     admin = controlplane.admin()
     setup(admin, namespace, 1)
     kubeconfig = service_account(controlplane, namespace, "no-nodes", nodes=False)
-    proc = start(*args(namespace), kubeconfig=kubeconfig)
+    proc = start(*coredns_flags(namespace, CM), kubeconfig=kubeconfig)
     proc.wait_healthy(30)
     body = proc.wait_poll_error("waiting for the first Node list: ", 30)
     assert "403" in body and "nodes" in body and '"list", "watch"' in body, body

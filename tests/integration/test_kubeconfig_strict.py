@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.controlplane import ControlPlane
+from tests.controlplane import AdminClient, ControlPlane
 from tests.integration.support import (
-    coredns_and_nodes,
-    create_configmap,
+    coredns_flags,
     daemon_command,
     free_port,
+    one_replica_per_node,
     wait_replicas,
 )
 
@@ -31,13 +31,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 CM = "kc-params"
 
 
-def args(namespace: str) -> list[str]:
-    return [f"--namespace={namespace}", f"--configmap={CM}", "--target=deployment/coredns"]
-
-
-def setup(admin: Any, namespace: str) -> None:
-    coredns_and_nodes(admin, namespace, f"kc-{namespace[-6:]}", 2)
-    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
+def setup(controlplane: ControlPlane, namespace: str) -> AdminClient:
+    """coredns on two Nodes, one replica a Node; the admin client."""
+    admin = controlplane.admin()
+    one_replica_per_node(admin, namespace, CM, f"kc-{namespace[-6:]}", 2)
+    return admin
 
 
 def kubeconfig(plane: ControlPlane, out: Path, *, cluster: dict[str, Any] | None = None,
@@ -59,7 +57,7 @@ def refused(config: Path, namespace: str) -> tuple[int | None, str]:
     (None, what it printed) once stopped by PID."""
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     proc = subprocess.Popen([*daemon_command(), f"--kubeconfig={config}",
-                             f"--health-port={free_port()}", *args(namespace)],
+                             f"--health-port={free_port()}", *coredns_flags(namespace, CM)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         _, err = proc.communicate(timeout=20)
@@ -92,7 +90,7 @@ def one_line(err: str) -> str:
 def test_a_kubeconfig_client_go_refuses_stops_the_daemon_with_one_line(
         controlplane: ControlPlane, namespace: str, no_nodes: None, tmp_path: Path,
         cluster: dict[str, Any], drop: tuple[str, ...], fragments: list[str]) -> None:
-    setup(controlplane.admin(), namespace)
+    setup(controlplane, namespace)
     config = kubeconfig(controlplane, tmp_path / "kc", cluster=cluster, drop=drop)
     code, err = refused(config, namespace)
     assert code == 1, f"exit {code}: the daemon ran with this kubeconfig:\n{err[-2000:]}"
@@ -105,19 +103,18 @@ def test_a_kubeconfig_client_go_refuses_stops_the_daemon_with_one_line(
 def test_tls_server_name_is_the_name_verified(controlplane: ControlPlane, namespace: str,
                                               no_nodes: None, start: Any,
                                               tmp_path: Path) -> None:
-    admin = controlplane.admin()
-    setup(admin, namespace)
+    admin = setup(controlplane, namespace)
     # The certificate names kubernetes (and 127.0.0.1), not localhost: only the name given
     # by tls-server-name makes this connection verify.
     good = kubeconfig(controlplane, tmp_path / "good", cluster={
         "server": f"https://localhost:{controlplane.port}", "tls-server-name": "kubernetes"})
-    proc = start(*args(namespace), kubeconfig=good)
+    proc = start(*coredns_flags(namespace, CM), kubeconfig=good)
     wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
     proc.stop()
 
     wrong = kubeconfig(controlplane, tmp_path / "wrong",
                        cluster={"tls-server-name": "not-the-apiserver.example"})
-    proc = start(*args(namespace), kubeconfig=wrong)
+    proc = start(*coredns_flags(namespace, CM), kubeconfig=wrong)
     proc.wait_healthy(30)
     body = proc.wait_poll_error("certificate", 30)
     assert "not-the-apiserver.example" in body, body
@@ -134,7 +131,7 @@ def exec_user(tmp_path: Path, script: str, name: str = "cpa-test-login") -> dict
 
 def test_a_failing_exec_plugin_is_an_error_at_start_naming_it_and_its_stderr(
         controlplane: ControlPlane, namespace: str, no_nodes: None, tmp_path: Path) -> None:
-    setup(controlplane.admin(), namespace)
+    setup(controlplane, namespace)
     user = exec_user(tmp_path, "import sys\nprint('error: the refresh token has expired; "
                                "run cpa-test-login', file=sys.stderr)\nsys.exit(1)\n")
     code, err = refused(kubeconfig(controlplane, tmp_path / "kc", user=user), namespace)
@@ -147,15 +144,14 @@ def test_a_failing_exec_plugin_is_an_error_at_start_naming_it_and_its_stderr(
 def test_an_exec_plugin_token_authenticates(controlplane: ControlPlane, namespace: str,
                                             no_nodes: None, start: Any,
                                             tmp_path: Path) -> None:
-    admin = controlplane.admin()
-    setup(admin, namespace)
+    admin = setup(controlplane, namespace)
     token = yaml.safe_load(controlplane.autoscaler_kubeconfig.read_text()
                            )["users"][0]["user"]["token"]
     credential = {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
                   "status": {"token": token}}
     user = exec_user(tmp_path, f"import json, os\nassert os.environ['KUBERNETES_EXEC_INFO']\n"
                                f"print(json.dumps({credential!r}))\n")
-    proc = start(*args(namespace), kubeconfig=kubeconfig(controlplane, tmp_path / "kc",
+    proc = start(*coredns_flags(namespace, CM), kubeconfig=kubeconfig(controlplane, tmp_path / "kc",
                                                           user=user))
     wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
     proc.wait_poll_ok()

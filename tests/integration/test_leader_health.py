@@ -13,7 +13,6 @@ and #8), with the real daemons against the real API server.
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -32,13 +31,11 @@ from tests.integration.support import (
 )
 from tests.integration.test_observability import BASE_RULES, LEASES, args, identity
 from tests.integration.test_vertical import (
-    CONFIG,
     CPVA_RBAC,
-    create_target,
-    grant,
-    three_nodes,
+    granted,
+    sizing,
+    targets_on_three_nodes,
 )
-from tests.integration.test_vertical import cpvpa as cpvpa  # the fixture, for /cpvpa
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -81,15 +78,9 @@ def test_without_the_lease_rule_last_poll_fails_naming_it_and_errors_count(
 
 def test_cpvpa_without_the_lease_rule_says_so_too(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-nolease")
-    create_target(admin, namespace, "daemonset", "agent")
-    grant(admin, namespace, "cpvpa", CPVA_RBAC)  # CPVA's rules: no Lease
-    kubeconfig = controlplane.kubeconfig_for(
-        f"system:serviceaccount:{namespace}:cpvpa",
-        ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"])
-    proc = cpvpa("--target=daemonset/agent", f"--namespace={namespace}",
-                 f"--default-config={json.dumps(CONFIG)}", "--leader-elect", *SHORT,
+    targets_on_three_nodes(controlplane, namespace, "v-nolease", "daemonset/agent")
+    kubeconfig = granted(controlplane, namespace, CPVA_RBAC)  # CPVA's rules: no Lease
+    proc = cpvpa(*sizing(namespace, "daemonset/agent"), "--leader-elect", *SHORT,
                  kubeconfig=kubeconfig)
     proc.wait_healthy()
     leader_at_start = proc.metrics()["cpvpa_leader"]
@@ -257,11 +248,8 @@ def test_an_emptied_holder_never_makes_two_leaders(
 def test_cpvpa_an_emptied_holder_is_waited_out(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any) -> None:
     """The same Lease code in /cpvpa: the emptied record is not taken at once."""
-    admin = controlplane.admin()
-    three_nodes(admin, "v-empty")
-    create_target(admin, namespace, "deployment", "addon")
-    flags = ("--target=deployment/addon", f"--namespace={namespace}",
-             f"--default-config={json.dumps(CONFIG)}", "--leader-elect",
+    admin = targets_on_three_nodes(controlplane, namespace, "v-empty", "deployment/addon")
+    flags = (*sizing(namespace, "deployment/addon"), "--leader-elect",
              "--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s")
     one = cpvpa(*flags, "--leader-elect-retry-period=2s")
     wait_until("one leads", lambda: one.events("leader.started"), 60)

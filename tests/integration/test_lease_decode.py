@@ -18,7 +18,11 @@ import pytest
 
 from tests.controlplane import ControlPlane
 from tests.integration.httpproxy import Request, Rewrite, Rule
-from tests.integration.support import coredns_and_nodes, create_configmap, replicas, wait_until
+from tests.integration.support import (
+    one_replica_per_node,
+    replicas,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -31,8 +35,7 @@ def test_a_malformed_lease_is_never_taken_over(
         controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any,
         http_proxy: Any) -> None:
     admin = controlplane.admin()
-    coredns_and_nodes(admin, namespace, f"ld-{namespace[-6:]}", 3)
-    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
+    one_replica_per_node(admin, namespace, CM, f"ld-{namespace[-6:]}", 3)
     path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
     stamp = datetime(2026, 1, 1, tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     admin.post(path, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import array
 import fcntl
-import json
 import termios
 import threading
 import time
@@ -26,18 +25,19 @@ from tests.controlplane import ControlPlane
 from tests.integration.support import (
     AutoscalerProcess,
     coredns_and_nodes,
+    cpvpa_command,
     create_nodes,
+    log_events,
     replicas,
     wait_until,
 )
 from tests.integration.test_observability import args
 from tests.integration.test_vertical import (
-    CONFIG,
     EXPECTED,
-    cpvpa_command,
-    create_target,
+    cpu_request,
+    sizing,
+    targets_on_three_nodes,
     template_resources,
-    three_nodes,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -88,15 +88,7 @@ class Drain:
             self.lines.append(raw.decode(errors="replace").rstrip("\n"))
 
     def events(self, name: str) -> list[dict[str, Any]]:
-        out = []
-        for line in list(self.lines):
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(doc, dict) and doc.get("event") == name:
-                out.append(doc)
-        return out
+        return log_events("\n".join(self.lines), name)
 
 
 def check_blocked_pipe(proc: AutoscalerProcess, change: Any, changed: Any) -> None:
@@ -153,13 +145,10 @@ def test_the_autoscaler_polls_on_while_nobody_reads_its_logs(
 
 def test_cpvpa_polls_on_while_nobody_reads_its_logs(
         controlplane: ControlPlane, namespace: str, no_nodes: None, tmp_path: Path) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-pipe")
-    create_target(admin, namespace, "deployment", "addon")
+    admin = targets_on_three_nodes(controlplane, namespace, "v-pipe", "deployment/addon")
     proc = AutoscalerProcess(
         controlplane.admin_kubeconfig,
-        ["--target=deployment/addon", f"--namespace={namespace}",
-         f"--default-config={json.dumps(CONFIG)}", "--v=4"],
+        [*sizing(namespace, "deployment/addon"), "--v=4"],
         tmp_path / "cpvpa.log", 1, command=cpvpa_command(), prefix="cpvpa", stderr_pipe=True,
         extra_env=SMALL_BUFFER)
     try:
@@ -167,7 +156,6 @@ def test_cpvpa_polls_on_while_nobody_reads_its_logs(
             admin, namespace, "deployment", "addon") == EXPECTED, 60)
         check_blocked_pipe(
             proc, lambda: create_nodes(admin, "v-pipe", 1, cpu="8", start=3),
-            lambda: template_resources(
-                admin, namespace, "deployment", "addon")["requests"]["cpu"] == "42m")
+            lambda: cpu_request(admin, namespace, "deployment", "addon") == "42m")
     finally:
         proc.stop()

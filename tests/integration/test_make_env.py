@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ import urllib3
 import yaml
 
 from tests.controlplane import ensure_binaries
+from tests.integration.support import copy_checkout
 
 pytestmark = pytest.mark.integration
 
@@ -87,13 +87,7 @@ def _wrapper(path: Path, log: Path, body: str) -> None:
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Checkout:
     root = tmp_path_factory.mktemp("fresh-clone")
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO,
-                           capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, files):
-        src = REPO / name
-        if src.is_file():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, root / name)
+    copy_checkout(root)
     # The control plane is built once per machine (minutes); the copy shares it.
     bin_dir = ensure_binaries()
     (root / ".cache").mkdir()

@@ -16,6 +16,7 @@ from tests.integration.support import (
     create_nodes,
     put_configmap_data,
     replicas,
+    service_account,
     set_node_ready,
     wait_polls,
     wait_replicas,
@@ -38,25 +39,7 @@ def identity(plane: ControlPlane, namespace: str, name: str, extra: list[dict[st
              ) -> Path:
     """A ServiceAccount with the addon's rules (nodes cluster-wide, the rest in the
     namespace) plus ``extra`` in the namespace; returns its kubeconfig."""
-    admin = plane.admin()
-    rbac = "rbac.authorization.k8s.io/v1"
-    subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
-    admin.apply({"apiVersion": rbac, "kind": "ClusterRole",
-                 "metadata": {"name": f"{namespace}-{name}"},
-                 "rules": [{"apiGroups": [""], "resources": ["nodes"],
-                            "verbs": ["list", "watch"]}]})
-    admin.apply({"apiVersion": rbac, "kind": "ClusterRoleBinding",
-                 "metadata": {"name": f"{namespace}-{name}"}, "subjects": subject,
-                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                             "name": f"{namespace}-{name}"}})
-    admin.apply({"apiVersion": rbac, "kind": "Role",
-                 "metadata": {"name": name, "namespace": namespace},
-                 "rules": BASE_RULES + extra})
-    admin.apply({"apiVersion": rbac, "kind": "RoleBinding",
-                 "metadata": {"name": name, "namespace": namespace}, "subjects": subject,
-                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                             "name": name}})
-    return plane.kubeconfig_for(f"system:serviceaccount:{namespace}:{name}", [])
+    return service_account(plane, namespace, name, extra, rules=BASE_RULES)
 
 
 def args(namespace: str, *extra: str) -> list[str]:

@@ -15,9 +15,10 @@ import pytest
 
 from cpa.kube.configmap import DEFAULTS_ANNOTATION, SUPERSEDED_ANNOTATION, data_hash
 from tests.configvolume import kubelet_write
-from tests.controlplane import ControlPlane
+from tests.controlplane import AdminClient, ControlPlane
 from tests.integration.support import (
     ADDON_RULES,
+    AutoscalerProcess,
     configmap,
     coredns_and_nodes,
     create_configmap,
@@ -262,17 +263,25 @@ LINEAR_4 = json.dumps({"nodesPerReplica": 4})
 LADDER_6 = json.dumps({"nodesToReplicas": [[1, 1], [10, 6]]})
 
 
+def from_a_config_dir(controlplane: ControlPlane, namespace: str, start: Any, prefix: str,
+                      volume: Path) -> tuple[AdminClient, AutoscalerProcess]:
+    """coredns on 16 one-core Nodes, scaled by the parameters in ``volume`` (--config-dir)
+    as a ServiceAccount without any configmaps right: a ConfigMap request would be a 403
+    and a failed poll. Returns the admin client and the process."""
+    admin = controlplane.admin()
+    coredns_and_nodes(admin, namespace, prefix, 16, cpu="1")
+    kubeconfig = service_account(controlplane, namespace, "gitops", rules=NO_CONFIGMAP_RULES)
+    proc = start(f"--namespace={namespace}", "--target=deployment/coredns",
+                 f"--config-dir={volume}", kubeconfig=kubeconfig)
+    return admin, proc
+
+
 def test_config_dir_follows_the_kubelets_atomic_swap_without_configmap_rights(
         controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any,
         tmp_path: Path) -> None:
-    """No configmaps right at all: any ConfigMap request would be a 403 and a failed poll."""
-    admin = controlplane.admin()
-    coredns_and_nodes(admin, namespace, "dir", 16, cpu="1")
-    kubeconfig = service_account(controlplane, namespace, "gitops", rules=NO_CONFIGMAP_RULES)
     volume = tmp_path / "params"
     kubelet_write(volume, {"linear": LINEAR_4})
-    proc = start(f"--namespace={namespace}", "--target=deployment/coredns",
-                 f"--config-dir={volume}", kubeconfig=kubeconfig)
+    admin, proc = from_a_config_dir(controlplane, namespace, start, "dir", volume)
     wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=proc)
 
     # The kubelet's update: a new timestamped directory, ..data_tmp renamed over ..data,
@@ -298,12 +307,8 @@ def test_config_dir_follows_the_kubelets_atomic_swap_without_configmap_rights(
 def test_config_dir_missing_fails_the_poll_until_mounted(
         controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any,
         tmp_path: Path) -> None:
-    admin = controlplane.admin()
-    coredns_and_nodes(admin, namespace, "nodir", 16, cpu="1")
-    kubeconfig = service_account(controlplane, namespace, "gitops", rules=NO_CONFIGMAP_RULES)
     volume = tmp_path / "not-yet"
-    proc = start(f"--namespace={namespace}", "--target=deployment/coredns",
-                 f"--config-dir={volume}", kubeconfig=kubeconfig)
+    admin, proc = from_a_config_dir(controlplane, namespace, start, "nodir", volume)
     body = proc.wait_poll_error("no such directory")
     assert f"--config-dir {volume}: no such directory" in body
     wait_polls(proc, count=2)
@@ -320,14 +325,10 @@ def test_config_dir_key_that_is_a_fifo_fails_the_poll_without_blocking_it(
     """A directory made by hand (a hostPath) whose key file becomes a FIFO: reading it
     would wait for a writer for ever, the poll loop stuck while /healthz and /last-poll
     still said 200. Each poll fails naming the file; a regular file again, it scales."""
-    admin = controlplane.admin()
-    coredns_and_nodes(admin, namespace, "fifo", 16, cpu="1")
-    kubeconfig = service_account(controlplane, namespace, "gitops", rules=NO_CONFIGMAP_RULES)
     volume = tmp_path / "params"
     volume.mkdir()
     (volume / "linear").write_text(LINEAR_4)
-    proc = start(f"--namespace={namespace}", "--target=deployment/coredns",
-                 f"--config-dir={volume}", kubeconfig=kubeconfig)
+    admin, proc = from_a_config_dir(controlplane, namespace, start, "fifo", volume)
     wait_replicas(admin, namespace, "deployment", "coredns", 4, proc=proc)
 
     (volume / "linear").unlink()

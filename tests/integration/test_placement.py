@@ -16,10 +16,10 @@ from tests.controlplane.client import AdminClient
 from tests.integration.support import (
     create_configmap,
     create_workload,
+    explain_json,
     node_object,
     put_configmap_data,
     replicas,
-    run_cli,
     service_account,
     wait_polls,
     wait_replicas,
@@ -135,11 +135,7 @@ def test_each_target_counts_the_nodes_its_template_fits(
     wait_replicas(admin, namespace, "deployment", "tolerant", 7, proc=proc)
     assert hpa_floor(admin, namespace, "floored") == 2
 
-    explained = run_cli(["explain", "--from-cluster", f"--namespace={namespace}",
-                         f"--configmap={CM}", f"--kubeconfig={controlplane.admin_kubeconfig}",
-                         "--target=deployment/affine", "-o", "json"])
-    assert explained.returncode == 0, explained.stderr
-    doc = json.loads(explained.stdout)
+    doc = explain_json(controlplane.admin_kubeconfig, namespace, CM, "--target=deployment/affine")
     assert doc["replicas"] == 1
     assert doc["placement"]["excluded"] == {"nodeAffinity": 4, "taint dedicated": 2,
                                             "taint maintenance": 1}
@@ -231,11 +227,7 @@ def test_cordoned_and_not_ready_nodes_count_as_without_the_key(
 
     put_configmap_data(admin, namespace, CM, params(include=False, placement=True))
     wait_replicas(admin, namespace, "deployment", "coredns", 8, proc=proc)
-    explained = run_cli(["explain", "--from-cluster", f"--namespace={namespace}",
-                         f"--configmap={CM}", f"--kubeconfig={controlplane.admin_kubeconfig}",
-                         "--target=deployment/coredns", "-o", "json"])
-    assert explained.returncode == 0, explained.stderr
-    doc = json.loads(explained.stdout)
+    doc = explain_json(controlplane.admin_kubeconfig, namespace, CM, "--target=deployment/coredns")
     assert (doc["replicas"], doc["placement"]["excluded"]) == (8, {})
 
     put_configmap_data(admin, namespace, CM, params(include=False, placement=False))

@@ -7,7 +7,6 @@ Nodes, not the number of changes they went through."""
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from tests.integration.support import (
     create_configmap,
     create_workload,
     node_object,
-    rss_mib,
+    peak_rss,
     service_account,
     wait_polls,
     wait_replicas,
@@ -70,15 +69,6 @@ def churn(admin: AdminClient, namespace: str, proc: Any, first: int, last: int) 
         wait_replicas(admin, namespace, "deployment", "dcgm", count, timeout=120, proc=proc)
 
 
-def settled_rss(pid: int, seconds: float = 3.0) -> float:
-    """The highest RSS over ``seconds`` (one reading can fall inside a poll)."""
-    end, peak = time.monotonic() + seconds, 0.0
-    while time.monotonic() < end:
-        peak = max(peak, rss_mib(pid))
-        time.sleep(0.1)
-    return peak
-
-
 def test_label_and_taint_churn_leaves_the_daemons_memory_where_it_was(
         controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
@@ -97,10 +87,10 @@ def test_label_and_taint_churn_leaves_the_daemons_memory_where_it_was(
 
     churn(admin, namespace, proc, 0, 300)  # warm-up: every path of the daemon run once
     wait_polls(proc, count=2)
-    before = settled_rss(proc.pid)
+    before = peak_rss(proc.pid, 3.0)
     churn(admin, namespace, proc, 300, 300 + CHANGES)
     wait_polls(proc, count=2)
-    after = settled_rss(proc.pid)
+    after = peak_rss(proc.pid, 3.0)
     print(f"daemon RSS {before:.1f} -> {after:.1f} MiB over {CHANGES} Node changes")
     assert after - before < GROWTH_MIB, (
         f"the daemon grew {after - before:.1f} MiB over {CHANGES} label and taint changes "

@@ -30,7 +30,7 @@ from cpa.nodes.placement import fits, placement_of
 from cpa.nodes.records import ALL_LABELS
 from tests.controlplane import ControlPlane
 from tests.controlplane.client import AdminClient, ApiError
-from tests.integration.support import node_object, wait_until
+from tests.integration.support import LoggedProcess, node_object, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -56,19 +56,12 @@ def scheduler(controlplane: ControlPlane, tmp_path: Path) -> Iterator[subprocess
         "clientConnection": {"kubeconfig": str(controlplane.admin_kubeconfig)},
         "leaderElection": {"leaderElect": False},
         "profiles": [{"schedulerName": SCHEDULER}]}))
-    log = (tmp_path / "kube-scheduler.log").open("wb")
-    proc = subprocess.Popen([str(binary), f"--config={config}", "--secure-port=0", "--v=1"],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = LoggedProcess([str(binary), f"--config={config}", "--secure-port=0", "--v=1"],
+                         tmp_path / "kube-scheduler.log")
     try:
-        yield proc
+        yield proc.proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
+        proc.stop()
 
 
 def random_node(rng: random.Random, name: str) -> dict[str, Any]:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.integration.support import copy_checkout
 from tests.repo.test_docs import quick_path
 
 pytestmark = pytest.mark.integration
@@ -27,13 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _copy_of_the_checkout(dest: Path) -> None:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO,
-                           capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, files):
-        src = REPO / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
+    copy_checkout(dest)
 
 
 def test_the_quick_path_works_in_a_throwaway_venv(tmp_path: Path) -> None:

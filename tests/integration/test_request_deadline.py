@@ -17,8 +17,9 @@ import pytest
 from tests.controlplane import ControlPlane
 from tests.integration.httpproxy import Drip, Request, Respond, Rule
 from tests.integration.support import (
-    coredns_and_nodes,
-    create_configmap,
+    AutoscalerProcess,
+    coredns_flags,
+    one_replica_per_node,
     wait_replicas,
     wait_until,
 )
@@ -30,13 +31,17 @@ DEADLINE = 30.0  # the default, for every request but a watch
 RETRY_AFTER_CAP = 10.0
 
 
-def args(namespace: str) -> list[str]:
-    return [f"--namespace={namespace}", f"--configmap={CM}", "--target=deployment/coredns"]
-
-
-def setup(admin: Any, namespace: str) -> None:
-    coredns_and_nodes(admin, namespace, f"rd-{namespace[-6:]}", 2)
-    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
+def through_a_proxy(controlplane: ControlPlane, namespace: str, start: Any, http_proxy: Any,
+                    poll_period: int) -> tuple[Any, AutoscalerProcess]:
+    """coredns on two Nodes scaled by an autoscaler whose every request passes a fault
+    proxy (no rule yet), past its first good poll: (proxy, process)."""
+    admin = controlplane.admin()
+    one_replica_per_node(admin, namespace, CM, f"rd-{namespace[-6:]}", 2)
+    proxy, kubeconfig = http_proxy()
+    proc = start(*coredns_flags(namespace, CM), poll_period=poll_period, kubeconfig=kubeconfig)
+    wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
+    proc.wait_poll_ok()
+    return proxy, proc
 
 
 def is_configmap(r: Request) -> bool:
@@ -46,12 +51,7 @@ def is_configmap(r: Request) -> bool:
 def test_a_drip_fed_answer_fails_the_poll_at_the_deadline_and_sigterm_still_works(
         controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any,
         http_proxy: Any) -> None:
-    admin = controlplane.admin()
-    setup(admin, namespace)
-    proxy, kubeconfig = http_proxy()
-    proc = start(*args(namespace), poll_period=2, kubeconfig=kubeconfig)
-    wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
-    proc.wait_poll_ok()
+    proxy, proc = through_a_proxy(controlplane, namespace, start, http_proxy, 2)
 
     proxy.add(Rule("drip", is_configmap, Drip(10.0)))
     first = wait_until("a drip-fed ConfigMap GET", lambda: proxy.requests(
@@ -92,12 +92,7 @@ def too_many(seconds: str) -> Respond:
 def test_retry_after_on_429_is_honoured_with_a_cap(
         controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any,
         http_proxy: Any, retry_after: str, low: float, high: float) -> None:
-    admin = controlplane.admin()
-    setup(admin, namespace)
-    proxy, kubeconfig = http_proxy()
-    proc = start(*args(namespace), poll_period=1, kubeconfig=kubeconfig)
-    wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
-    proc.wait_poll_ok()
+    proxy, proc = through_a_proxy(controlplane, namespace, start, http_proxy, 1)
     failed_before = len(proc.events("poll.failed"))
 
     proxy.add(Rule("429", is_configmap, too_many(retry_after), times=1))

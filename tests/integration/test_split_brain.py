@@ -21,10 +21,9 @@ from tests.controlplane import ControlPlane
 from tests.integration.httpproxy import Delay, Hang, Request, Respond, Rule
 from tests.integration.support import (
     LEASE_RULE,
-    coredns_and_nodes,
-    create_configmap,
     create_nodes,
     log_events,
+    one_replica_per_node,
     replicas,
     service_account,
     wait_polls,
@@ -55,8 +54,7 @@ def test_the_old_leader_writes_nothing_after_its_renew_deadline(
         controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any,
         http_proxy: Any, lease_fault: str) -> None:
     admin = controlplane.admin()
-    coredns_and_nodes(admin, namespace, f"sb-{namespace[-6:]}", 2)
-    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
+    one_replica_per_node(admin, namespace, CM, f"sb-{namespace[-6:]}", 2)
     kubeconfig = service_account(controlplane, namespace, "ha", [LEASE_RULE])
     proxy_a, kubeconfig_a = http_proxy(kubeconfig)
     a = start(*args(namespace), kubeconfig=kubeconfig_a)
@@ -124,8 +122,7 @@ def test_a_deleted_lease_never_makes_two_leaders(
     deletions at different phases of the renewals, both /metrics read every 50 ms for 3 s
     after each: never two leaders, and the Lease comes back held by the leader."""
     admin = controlplane.admin()
-    coredns_and_nodes(admin, namespace, f"dl-{namespace[-6:]}", 2)
-    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
+    one_replica_per_node(admin, namespace, CM, f"dl-{namespace[-6:]}", 2)
     kubeconfig = service_account(controlplane, namespace, "ha", [LEASE_RULE])
     a = start(*args(namespace), kubeconfig=kubeconfig)
     wait_until("A to lead", lambda: a.events("leader.started"), 30)

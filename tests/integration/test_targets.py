@@ -5,7 +5,6 @@ with exactly the rights the docs list for it."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,9 @@ from tests.integration.support import (
     create_configmap,
     create_nodes,
     create_workload,
+    explain_json,
     replicas,
-    run_cli,
+    service_account,
     wait_polls,
     wait_until,
 )
@@ -25,8 +25,6 @@ from tests.integration.support import (
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 CM = "target-params"
-RBAC = "rbac.authorization.k8s.io/v1"
-NODES = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}
 CONFIGMAPS = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create"]}
 HPA_RIGHTS = {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
               "verbs": ["get", "patch"]}
@@ -36,23 +34,7 @@ def identity(plane: ControlPlane, namespace: str, name: str,
              rules: list[dict[str, Any]]) -> Path:
     """A ServiceAccount that may list Nodes, read and create its ConfigMap, and ``rules`` in
     the namespace (nothing else); returns its kubeconfig."""
-    admin = plane.admin()
-    subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
-    cluster_name = f"{namespace}-{name}"
-    admin.apply({"apiVersion": RBAC, "kind": "ClusterRole", "metadata": {"name": cluster_name},
-                 "rules": [NODES]})
-    admin.apply({"apiVersion": RBAC, "kind": "ClusterRoleBinding",
-                 "metadata": {"name": cluster_name}, "subjects": subject,
-                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                             "name": cluster_name}})
-    admin.apply({"apiVersion": RBAC, "kind": "Role",
-                 "metadata": {"name": name, "namespace": namespace},
-                 "rules": [CONFIGMAPS, *rules]})
-    admin.apply({"apiVersion": RBAC, "kind": "RoleBinding",
-                 "metadata": {"name": name, "namespace": namespace}, "subjects": subject,
-                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                             "name": name}})
-    return plane.kubeconfig_for(f"system:serviceaccount:{namespace}:{name}", [])
+    return service_account(plane, namespace, name, rules, rules=[CONFIGMAPS])
 
 
 # --- the HPA floor ------------------------------------------------------------------------
@@ -75,6 +57,13 @@ def create_hpa(admin: AdminClient, namespace: str, name: str, minimum: int,
                                                "averageUtilization": 80}}}]}})
 
 
+def coredns_under_hpa(admin: AdminClient, namespace: str, maximum: int) -> None:
+    """coredns at 1 replica and an HPA of it from 1 to ``maximum``: the HPA floor target's
+    setting."""
+    create_workload(admin, namespace, "deployment", "coredns", replicas=1)
+    create_hpa(admin, namespace, "coredns", 1, maximum)
+
+
 def floor(admin: AdminClient, namespace: str, name: str) -> int:
     return int(admin.get(hpa_path(namespace, name))["spec"]["minReplicas"])
 
@@ -82,8 +71,7 @@ def floor(admin: AdminClient, namespace: str, name: str) -> int:
 def test_the_hpa_floor_target(controlplane: ControlPlane, namespace: str, no_nodes: None,
                               start: Any) -> None:
     admin = controlplane.admin()
-    create_workload(admin, namespace, "deployment", "coredns", replicas=1)
-    create_hpa(admin, namespace, "coredns", 1, 4)
+    coredns_under_hpa(admin, namespace, 4)
     create_nodes(admin, "hpa", 3, cpu="4")
     create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
     kubeconfig = identity(controlplane, namespace, "hpa-floor", [HPA_RIGHTS])
@@ -113,11 +101,7 @@ def test_the_hpa_floor_target(controlplane: ControlPlane, namespace: str, no_nod
     assert proc.metrics()[f"cpa_hpa_floor_clamped{{{target}}}"] == 0
     proc.wait_poll_ok()
 
-    explained = run_cli(["explain", "--from-cluster", f"--namespace={namespace}",
-                         f"--configmap={CM}", "--target=hpa/coredns",
-                         f"--kubeconfig={controlplane.admin_kubeconfig}", "-o", "json"])
-    assert explained.returncode == 0, explained.stderr
-    doc = json.loads(explained.stdout)
+    doc = explain_json(controlplane.admin_kubeconfig, namespace, CM, "--target=hpa/coredns")
     assert doc["replicas"] == 6
     assert doc["target"] == {"target": "horizontalpodautoscaler/coredns",
                              "kind": "HorizontalPodAutoscaler", "api_version": "autoscaling/v2",
@@ -210,11 +194,7 @@ def test_a_custom_resource_with_a_scale_subresource(controlplane: ControlPlane, 
     assert proc.events("scale.changed")[-1]["target"] == f"clones.{GROUP}/web"
     proc.wait_poll_ok()
 
-    explained = run_cli(["explain", "--from-cluster", f"--namespace={namespace}",
-                         f"--configmap={CM}", f"--target=clones.{GROUP}/web",
-                         f"--kubeconfig={controlplane.admin_kubeconfig}", "-o", "json"])
-    assert explained.returncode == 0, explained.stderr
-    doc = json.loads(explained.stdout)
+    doc = explain_json(controlplane.admin_kubeconfig, namespace, CM, f"--target=clones.{GROUP}/web")
     assert doc["replicas"] == 3 and doc["target"]["kind"] == "Clone"
     step = doc["steps"][-1]
     assert step["key"] == "target.resolved" and f"Clone in {GROUP}/v1" in step["text"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
@@ -11,10 +10,12 @@ import pytest
 from tests.controlplane import ControlPlane
 from tests.integration.support import (
     coredns_and_nodes,
+    coredns_flags,
     create_configmap,
     create_workload,
+    one_replica_per_node,
+    peak_rss,
     put_configmap_data,
-    rss_mib,
     wait_polls,
     wait_replicas,
     wait_until,
@@ -25,16 +26,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 CM = "tt-params"
 
 
-def args(namespace: str) -> list[str]:
-    return [f"--namespace={namespace}", f"--configmap={CM}", "--target=deployment/coredns"]
-
-
 def test_a_deleted_and_recreated_target_is_not_another_writer(
         controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
-    coredns_and_nodes(admin, namespace, f"tt-{namespace[-6:]}", 3)
-    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
-    proc = start(*args(namespace))
+    one_replica_per_node(admin, namespace, CM, f"tt-{namespace[-6:]}", 3)
+    proc = start(*coredns_flags(namespace, CM))
     wait_replicas(admin, namespace, "deployment", "coredns", 3, proc=proc)
     wait_polls(proc, count=2)
 
@@ -56,38 +52,30 @@ def ladder(steps: int) -> str:
                       separators=(",", ":"))
 
 
-def steady_rss(pid: int, seconds: float = 2.0) -> float:
-    """The highest RSS over ``seconds`` (one reading can fall between two polls)."""
-    end, peak = time.monotonic() + seconds, 0.0
-    while time.monotonic() < end:
-        peak = max(peak, rss_mib(pid))
-        time.sleep(0.1)
-    return peak
-
-
 def test_a_70000_step_ladder_does_not_hold_memory_once_replaced(
         controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
     coredns_and_nodes(admin, namespace, f"tl-{namespace[-6:]}", 2)
     create_configmap(admin, namespace, CM, {"ladder": '{"coresToReplicas":[[1,1]]}'})
-    proc = start(*args(namespace), "--v=2")  # params.loaded: once per ConfigMap version
+    # --v=2: params.loaded, once per ConfigMap version
+    proc = start(*coredns_flags(namespace, CM), "--v=2")
     wait_replicas(admin, namespace, "deployment", "coredns", 1, proc=proc)
     wait_polls(proc, count=3)
-    before = steady_rss(proc.pid)
+    before = peak_rss(proc.pid, 2.0)
 
     loaded = len(proc.events("params.loaded"))
     big = ladder(70_000)
     put_configmap_data(admin, namespace, CM, {"ladder": big})
     wait_until("the big ladder loaded", lambda: len(proc.events("params.loaded")) > loaded, 60)
     wait_polls(proc, count=2)
-    with_big = steady_rss(proc.pid)
+    with_big = peak_rss(proc.pid, 2.0)
 
     loaded = len(proc.events("params.loaded"))
     put_configmap_data(admin, namespace, CM, {"ladder": '{"coresToReplicas":[[1,1]]}'})
     wait_until("the small ladder loaded", lambda: len(proc.events("params.loaded")) > loaded,
                60)
     wait_polls(proc, count=5)
-    after = steady_rss(proc.pid)
+    after = peak_rss(proc.pid, 2.0)
     print(f"\n70,000-step ladder ({len(big) / 1024:.0f} KiB): RSS {before:.1f} MiB, "
           f"{with_big:.1f} with it, {after:.1f} once replaced (+{after - before:.1f})")
     # Measured on the code before the fix: 5.0-6.0 MiB held, all the ladder took; after:

@@ -38,7 +38,7 @@ from tests.controlplane import AdminClient, ControlPlane
 from tests.integration.support import (
     AutoscalerProcess,
     LoggedProcess,
-    console_script,
+    cpvpa_command,
     create_nodes,
     create_workload,
     daemon_command,
@@ -211,13 +211,6 @@ class Daemon:
     value: Callable[[AdminClient, str], object]
     expected: Callable[[int], object]
     rules: tuple[dict[str, Any], ...] = ()
-
-
-def cpvpa_command() -> list[str]:
-    """The installed ``cpvpa`` beside this interpreter (PATH may not have the venv's)."""
-    exe = console_script("cpvpa")
-    assert exe, "cpvpa is not installed in this environment (make install)"
-    return [exe]
 
 
 def _daemonset(admin: AdminClient, namespace: str) -> None:

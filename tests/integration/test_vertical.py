@@ -21,7 +21,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from cpa import VERTICAL_VERSION_TEXT
 from tests.controlplane import AdminClient, ControlPlane
 from tests.integration.support import (
     AutoscalerProcess,
+    cpvpa_command,
     create_nodes,
     node_object,
     open_files_limit,
@@ -52,13 +53,6 @@ EXPECTED = {"requests": {"cpu": "34m", "memory": "70254592"}, "limits": {"memory
 KINDS = {"deployment": ("Deployment", "deployments"),
          "daemonset": ("DaemonSet", "daemonsets"),
          "replicaset": ("ReplicaSet", "replicasets")}
-
-
-def cpvpa_command() -> list[str]:
-    exe = shutil.which("cpvpa")
-    if exe:
-        return [exe]
-    return [sys.executable, "-c", "from cpa.cli import vertical_main; vertical_main()"]
 
 
 def create_target(admin: AdminClient, namespace: str, kind: str, name: str, *,
@@ -89,27 +83,22 @@ def template_resources(admin: AdminClient, namespace: str, kind: str, name: str,
     raise AssertionError(f"{kind}/{name} has no container {container}")
 
 
+def cpu_request(admin: AdminClient, namespace: str, kind: str, name: str) -> str:
+    """The cpu request in the template of ``kind/name``'s container c."""
+    return str(template_resources(admin, namespace, kind, name)["requests"]["cpu"])
+
+
+def wait_fourth_node_counted(admin: AdminClient, namespace: str, target: str,
+                             what: str) -> None:
+    """Until ``target``'s template holds CONFIG's cpu for four Nodes (42m): a Node added to
+    the three of :func:`three_nodes` was counted and written."""
+    kind, name = target.split("/")
+    wait_until(what, lambda: cpu_request(admin, namespace, kind, name) == "42m", 30)
+
+
 def generation(admin: AdminClient, namespace: str, kind: str, name: str) -> int:
     obj = admin.get(f"/apis/apps/v1/namespaces/{namespace}/{KINDS[kind][1]}/{name}")
     return int(obj["metadata"]["generation"])
-
-
-@pytest.fixture
-def cpvpa(controlplane: ControlPlane, tmp_path: Path) -> Iterator[Callable[..., Any]]:
-    """Start ``cpvpa`` processes; each is stopped by PID when the test ends."""
-    procs: list[AutoscalerProcess] = []
-
-    def _start(*args: str, poll_period: int = 1, kubeconfig: Path | None = None,
-               nofile: tuple[int, int] | None = None) -> AutoscalerProcess:
-        proc = AutoscalerProcess(kubeconfig or controlplane.admin_kubeconfig, list(args),
-            tmp_path / f"cpvpa-{len(procs)}.log", poll_period, command=cpvpa_command(),
-            prefix="cpvpa", nofile=nofile)
-        procs.append(proc)
-        return proc
-
-    yield _start
-    for proc in procs:
-        proc.stop()
 
 
 def config_dir(tmp_path: Path, config: dict[str, Any] | str, name: str = "config"
@@ -136,8 +125,29 @@ def config_dir(tmp_path: Path, config: dict[str, Any] | str, name: str = "config
     return key, update
 
 
-def three_nodes(admin: AdminClient, prefix: str) -> None:
+def three_nodes(controlplane: ControlPlane, prefix: str) -> AdminClient:
+    """Three 8-core Nodes named ``prefix-N``, the cluster most tests here size for; returns
+    the admin client the test goes on with."""
+    admin = controlplane.admin()
     create_nodes(admin, prefix, 3, cpu="8")
+    return admin
+
+
+def targets_on_three_nodes(controlplane: ControlPlane, namespace: str, prefix: str,
+                           *targets: str) -> AdminClient:
+    """``targets`` (kind/name, each with one container c) on three Nodes: where most tests
+    here start."""
+    admin = three_nodes(controlplane, prefix)
+    for target in targets:
+        kind, name = target.split("/")
+        create_target(admin, namespace, kind, name)
+    return admin
+
+
+def sizing(namespace: str, target: str) -> list[str]:
+    """/cpvpa's flags for sizing ``target`` in ``namespace`` by CONFIG (as a default config)."""
+    return [f"--target={target}", f"--namespace={namespace}",
+            f"--default-config={json.dumps(CONFIG)}"]
 
 
 # --- the three target kinds ------------------------------------------------------------------
@@ -147,11 +157,8 @@ def three_nodes(admin: AdminClient, prefix: str) -> None:
 def test_each_kind_is_sized_on_the_first_poll_and_rewritten_only_on_change(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any,
         kind: str) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, f"v-{kind}")
-    create_target(admin, namespace, kind, "addon")
-    proc = cpvpa(f"--target={kind}/addon", f"--namespace={namespace}",
-                 f"--default-config={json.dumps(CONFIG)}", "--logtostderr=true")
+    admin = targets_on_three_nodes(controlplane, namespace, f"v-{kind}", f"{kind}/addon")
+    proc = cpvpa(*sizing(namespace, f"{kind}/addon"), "--logtostderr=true")
     wait_until("the computed resources in the template",
                lambda: template_resources(admin, namespace, kind, "addon") == EXPECTED, 30)
     # The merge keeps the container's image and other fields; one write, then quiet.
@@ -184,9 +191,7 @@ def test_each_kind_is_sized_on_the_first_poll_and_rewritten_only_on_change(
 def test_config_file_swap_is_read_and_an_in_place_rewrite_is_not(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any,
         tmp_path: Path) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-file")
-    create_target(admin, namespace, "daemonset", "agent")
+    admin = targets_on_three_nodes(controlplane, namespace, "v-file", "daemonset/agent")
     key, update = config_dir(tmp_path, CONFIG)
     proc = cpvpa("--target=DaemonSet/Agent", f"--namespace={namespace}",
                  f"--config-file={key}",
@@ -195,8 +200,8 @@ def test_config_file_swap_is_read_and_an_in_place_rewrite_is_not(
         admin, namespace, "daemonset", "agent") == EXPECTED, 30)
     # A ConfigMap update (a new ..data directory): read at the next poll.
     update({"c": {"requests": {"cpu": {"base": "100m"}}}})
-    wait_until("the new file's value", lambda: template_resources(
-        admin, namespace, "daemonset", "agent")["requests"]["cpu"] == "100m", 30)
+    wait_until("the new file's value", lambda: cpu_request(
+        admin, namespace, "daemonset", "agent") == "100m", 30)
     # The other values stay: CPVA never removes what it stops configuring.
     assert template_resources(admin, namespace, "daemonset", "agent")["limits"] == {
         "memory": "140509184"}
@@ -204,22 +209,29 @@ def test_config_file_swap_is_read_and_an_in_place_rewrite_is_not(
     target = key.resolve()
     target.write_text(json.dumps({"c": {"requests": {"cpu": {"base": "300m"}}}}))
     wait_polls(proc, count=3)
-    assert template_resources(admin, namespace, "daemonset", "agent")["requests"]["cpu"] == (
-        "100m")
+    assert cpu_request(admin, namespace, "daemonset", "agent") == "100m"
     assert len(proc.events("config.set")) == 2
+
+
+def sized_by_file(controlplane: ControlPlane, namespace: str, cpvpa: Callable[..., Any],
+                  tmp_path: Path, prefix: str, *flags: str
+                  ) -> tuple[AdminClient, Callable[[dict[str, Any] | str], None], Any]:
+    """deployment/addon on three Nodes, sized by /cpvpa from a mounted config file holding
+    CONFIG: where each test of the file going bad starts. Returns the admin client, the
+    file's atomic update and the process."""
+    admin = targets_on_three_nodes(controlplane, namespace, prefix, "deployment/addon")
+    key, update = config_dir(tmp_path, CONFIG)
+    proc = cpvpa("--target=deployment/addon", f"--namespace={namespace}",
+                 f"--config-file={key}", *flags)
+    wait_until("the file's values", lambda: template_resources(
+        admin, namespace, "deployment", "addon") == EXPECTED, 30)
+    return admin, update, proc
 
 
 def test_invalid_config_file_is_refused_until_the_file_changes(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any,
         tmp_path: Path) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-bad")
-    create_target(admin, namespace, "deployment", "addon")
-    key, update = config_dir(tmp_path, CONFIG)
-    proc = cpvpa("--target=deployment/addon", f"--namespace={namespace}",
-                 f"--config-file={key}")
-    wait_until("the file's values", lambda: template_resources(
-        admin, namespace, "deployment", "addon") == EXPECTED, 30)
+    admin, update, proc = sized_by_file(controlplane, namespace, cpvpa, tmp_path, "v-bad")
     update('{"c": {"requests": {"cpu": {"base": "1K"}}}}')
     body = proc.wait_poll_error("invalid config file")
     assert "unable to parse quantity's suffix" in body
@@ -230,36 +242,27 @@ def test_invalid_config_file_is_refused_until_the_file_changes(
     assert template_resources(admin, namespace, "deployment", "addon") == EXPECTED
     assert "nothing is written until the file changes" in proc.last_poll()[1]
     update(CONFIG)
-    wait_until("the values at 4 nodes", lambda: template_resources(
-        admin, namespace, "deployment", "addon")["requests"]["cpu"] == "42m", 30)
+    wait_fourth_node_counted(admin, namespace, "deployment/addon", "the values at 4 nodes")
     proc.wait_poll_ok()
 
 
 def test_keep_previous_is_cpvas_fail_open(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any,
         tmp_path: Path) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-keep")
-    create_target(admin, namespace, "deployment", "addon")
-    key, update = config_dir(tmp_path, CONFIG)
-    proc = cpvpa("--target=deployment/addon", f"--namespace={namespace}",
-                 f"--config-file={key}", "--invalid-config=keep-previous")
-    wait_until("the file's values", lambda: template_resources(
-        admin, namespace, "deployment", "addon") == EXPECTED, 30)
+    admin, update, proc = sized_by_file(controlplane, namespace, cpvpa, tmp_path, "v-keep",
+                                        "--invalid-config=keep-previous")
     update("{not json")
     proc.wait_poll_error("invalid config file")
     create_nodes(admin, "v-keep", 1, cpu="8", start=3)
-    wait_until("the previous config applied at 4 nodes", lambda: template_resources(
-        admin, namespace, "deployment", "addon")["requests"]["cpu"] == "42m", 30)
+    wait_fourth_node_counted(admin, namespace, "deployment/addon",
+                             "the previous config applied at 4 nodes")
     proc.wait_poll_ok()
 
 
 def test_a_missing_config_file_blocks_the_default_config_too(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any,
         tmp_path: Path) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-missing")
-    create_target(admin, namespace, "deployment", "addon")
+    admin = targets_on_three_nodes(controlplane, namespace, "v-missing", "deployment/addon")
     proc = cpvpa("--target=deployment/addon", f"--namespace={namespace}",
                  f"--config-file={tmp_path / 'absent'}",
                  f"--default-config={json.dumps(CONFIG)}")
@@ -275,11 +278,8 @@ def test_a_missing_config_file_blocks_the_default_config_too(
 
 def test_dry_run_computes_and_logs_but_writes_nothing(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-dry")
-    create_target(admin, namespace, "replicaset", "addon")
-    proc = cpvpa("--target=replicaset/addon", f"--namespace={namespace}",
-                 f"--default-config={json.dumps(CONFIG)}", "--dry-run")
+    admin = targets_on_three_nodes(controlplane, namespace, "v-dry", "replicaset/addon")
+    proc = cpvpa(*sizing(namespace, "replicaset/addon"), "--dry-run")
     wait_until("the dry run's log line", lambda: proc.events("dry_run"), 30)
     wait_polls(proc, count=2)
     [dry] = proc.events("dry_run")  # a dry run counts as written: once
@@ -296,13 +296,11 @@ def test_dry_run_computes_and_logs_but_writes_nothing(
 
 def test_a_fractional_cpu_capacity_fails_every_poll_as_in_cpva(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-frac")
+    admin = three_nodes(controlplane, "v-frac")
     odd = node_object("v-frac-odd", "1500m")
     admin.post("/api/v1/nodes", odd)
     create_target(admin, namespace, "deployment", "addon")
-    proc = cpvpa("--target=deployment/addon", f"--namespace={namespace}",
-                 f"--default-config={json.dumps(CONFIG)}")
+    proc = cpvpa(*sizing(namespace, "deployment/addon"))
     body = proc.wait_poll_error("unable to compute integer values of cores in the cluster")
     assert "v-frac-odd=1500m" in body
     assert template_resources(admin, namespace, "deployment", "addon") == {
@@ -331,39 +329,35 @@ def grant(admin: AdminClient, namespace: str, name: str, rules: list[dict[str, A
                     "apiGroup": "rbac.authorization.k8s.io"}})
 
 
-def test_cpvas_rbac_alone_lists_nodes_per_poll_and_still_writes(
-        controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-rbac")
-    create_target(admin, namespace, "daemonset", "agent")
-    grant(admin, namespace, "cpvpa", CPVA_RBAC)
-    kubeconfig = controlplane.kubeconfig_for(
+def granted(controlplane: ControlPlane, namespace: str, rules: list[dict[str, Any]]) -> Path:
+    """A kubeconfig for the ServiceAccount ``cpvpa`` of ``namespace``, holding ``rules``
+    alone (what a manifest's RBAC grants, no more)."""
+    grant(controlplane.admin(), namespace, "cpvpa", rules)
+    return controlplane.kubeconfig_for(
         f"system:serviceaccount:{namespace}:cpvpa",
         ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"])
-    proc = cpvpa("--target=daemonset/agent", f"--namespace={namespace}",
-                 f"--default-config={json.dumps(CONFIG)}", kubeconfig=kubeconfig)
+
+
+def test_cpvas_rbac_alone_lists_nodes_per_poll_and_still_writes(
+        controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any) -> None:
+    admin = targets_on_three_nodes(controlplane, namespace, "v-rbac", "daemonset/agent")
+    kubeconfig = granted(controlplane, namespace, CPVA_RBAC)
+    proc = cpvpa(*sizing(namespace, "daemonset/agent"), kubeconfig=kubeconfig)
     wait_until("the values", lambda: template_resources(
         admin, namespace, "daemonset", "agent") == EXPECTED, 30)
     [forbidden] = proc.events("nodes.watch_forbidden")
     assert "watch" in forbidden["hint"]
     assert proc.metrics()['cpvpa_node_counts_source{source="list"}'] == 1
     create_nodes(admin, "v-rbac", 1, cpu="8", start=3)  # seen by the next list
-    wait_until("the values at 4 nodes", lambda: template_resources(
-        admin, namespace, "daemonset", "agent")["requests"]["cpu"] == "42m", 30)
+    wait_fourth_node_counted(admin, namespace, "daemonset/agent", "the values at 4 nodes")
     proc.wait_poll_ok()
 
 
 def test_no_patch_right_is_a_poll_error_that_says_which_rule(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-norbac")
-    create_target(admin, namespace, "deployment", "addon")
-    grant(admin, namespace, "cpvpa", CPVA_RBAC)  # daemonsets, not deployments
-    kubeconfig = controlplane.kubeconfig_for(
-        f"system:serviceaccount:{namespace}:cpvpa",
-        ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"])
-    proc = cpvpa("--target=deployment/addon", f"--namespace={namespace}",
-                 f"--default-config={json.dumps(CONFIG)}", kubeconfig=kubeconfig)
+    targets_on_three_nodes(controlplane, namespace, "v-norbac", "deployment/addon")
+    kubeconfig = granted(controlplane, namespace, CPVA_RBAC)  # daemonsets, not deployments
+    proc = cpvpa(*sizing(namespace, "deployment/addon"), kubeconfig=kubeconfig)
     body = proc.wait_poll_error("Update failure")
     assert "grant patch on deployments in group apps" in body
     wait_polls(proc, count=2)
@@ -372,9 +366,7 @@ def test_no_patch_right_is_a_poll_error_that_says_which_rule(
 
 def test_a_container_the_target_lacks_fails_every_poll_naming_it(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-other")
-    create_target(admin, namespace, "daemonset", "agent")
+    admin = targets_on_three_nodes(controlplane, namespace, "v-other", "daemonset/agent")
     config = {**CONFIG, "sidecar": {"requests": {"cpu": {"base": "1m"}}}}
     proc = cpvpa("--target=daemonset/agent", f"--namespace={namespace}",
                  f"--default-config={json.dumps(config)}")
@@ -389,11 +381,8 @@ def test_a_container_the_target_lacks_fails_every_poll_naming_it(
 
 def test_a_restart_writes_again_and_corrects_an_outside_edit(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-restart")
-    create_target(admin, namespace, "deployment", "addon")
-    args = ("--target=deployment/addon", f"--namespace={namespace}",
-            f"--default-config={json.dumps(CONFIG)}")
+    admin = targets_on_three_nodes(controlplane, namespace, "v-restart", "deployment/addon")
+    args = sizing(namespace, "deployment/addon")
     first = cpvpa(*args)
     wait_until("the values", lambda: template_resources(
         admin, namespace, "deployment", "addon") == EXPECTED, 30)
@@ -402,8 +391,7 @@ def test_a_restart_writes_again_and_corrects_an_outside_edit(
     admin.patch(f"/apis/apps/v1/namespaces/{namespace}/deployments/addon", edit,
                 content_type="application/strategic-merge-patch+json")
     wait_polls(first, count=2)  # CPVA never reads the target: the edit stays
-    assert template_resources(admin, namespace, "deployment", "addon")["requests"][
-        "cpu"] == "999m"
+    assert cpu_request(admin, namespace, "deployment", "addon") == "999m"
     assert first.stop() == 0  # SIGTERM: a clean exit
     cpvpa(*args)
     wait_until("the values again", lambda: template_resources(
@@ -422,8 +410,7 @@ def test_the_soft_open_files_limit_is_raised_and_sigterm_cuts_a_hung_start(
     try:
         kubeconfig = via_address(f"127.0.0.1:{silent.getsockname()[1]}",
                                  controlplane.admin_kubeconfig, tmp_path / "hung.kubeconfig")
-        proc = cpvpa("--target=deployment/addon", f"--namespace={namespace}",
-                     f"--default-config={json.dumps(CONFIG)}", kubeconfig=kubeconfig,
+        proc = cpvpa(*sizing(namespace, "deployment/addon"), kubeconfig=kubeconfig,
                      nofile=(1024, 4096))
         proc.wait_healthy()
         assert open_files_limit(proc.pid) == (4096, 4096), "as Go programs do at start"
@@ -441,11 +428,8 @@ def test_the_soft_open_files_limit_is_raised_and_sigterm_cuts_a_hung_start(
 
 def test_leader_election_only_the_leader_writes_and_a_follower_takes_over(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-leader")
-    create_target(admin, namespace, "deployment", "addon")
-    args = ("--target=deployment/addon", f"--namespace={namespace}",
-            f"--default-config={json.dumps(CONFIG)}", "--leader-elect",
+    admin = targets_on_three_nodes(controlplane, namespace, "v-leader", "deployment/addon")
+    args = (*sizing(namespace, "deployment/addon"), "--leader-elect",
             "--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s",
             "--leader-elect-retry-period=500ms")
     one, two = cpvpa(*args), cpvpa(*args)
@@ -462,8 +446,7 @@ def test_leader_election_only_the_leader_writes_and_a_follower_takes_over(
     assert follower.events("update") == []
     leader.stop()
     create_nodes(admin, "v-leader", 1, cpu="8", start=3)
-    wait_until("the follower writes", lambda: template_resources(
-        admin, namespace, "deployment", "addon")["requests"]["cpu"] == "42m", 30)
+    wait_fourth_node_counted(admin, namespace, "deployment/addon", "the follower writes")
     assert follower.metrics()["cpvpa_leader"] == 1
 
 
@@ -471,8 +454,10 @@ def test_leader_election_only_the_leader_writes_and_a_follower_takes_over(
 
 
 def create_pod(admin: AdminClient, namespace: str, owner: dict[str, Any], name: str,
-               resources: dict[str, Any]) -> None:
-    """A Pod of ``owner`` as its controller would create it, marked Running."""
+               resources: dict[str, Any], *, node: str = "v-inplace-0000",
+               container: str = "c") -> None:
+    """A Pod of ``owner`` (any kind) on ``node`` as its controller would create it, marked
+    Running."""
     meta = owner["metadata"]
     labels = owner["spec"]["selector"]["matchLabels"]
     admin.post(f"/api/v1/namespaces/{namespace}/pods", {
@@ -480,8 +465,9 @@ def create_pod(admin: AdminClient, namespace: str, owner: dict[str, Any], name: 
         "metadata": {"name": name, "labels": labels, "ownerReferences": [{
             "apiVersion": "apps/v1", "kind": owner["kind"], "name": meta["name"],
             "uid": meta["uid"], "controller": True}]},
-        "spec": {"nodeName": "v-inplace-0000", "containers": [
-            {"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": resources}]}})
+        "spec": {"nodeName": node, "containers": [
+            {"name": container, "image": "registry.k8s.io/pause:3.10",
+             "resources": resources}]}})
     admin.patch(f"/api/v1/namespaces/{namespace}/pods/{name}/status",
                 {"status": {"phase": "Running"}},
                 content_type="application/strategic-merge-patch+json")
@@ -494,30 +480,54 @@ def pod_resources(admin: AdminClient, namespace: str, name: str) -> dict[str, An
 
 INPLACE = {"c": {"requests": {"cpu": {"base": "10m", "step": "1m", "coresPerStep": 1},
                               "memory": {"base": "64Mi", "step": "1Mi", "nodesPerStep": 1}}}}
+BURSTABLE = {"requests": {"cpu": "5m", "memory": "32Mi"}, "limits": {"memory": "1Gi"}}
+RESIZED_BURSTABLE = {"requests": {"cpu": "34m", "memory": "70254592"},
+                     "limits": {"memory": "1Gi"}}  # INPLACE on three Nodes of 8 cores
+AGENTS = ("agent-a", "agent-b", "agent-c")
+
+
+def agents_to_resize(controlplane: ControlPlane, namespace: str, prefix: str
+                     ) -> AdminClient:
+    """A RollingUpdate DaemonSet agent on three Nodes with its Burstable Pods AGENTS
+    Running: where a resize must never fall back to the template."""
+    admin = three_nodes(controlplane, prefix)
+    ds = create_target(admin, namespace, "daemonset", "agent", strategy="RollingUpdate")
+    for pod in AGENTS:
+        create_pod(admin, namespace, ds, pod, BURSTABLE)
+    return admin
+
+
+def in_place(namespace: str) -> list[str]:
+    """/cpvpa's flags for resizing daemonset/agent's Pods in place by INPLACE."""
+    return ["--target=daemonset/agent", f"--namespace={namespace}",
+            f"--default-config={json.dumps(INPLACE)}", "--resize-mode=in-place"]
+
+
+def resized_agents(admin: AdminClient, namespace: str) -> list[str]:
+    """Which of AGENTS hold INPLACE's values for three Nodes, in order."""
+    return [pod for pod in AGENTS if pod_resources(admin, namespace, pod) == RESIZED_BURSTABLE]
 
 
 @pytest.mark.parametrize("strategy", ["OnDelete", "RollingUpdate"])
 def test_in_place_resizes_the_pods_and_patches_the_template_only_when_safe(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any,
         strategy: str) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-inplace")
+    admin = three_nodes(controlplane, "v-inplace")
     ds = create_target(admin, namespace, "daemonset", "agent", strategy=strategy)
-    burstable = {"requests": {"cpu": "5m", "memory": "32Mi"}, "limits": {"memory": "1Gi"}}
-    create_pod(admin, namespace, ds, "agent-a", burstable)
-    create_pod(admin, namespace, ds, "agent-b", burstable)
+    create_pod(admin, namespace, ds, "agent-a", BURSTABLE)
+    create_pod(admin, namespace, ds, "agent-b", BURSTABLE)
     uid = admin.get(f"/api/v1/namespaces/{namespace}/pods/agent-a")["metadata"]["uid"]
-    proc = cpvpa("--target=daemonset/agent", f"--namespace={namespace}",
-                 f"--default-config={json.dumps(INPLACE)}", "--resize-mode=in-place")
-    want = {"requests": {"cpu": "34m", "memory": "70254592"}, "limits": {"memory": "1Gi"}}
+    proc = cpvpa(*in_place(namespace))
     wait_until("both Pods resized", lambda: all(
-        pod_resources(admin, namespace, pod) == want for pod in ("agent-a", "agent-b")), 30)
+        pod_resources(admin, namespace, pod) == RESIZED_BURSTABLE
+        for pod in ("agent-a", "agent-b")), 30)
     assert admin.get(f"/api/v1/namespaces/{namespace}/pods/agent-a")["metadata"]["uid"] == uid
     template = template_resources(admin, namespace, "daemonset", "agent")
     metrics = proc.metrics()
     if strategy == "OnDelete":  # patching it restarts nothing: patched
         wait_until("the template", lambda: template_resources(
-            admin, namespace, "daemonset", "agent")["requests"] == want["requests"], 30)
+            admin, namespace, "daemonset", "agent")["requests"] == RESIZED_BURSTABLE[
+                "requests"], 30)
     else:  # left alone: a RollingUpdate would replace both Pods
         wait_polls(proc, count=2)
         assert template == {"requests": {"cpu": "5m"}}
@@ -527,21 +537,19 @@ def test_in_place_resizes_the_pods_and_patches_the_template_only_when_safe(
     assert metrics["cpvpa_pod_resizes_total"] == 2
     proc.wait_poll_ok()
     # A Pod created later from the old template is resized at the next poll.
-    create_pod(admin, namespace, ds, "agent-c", burstable)
+    create_pod(admin, namespace, ds, "agent-c", BURSTABLE)
     wait_until("the new Pod resized", lambda: pod_resources(
-        admin, namespace, "agent-c") == want, 30)
+        admin, namespace, "agent-c") == RESIZED_BURSTABLE, 30)
 
 
 def test_in_place_falls_back_to_the_template_when_the_qos_class_would_change(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-inplace")
+    admin = three_nodes(controlplane, "v-inplace")
     ds = create_target(admin, namespace, "daemonset", "agent")
     guaranteed = {"requests": {"cpu": "5m", "memory": "32Mi"},
                   "limits": {"cpu": "5m", "memory": "32Mi"}}
     create_pod(admin, namespace, ds, "agent-g", guaranteed)
-    proc = cpvpa("--target=daemonset/agent", f"--namespace={namespace}",
-                 f"--default-config={json.dumps(INPLACE)}", "--resize-mode=in-place")
+    proc = cpvpa(*in_place(namespace))
     body = proc.wait_poll_error("in-place resize refused")
     assert "qos" in body and "Guaranteed" in body
     wait_until("the template patched instead", lambda: template_resources(
@@ -575,9 +583,7 @@ def test_bad_command_lines_exit_as_cpva(controlplane: ControlPlane) -> None:
 
 def test_explain_vertical_from_the_cluster(
         controlplane: ControlPlane, namespace: str, no_nodes: None) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-explain")
-    create_target(admin, namespace, "deployment", "addon")
+    admin = targets_on_three_nodes(controlplane, namespace, "v-explain", "deployment/addon")
     kubeconfig = controlplane.admin_kubeconfig
     cpa = shutil.which("cpa")
     cmd = [cpa] if cpa else [sys.executable, "-m", "cpa"]
@@ -637,8 +643,7 @@ def run_manifest(controlplane: ControlPlane, namespace: str, cpvpa: Any, tmp_pat
 def test_the_template_mode_manifest_runs_with_its_own_rbac(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any,
         tmp_path: Path) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-manifest")
+    admin = three_nodes(controlplane, "v-manifest")
     create_target(admin, namespace, "deployment", "metrics-server", containers=[
         {"name": "metrics-server", "image": "registry.k8s.io/pause:3.10"}])
     admin, proc, _ = run_manifest(controlplane, namespace, cpvpa, tmp_path, "cpvpa.yaml")
@@ -653,26 +658,14 @@ def test_the_template_mode_manifest_runs_with_its_own_rbac(
 def test_the_in_place_manifest_runs_with_its_own_rbac(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any,
         tmp_path: Path) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-inplace")
+    admin = three_nodes(controlplane, "v-inplace")
     ds = create_target(admin, namespace, "daemonset", "node-agent", containers=[
         {"name": "node-agent", "image": "registry.k8s.io/pause:3.10",
          "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
                        "limits": {"memory": "64Mi"}}}])
-    meta = ds["metadata"]
-    admin.post(f"/api/v1/namespaces/{namespace}/pods", {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "node-agent-x", "labels": {"app": "node-agent"},
-                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
-                                          "name": meta["name"], "uid": meta["uid"],
-                                          "controller": True}]},
-        "spec": {"nodeName": "v-inplace-0000", "containers": [
-            {"name": "node-agent", "image": "registry.k8s.io/pause:3.10",
-             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
-                           "limits": {"memory": "64Mi"}}}]}})
-    admin.patch(f"/api/v1/namespaces/{namespace}/pods/node-agent-x/status",
-                {"status": {"phase": "Running"}},
-                content_type="application/strategic-merge-patch+json")
+    create_pod(admin, namespace, ds, "node-agent-x", {
+        "requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+        container="node-agent")
     admin, proc, _ = run_manifest(controlplane, namespace, cpvpa, tmp_path,
                                   "cpvpa-in-place.yaml")
     # cpu 20m + ceil(3/10) x 5m; memory 50Mi + ceil(3/4) x 1Mi; limit 100Mi + 2Mi.

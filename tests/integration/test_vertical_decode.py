@@ -19,22 +19,15 @@ from tests.controlplane import ControlPlane
 from tests.integration.httpproxy import Request, Rewrite, Rule
 from tests.integration.support import wait_until
 from tests.integration.test_vertical import (
-    INPLACE,
-    cpvpa,
-    create_pod,
-    create_target,
+    AGENTS,
+    agents_to_resize,
     generation,
-    pod_resources,
-    three_nodes,
+    in_place,
+    resized_agents,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
-__all__ = ["cpvpa"]  # the fixture, imported for pytest
-
-BURSTABLE = {"requests": {"cpu": "5m", "memory": "32Mi"}, "limits": {"memory": "1Gi"}}
-WANT = {"requests": {"cpu": "34m", "memory": "70254592"}, "limits": {"memory": "1Gi"}}
-PODS = ("agent-a", "agent-b", "agent-c")
 BAD = "agent-b"
 
 
@@ -53,20 +46,14 @@ def pod_list(request: Request) -> bool:
 def test_one_malformed_pod_is_named_and_the_others_are_resized(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any,
         http_proxy: Any) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-decode")
-    ds = create_target(admin, namespace, "daemonset", "agent", strategy="RollingUpdate")
-    for pod in PODS:
-        create_pod(admin, namespace, ds, pod, BURSTABLE)
+    admin = agents_to_resize(controlplane, namespace, "v-decode")
     proxy, kubeconfig = http_proxy(controlplane.admin_kubeconfig)
     proxy.add(Rule("spoil", pod_list, Rewrite(spoil)))
-    proc = cpvpa("--target=daemonset/agent", f"--namespace={namespace}",
-                 f"--default-config={json.dumps(INPLACE)}", "--resize-mode=in-place",
-                 kubeconfig=kubeconfig)
+    proc = cpvpa(*in_place(namespace), kubeconfig=kubeconfig)
     wait_until("a poll", lambda: proc.alive() and proc.polls() >= 1, 60)
     status, body = proc.last_poll()
-    resized = [pod for pod in PODS if pod_resources(admin, namespace, pod) == WANT]
-    print(f"\nafter the first poll: {len(resized)}/{len(PODS)} Pods resized "
+    resized = resized_agents(admin, namespace)
+    print(f"\nafter the first poll: {len(resized)}/{len(AGENTS)} Pods resized "
           f"({resized}); generation {generation(admin, namespace, 'daemonset', 'agent')}; "
           f"/last-poll {status}: {body[:300]!r}")
 

@@ -24,23 +24,16 @@ from tests.controlplane import ControlPlane
 from tests.integration.httpproxy import Request, Reset, Respond, Rule
 from tests.integration.support import wait_polls, wait_until
 from tests.integration.test_vertical import (
-    INPLACE,
-    cpvpa,
-    create_pod,
-    create_target,
+    AGENTS,
+    agents_to_resize,
     generation,
-    pod_resources,
+    in_place,
+    resized_agents,
     template_resources,
-    three_nodes,
 )
 
 pytestmark = pytest.mark.integration
 
-__all__ = ["cpvpa"]  # the fixture, imported for pytest
-
-BURSTABLE = {"requests": {"cpu": "5m", "memory": "32Mi"}, "limits": {"memory": "1Gi"}}
-WANT = {"requests": {"cpu": "34m", "memory": "70254592"}, "limits": {"memory": "1Gi"}}
-PODS = ("agent-a", "agent-b", "agent-c")
 
 
 def _status(code: int, reason: str, message: str) -> Respond:
@@ -68,20 +61,13 @@ def _resize_of(pod: str) -> Any:
 def test_one_transient_resize_error_is_retried_and_never_patches_the_template(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any,
         http_proxy: Any, fault: str) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v-inplace")
-    ds = create_target(admin, namespace, "daemonset", "agent", strategy="RollingUpdate")
-    for pod in PODS:
-        create_pod(admin, namespace, ds, pod, BURSTABLE)
+    admin = agents_to_resize(controlplane, namespace, "v-inplace")
     before = generation(admin, namespace, "daemonset", "agent")
     proxy, kubeconfig = http_proxy(controlplane.admin_kubeconfig)
     action, reason = FAULTS[fault]
     rule = proxy.add(Rule(f"one {fault}", _resize_of("agent-a"), action, times=1))
-    proc = cpvpa("--target=daemonset/agent", f"--namespace={namespace}",
-                 f"--default-config={json.dumps(INPLACE)}", "--resize-mode=in-place",
-                 kubeconfig=kubeconfig)
-    wait_until("every Pod resized", lambda: all(
-        pod_resources(admin, namespace, pod) == WANT for pod in PODS), 30)
+    proc = cpvpa(*in_place(namespace), kubeconfig=kubeconfig)
+    wait_until("every Pod resized", lambda: resized_agents(admin, namespace) == list(AGENTS), 30)
     wait_polls(proc, count=2)  # a fallback would have happened by now
     after = generation(admin, namespace, "daemonset", "agent")
 
@@ -105,7 +91,7 @@ def test_one_transient_resize_error_is_retried_and_never_patches_the_template(
     assert len(faulted) == 2 and faulted[-1].status == 200  # retried once, and it took
     metrics = proc.metrics()
     assert metrics[f'cpvpa_resize_retries_total{{reason="{reason}"}}'] == 1
-    assert metrics["cpvpa_pod_resizes_total"] == len(PODS)
+    assert metrics["cpvpa_pod_resizes_total"] == len(AGENTS)
     assert metrics["cpvpa_pod_resizes_retrying"] == 0
     assert not any(k.startswith("cpvpa_resize_fallbacks_total") and v for k, v in
                    metrics.items())

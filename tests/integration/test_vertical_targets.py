@@ -8,7 +8,7 @@ Eviction API marks an evicted Pod for deletion (``deletionTimestamp``: the Pod i
 a Node whose kubelet never confirms). Expected values are CPVA's formula, written out.
 """
 
-# ruff: noqa: F811  (the cpvpa fixture is imported from test_vertical, then requested)
+
 from __future__ import annotations
 
 import json
@@ -25,10 +25,12 @@ from tests.integration.test_vertical import (
     CPVA_RBAC,
     EXPECTED,
     config_dir,
-    cpvpa,  # noqa: F401  (the fixture)
+    create_pod,
     create_target,
-    grant,
+    granted,
     pod_resources,
+    sizing,
+    targets_on_three_nodes,
     template_resources,
     three_nodes,
 )
@@ -68,19 +70,8 @@ def statefulset_resources(admin: AdminClient, namespace: str, name: str) -> dict
 
 def owned_pod(admin: AdminClient, namespace: str, owner: dict[str, Any], name: str,
               resources: dict[str, Any]) -> None:
-    """A Pod of ``owner`` (any kind) as its controller would create it, marked Running."""
-    meta = owner["metadata"]
-    admin.post(f"/api/v1/namespaces/{namespace}/pods", {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": owner["spec"]["selector"]["matchLabels"],
-                     "ownerReferences": [{
-                         "apiVersion": "apps/v1", "kind": owner["kind"], "name": meta["name"],
-                         "uid": meta["uid"], "controller": True}]},
-        "spec": {"nodeName": "v2-0000", "containers": [
-            {"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": resources}]}})
-    admin.patch(f"/api/v1/namespaces/{namespace}/pods/{name}/status",
-                {"status": {"phase": "Running"}},
-                content_type="application/strategic-merge-patch+json")
+    """A Running Pod of ``owner`` on this module's Nodes."""
+    create_pod(admin, namespace, owner, name, resources, node="v2-0000")
 
 
 def terminating(admin: AdminClient, namespace: str) -> set[str]:
@@ -99,11 +90,8 @@ def events(admin: AdminClient, namespace: str, reason: str) -> list[dict[str, An
 def test_several_targets_one_count_each_written_on_its_own(
         controlplane: ControlPlane, namespace: str, no_nodes: None,
         cpvpa: Callable[..., Any], tmp_path: Path) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v2")
-    create_target(admin, namespace, "deployment", "metrics")
-    create_target(admin, namespace, "daemonset", "agent")
-    create_target(admin, namespace, "deployment", "broken")
+    admin = targets_on_three_nodes(controlplane, namespace, "v2", "deployment/metrics",
+                                   "daemonset/agent", "deployment/broken")
     blocks = {
         "deployment/metrics": {"c": {"requests": {"cpu": {"base": "100m", "step": "1m",
                                                           "nodesPerStep": 1}}}},
@@ -158,10 +146,8 @@ def _digest(keys: str) -> str:
 def test_a_cpva_format_config_applies_to_every_target_and_blocks_are_checked(
         controlplane: ControlPlane, namespace: str, no_nodes: None,
         cpvpa: Callable[..., Any], tmp_path: Path) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v2")
-    create_target(admin, namespace, "deployment", "a")
-    create_target(admin, namespace, "replicaset", "b")
+    admin = targets_on_three_nodes(controlplane, namespace, "v2", "deployment/a",
+                                   "replicaset/b")
     proc = cpvpa("--target=deployment/a, replicaset/b", f"--namespace={namespace}",
                  f"--default-config={json.dumps(CONFIG)}")
     wait_until("both targets", lambda: template_resources(
@@ -188,8 +174,7 @@ def test_a_cpva_format_config_applies_to_every_target_and_blocks_are_checked(
 def test_statefulset_template_mode_writes_and_says_what_its_strategy_does(
         controlplane: ControlPlane, namespace: str, no_nodes: None,
         cpvpa: Callable[..., Any], strategy: dict[str, Any] | None, says: str) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v2")
+    admin = three_nodes(controlplane, "v2")
     create_statefulset(admin, namespace, "db", strategy=strategy, replicas=2)
     proc = cpvpa("--target=statefulset/db", "--allow-statefulset",
                  f"--namespace={namespace}", f"--default-config={json.dumps(CONFIG)}")
@@ -211,8 +196,7 @@ def test_statefulset_template_mode_writes_and_says_what_its_strategy_does(
 def test_statefulset_in_place_resizes_its_pods_by_selector(
         controlplane: ControlPlane, namespace: str, no_nodes: None,
         cpvpa: Callable[..., Any], strategy: dict[str, Any], template_patched: bool) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v2")
+    admin = three_nodes(controlplane, "v2")
     sts = create_statefulset(admin, namespace, "db", strategy=strategy, replicas=2)
     burstable = {"requests": {"cpu": "5m", "memory": "32Mi"}, "limits": {"memory": "1Gi"}}
     owned_pod(admin, namespace, sts, "db-0", burstable)
@@ -244,8 +228,7 @@ def test_statefulset_in_place_resizes_its_pods_by_selector(
 def test_events_on_each_change_and_each_fallback_regarding_the_workload(
         controlplane: ControlPlane, namespace: str, no_nodes: None,
         cpvpa: Callable[..., Any]) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v2")
+    admin = three_nodes(controlplane, "v2")
     ds = create_target(admin, namespace, "daemonset", "agent")
     burstable = {"requests": {"cpu": "5m", "memory": "32Mi"}, "limits": {"memory": "1Gi"}}
     owned_pod(admin, namespace, ds, "agent-a", burstable)
@@ -278,15 +261,9 @@ def test_events_on_each_change_and_each_fallback_regarding_the_workload(
 def test_events_without_the_rbac_rule_say_which_and_sizing_goes_on(
         controlplane: ControlPlane, namespace: str, no_nodes: None,
         cpvpa: Callable[..., Any]) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v2")
-    create_target(admin, namespace, "daemonset", "agent")
-    grant(admin, namespace, "cpvpa", CPVA_RBAC)
-    kubeconfig = controlplane.kubeconfig_for(
-        f"system:serviceaccount:{namespace}:cpvpa",
-        ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"])
-    proc = cpvpa("--target=daemonset/agent", "--events", f"--namespace={namespace}",
-                 f"--default-config={json.dumps(CONFIG)}", kubeconfig=kubeconfig)
+    admin = targets_on_three_nodes(controlplane, namespace, "v2", "daemonset/agent")
+    kubeconfig = granted(controlplane, namespace, CPVA_RBAC)
+    proc = cpvpa(*sizing(namespace, "daemonset/agent"), "--events", kubeconfig=kubeconfig)
     wait_until("the values", lambda: template_resources(
         admin, namespace, "daemonset", "agent") == EXPECTED, 30)
     [forbidden] = wait_until("the RBAC line", lambda: proc.events("events.forbidden"), 30)
@@ -302,8 +279,7 @@ def test_events_without_the_rbac_rule_say_which_and_sizing_goes_on(
 def test_the_bounded_fallback_restarts_at_most_n_pods_per_poll(
         controlplane: ControlPlane, namespace: str, no_nodes: None,
         cpvpa: Callable[..., Any], kind: str) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v2")
+    admin = three_nodes(controlplane, "v2")
     owner = (create_statefulset(admin, namespace, "agent", strategy={"type": "OnDelete"},
                                 replicas=5) if kind == "statefulset" else
              create_target(admin, namespace, "daemonset", "agent", strategy="OnDelete"))
@@ -325,40 +301,29 @@ def test_the_bounded_fallback_restarts_at_most_n_pods_per_poll(
     assert proc.metrics()["cpvpa_fallback_pod_restarts_total"] == 5
 
 
-def test_the_bounded_fallback_is_held_where_the_template_would_roll_the_pods(
+@pytest.mark.parametrize(("strategy", "pods", "flags", "error", "says"), [
+    pytest.param(None, 2, (), "the fallback is held",
+                 ("updateStrategy is RollingUpdate", "OnDelete"), id="held-rollingupdate"),
+    pytest.param("OnDelete", 1, ("--resize-fallback-grace-period=1h",), "the fallback waits",
+                 ("--resize-fallback-grace-period", "1 Pod(s)"), id="grace-period"),
+])
+def test_the_bounded_fallback_waits_where_the_template_would_roll_or_in_its_grace_period(
         controlplane: ControlPlane, namespace: str, no_nodes: None,
-        cpvpa: Callable[..., Any]) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v2")
-    ds = create_target(admin, namespace, "daemonset", "agent")  # RollingUpdate
-    owned_pod(admin, namespace, ds, "agent-0", GUARANTEED)
-    owned_pod(admin, namespace, ds, "agent-1", GUARANTEED)
+        cpvpa: Callable[..., Any], strategy: str | None, pods: int, flags: tuple[str, ...],
+        error: str, says: tuple[str, ...]) -> None:
+    """The fallback is held under a RollingUpdate template (patching it would roll every
+    Pod), and delayed by its grace period: either way nothing is written or evicted."""
+    admin = three_nodes(controlplane, "v2")
+    ds = create_target(admin, namespace, "daemonset", "agent", strategy=strategy)
+    for i in range(pods):
+        owned_pod(admin, namespace, ds, f"agent-{i}", GUARANTEED)
     proc = cpvpa("--target=daemonset/agent", "--resize-mode=in-place",
-                 "--resize-fallback-max-pods-per-cycle=1", f"--namespace={namespace}",
+                 "--resize-fallback-max-pods-per-cycle=1", *flags, f"--namespace={namespace}",
                  f"--default-config={json.dumps(REQUESTS_ONLY)}")
-    body = proc.wait_poll_error("the fallback is held")
-    assert "updateStrategy is RollingUpdate" in body and "OnDelete" in body
-    wait_polls(proc, count=2)
-    assert template_resources(admin, namespace, "daemonset", "agent") == {
-        "requests": {"cpu": "5m"}}
-    assert terminating(admin, namespace) == set()
-    assert proc.metrics()["cpvpa_fallback_pods_waiting"] == 2
-
-
-def test_the_grace_period_delays_the_fallback(
-        controlplane: ControlPlane, namespace: str, no_nodes: None,
-        cpvpa: Callable[..., Any]) -> None:
-    admin = controlplane.admin()
-    three_nodes(admin, "v2")
-    ds = create_target(admin, namespace, "daemonset", "agent", strategy="OnDelete")
-    owned_pod(admin, namespace, ds, "agent-0", GUARANTEED)
-    proc = cpvpa("--target=daemonset/agent", "--resize-mode=in-place",
-                 "--resize-fallback-max-pods-per-cycle=1", "--resize-fallback-grace-period=1h",
-                 f"--namespace={namespace}", f"--default-config={json.dumps(REQUESTS_ONLY)}")
-    body = proc.wait_poll_error("the fallback waits")
-    assert "--resize-fallback-grace-period" in body and "1 Pod(s)" in body
+    body = proc.wait_poll_error(error)
+    assert all(fragment in body for fragment in says), body
     wait_polls(proc, count=3)
     assert template_resources(admin, namespace, "daemonset", "agent") == {
         "requests": {"cpu": "5m"}}
     assert terminating(admin, namespace) == set()
-    assert proc.metrics()["cpvpa_fallback_pods_waiting"] == 1
+    assert proc.metrics()["cpvpa_fallback_pods_waiting"] == pods

@@ -15,8 +15,8 @@ import pytest
 from tests.controlplane import ControlPlane
 from tests.integration.httpproxy import Inject, Request, Rule
 from tests.integration.support import (
-    coredns_and_nodes,
-    create_configmap,
+    coredns_flags,
+    one_replica_per_node,
     replicas,
     wait_polls,
     wait_replicas,
@@ -28,13 +28,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 CM = "wf-params"
 
 
-def args(namespace: str) -> list[str]:
-    return [f"--namespace={namespace}", f"--configmap={CM}", "--target=deployment/coredns"]
-
-
 def setup(admin: Any, namespace: str, nodes: int) -> None:
-    coredns_and_nodes(admin, namespace, f"wf-{namespace[-6:]}", nodes)
-    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
+    one_replica_per_node(admin, namespace, CM, f"wf-{namespace[-6:]}", nodes)
 
 
 def node_watch(r: Request) -> bool:
@@ -79,7 +74,7 @@ def test_an_oversize_frame_is_a_decode_error_and_a_relist(
     admin = controlplane.admin()
     setup(admin, namespace, 3)
     proxy, kubeconfig = http_proxy()
-    proc = start(*args(namespace), poll_period=1, kubeconfig=kubeconfig)
+    proc = start(*coredns_flags(namespace, CM), poll_period=1, kubeconfig=kubeconfig)
     wait_replicas(admin, namespace, "deployment", "coredns", 3, proc=proc)
     proc.wait_poll_ok()
 
@@ -110,7 +105,7 @@ def test_an_added_event_without_a_name_is_no_phantom_node(
     admin = controlplane.admin()
     setup(admin, namespace, 3)  # nodesPerReplica 1: a phantom Node would be a 4th replica
     proxy, kubeconfig = http_proxy()
-    proc = start(*args(namespace), poll_period=1, kubeconfig=kubeconfig)
+    proc = start(*coredns_flags(namespace, CM), poll_period=1, kubeconfig=kubeconfig)
     wait_replicas(admin, namespace, "deployment", "coredns", 3, proc=proc)
     proc.wait_poll_ok()
     writes = len(wait_until("the first write logged", lambda: proc.events("scale.changed")))

@@ -15,8 +15,8 @@ from tests.integration.support import (
     create_configmap,
     create_nodes,
     create_workload,
+    explain_json,
     put_configmap_data,
-    run_cli,
     wait_polls,
     wait_replicas,
     wait_until,
@@ -66,11 +66,7 @@ def test_replicas_cover_every_zone(controlplane: ControlPlane, namespace: str,
     changed = proc.events("scale.changed")[-1]
     assert changed["zones"] == 4 and changed["new"] == 8
 
-    explained = run_cli(["explain", "--from-cluster", f"--namespace={namespace}",
-                         f"--configmap={CM}", f"--kubeconfig={controlplane.admin_kubeconfig}",
-                         "-o", "json"])
-    assert explained.returncode == 0, explained.stderr
-    doc = json.loads(explained.stdout)
+    doc = explain_json(controlplane.admin_kubeconfig, namespace, CM)
     assert doc["replicas"] == 8 and doc["counts"]["total_zones"] == 4
     assert doc["zone_floor"] == 8
     assert [s["key"] for s in doc["steps"] if s["key"].startswith("zones.")] == [

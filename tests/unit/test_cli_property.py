@@ -301,60 +301,66 @@ def _files(tmp: str, contents: Sequence[str | bytes]) -> list[str]:
     return paths
 
 
-_SETTINGS = settings(max_examples=EXAMPLES, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+def _settings(examples: int) -> settings:
+    """Hypothesis settings of these runs: ``examples`` of them, no deadline (a daemon's
+    run takes what it takes), large drawn files allowed."""
+    return settings(max_examples=max(1, examples), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+_SETTINGS = _settings(EXAMPLES)
+_DAEMON_SETTINGS = _settings(EXAMPLES * 3 // 5)  # each example starts a daemon: fewer
 
 
 _FILES = st.lists(_contents, min_size=1, max_size=3)
 
 
+@pytest.mark.parametrize(("command", "flags", "bases"), [
+    ("explain", EXPLAIN, EXPLAIN_BASES), ("simulate", SIMULATE, SIMULATE_BASES)])
 @_SETTINGS
 @given(_FILES, st.data())
-def test_cpa_explain(contents: list[str | bytes], data: st.DataObject) -> None:
-    with tempfile.TemporaryDirectory() as tmp, _hermetic(tmp):
-        argv = data.draw(_argv(EXPLAIN, _files(tmp, contents), tmp, EXPLAIN_BASES))
-        _check(*_run(lambda: main(["explain", *argv]), daemon=False))
+def test_cpa_explain_and_simulate(command: str, flags: list[str], bases: list[list[str]],
+                                  contents: list[str | bytes], data: st.DataObject) -> None:
+    _check_command(contents, data, command, flags, bases)
 
 
-@_SETTINGS
-@given(_FILES, st.data())
-def test_cpa_simulate(contents: list[str | bytes], data: st.DataObject) -> None:
-    with tempfile.TemporaryDirectory() as tmp, _hermetic(tmp):
-        argv = data.draw(_argv(SIMULATE, _files(tmp, contents), tmp, SIMULATE_BASES))
-        _check(*_run(lambda: main(["simulate", *argv]), daemon=False))
-
-
-@settings(max_examples=max(1, EXAMPLES // 5), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@_settings(EXAMPLES // 5)
 @given(_FILES, st.data())
 def test_cpa_advise(contents: list[str | bytes], data: st.DataObject) -> None:
-    with tempfile.TemporaryDirectory() as tmp, _hermetic(tmp):
-        argv = data.draw(_argv(ADVISE, _files(tmp, contents), tmp, ADVISE_BASES))
-        _check(*_run(lambda: main(["advise", *argv]), daemon=False))
+    _check_command(contents, data, "advise", ADVISE, ADVISE_BASES)
 
 
-@settings(max_examples=max(1, EXAMPLES * 3 // 5), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@_DAEMON_SETTINGS
 @given(_FILES, st.data())
 def test_cpa_run(contents: list[str | bytes], data: st.DataObject) -> None:
-    with tempfile.TemporaryDirectory() as tmp, _hermetic(tmp):
-        argv = data.draw(_argv(DAEMON, _files(tmp, contents), tmp, DAEMON_BASES))
-        port = f"--health-port={_free_port()}"
-        _check(*_run(lambda: main(["run", port, *argv]), daemon=True))
+    _check_daemon(contents, data, lambda args: main(["run", *args]))
 
 
-@settings(max_examples=max(1, EXAMPLES * 3 // 5), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@_DAEMON_SETTINGS
 @given(_FILES, st.data())
 def test_the_daemon_binary(contents: list[str | bytes], data: st.DataObject) -> None:
+    _check_daemon(contents, data, _daemon)
+
+
+def _check_command(contents: list[str | bytes], data: st.DataObject, command: str,
+                   flags: Sequence[str], bases: Sequence[Sequence[str]]) -> None:
+    """``cpa command`` with its flags drawn from ``flags`` onto ``contents`` as files."""
+    with tempfile.TemporaryDirectory() as tmp, _hermetic(tmp):
+        argv = data.draw(_argv(flags, _files(tmp, contents), tmp, bases))
+        _check(*_run(lambda: main([command, *argv]), daemon=False))
+
+
+def _check_daemon(contents: list[str | bytes], data: st.DataObject,
+                  start: Callable[[list[str]], int]) -> None:
+    """The daemon's flags drawn onto ``contents`` as files, on a free health port, given to
+    ``start`` (``cpa run`` or the daemon's own entry point: the same daemon)."""
     with tempfile.TemporaryDirectory() as tmp, _hermetic(tmp):
         argv = data.draw(_argv(DAEMON, _files(tmp, contents), tmp, DAEMON_BASES))
         port = f"--health-port={_free_port()}"
-        _check(*_run(lambda: _daemon([port, *argv]), daemon=True))
+        _check(*_run(lambda: start([port, *argv]), daemon=True))
 
 
-@settings(max_examples=max(1, EXAMPLES * 3 // 5), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@_DAEMON_SETTINGS
 @given(_FILES, st.data())
 def test_cpvpa_and_explain_vertical(contents: list[str | bytes], data: st.DataObject) -> None:
     """/cpvpa (the vertical autoscaler, its health port off by default) and

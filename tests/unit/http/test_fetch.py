@@ -9,18 +9,19 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar
+from http.server import ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 
 from cpa import redact
 from cpa.http.fetch import MAX_REDIRECTS, Fetcher, FetchError
+from tests.httpserve import QuietHandler, QuietServer
 
 TOKEN = "Bearer CANARYbearer0123456789"
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     """Answers by path: ``/ok``; ``/to?u=URL`` redirects there (302); ``/trickle`` one
     byte every 0.15 s; ``/big`` 2 MB; ``/loop`` redirects to itself. Records each
     request's path and Authorization header."""
@@ -45,9 +46,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 time.sleep(0.15)
         elif self.path == "/big":
-            self._answer(b"y" * 2_000_000)
+            self.answer(200, b"y" * 2_000_000, "text/plain")
         else:
-            self._answer(b"ok")
+            self.answer(200, b"ok", "text/plain")
 
     def _redirect(self, where: str) -> None:
         self.send_response(302)
@@ -55,30 +56,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def _answer(self, body: bytes) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_args: Any) -> None:
-        pass
-
-
-class _Quiet(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client cut at its deadline: expected
 
 
 @pytest.fixture
 def serve() -> Iterator[Callable[[], int]]:
-    servers: list[_Quiet] = []
+    servers: list[QuietServer] = []
 
     def start() -> int:
-        httpd = _Quiet(("127.0.0.1", 0), _Handler)
+        httpd = QuietServer(("127.0.0.1", 0), _Handler)
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
         servers.append(httpd)
         return int(httpd.server_address[1])

@@ -107,17 +107,13 @@ def test_an_hpa_decodes(spec: dict[str, Any] | None, bounds: tuple[int, int | No
     assert (read.min_replicas, read.max_replicas) == bounds
 
 
-@pytest.mark.parametrize("spec,field", [
+MALFORMED_HPA_SPECS: list[tuple[dict[str, Any], str]] = [  # spec, the field named
     ({"minReplicas": "2"}, "spec.minReplicas"),
     ({"minReplicas": 2, "maxReplicas": "10"}, "spec.maxReplicas"),
     ({"maxReplicas": 2**31}, "spec.maxReplicas"),
     ({"maxReplicas": 1.5}, "spec.maxReplicas"),
     ({"minReplicas": False}, "spec.minReplicas"),
-])
-def test_a_malformed_hpa_names_the_field(spec: dict[str, Any], field: str) -> None:
-    with pytest.raises(MalformedObject) as info:
-        decode_hpa({"spec": spec}, "GET x")
-    assert info.value.field == field and "HorizontalPodAutoscaler" in str(info.value)
+]
 
 
 # --- ConfigMap -----------------------------------------------------------------------
@@ -132,7 +128,7 @@ def test_a_configmap_decodes(doc: dict[str, Any], data: dict[str, str] | None) -
     assert decode_configmap(doc, "GET cm").data == data
 
 
-@pytest.mark.parametrize("doc,field", [
+MALFORMED_CONFIGMAPS: list[tuple[dict[str, Any], str]] = [  # the object, the field named
     ({"data": {"linear": 5}}, "data['linear']"),
     ({"data": {"linear": {"min": 1}}}, "data['linear']"),
     ({"data": "linear"}, "data"),
@@ -140,11 +136,7 @@ def test_a_configmap_decodes(doc: dict[str, Any], data: dict[str, str] | None) -
     ({"metadata": {"resourceVersion": 5}}, "metadata.resourceVersion"),
     ({"metadata": {"annotations": {"a": 1}}}, "metadata.annotations['a']"),
     ({"metadata": {"labels": ["x"]}}, "metadata.labels"),
-])
-def test_a_malformed_configmap_names_the_field(doc: dict[str, Any], field: str) -> None:
-    with pytest.raises(MalformedObject) as info:
-        decode_configmap(doc, "GET cm")
-    assert info.value.field == field and "ConfigMap" in str(info.value)
+]
 
 
 # --- Lease ---------------------------------------------------------------------------
@@ -159,7 +151,7 @@ def test_a_lease_decodes() -> None:
     assert decode_lease({}, "GET l") == empty
 
 
-@pytest.mark.parametrize("spec,field", [
+MALFORMED_LEASE_SPECS: list[tuple[dict[str, Any], str]] = [  # spec, the field named
     ({"holderIdentity": 5}, "spec.holderIdentity"),
     ({"leaseDurationSeconds": "15"}, "spec.leaseDurationSeconds"),
     ({"leaseDurationSeconds": 15.0}, "spec.leaseDurationSeconds"),
@@ -167,11 +159,21 @@ def test_a_lease_decodes() -> None:
     ({"leaseTransitions": {"n": 1}}, "spec.leaseTransitions"),
     ({"acquireTime": 0}, "spec.acquireTime"),
     ({"renewTime": True}, "spec.renewTime"),
+]
+
+
+@pytest.mark.parametrize("decode,doc,field,kind", [
+    *[(decode_hpa, {"spec": spec}, field, "HorizontalPodAutoscaler")
+      for spec, field in MALFORMED_HPA_SPECS],
+    *[(decode_configmap, doc, field, "ConfigMap") for doc, field in MALFORMED_CONFIGMAPS],
+    *[(decode_lease, {"spec": spec}, field, "Lease") for spec, field in MALFORMED_LEASE_SPECS],
 ])
-def test_a_malformed_lease_names_the_field(spec: dict[str, Any], field: str) -> None:
+def test_a_malformed_object_names_its_kind_and_field(
+        decode: Callable[[Any, str], object], doc: dict[str, Any], field: str,
+        kind: str) -> None:
     with pytest.raises(MalformedObject) as info:
-        decode_lease({"spec": spec}, "GET l")
-    assert info.value.field == field and "Lease" in str(info.value)
+        decode(doc, "GET x")
+    assert info.value.field == field and kind in str(info.value)
 
 
 # --- any JSON value where an int32 is read ------------------------------------------

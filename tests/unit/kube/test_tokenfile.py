@@ -233,13 +233,21 @@ def events(capsys: pytest.CaptureFixture[str], name: str) -> list[dict[str, Any]
                             if line.startswith("{")) if doc["event"] == name]
 
 
-def test_an_emptied_file_keeps_the_last_good_token_and_says_so_once(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture
+def good_token(tmp_path: Path) -> tuple[Path, FileToken]:
+    """A token file that held "good" when read, JSON logs on: the token to keep once the
+    file goes bad."""
     logs.configure(0, "json")
     path = tmp_path / "token"
     path.write_text("good")
     source = FileToken(path)
     assert source() == "Bearer good"
+    return path, source
+
+
+def test_an_emptied_file_keeps_the_last_good_token_and_says_so_once(
+        good_token: tuple[Path, FileToken], capsys: pytest.CaptureFixture[str]) -> None:
+    path, source = good_token
     path.write_text("")
     for _ in range(3):
         assert source() == "Bearer good"
@@ -258,12 +266,8 @@ def test_an_emptied_file_keeps_the_last_good_token_and_says_so_once(
 
 
 def test_a_vanished_file_keeps_the_last_good_token(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    logs.configure(0, "json")
-    path = tmp_path / "token"
-    path.write_text("good")
-    source = FileToken(path)
-    source()
+        good_token: tuple[Path, FileToken], capsys: pytest.CaptureFixture[str]) -> None:
+    path, source = good_token
     path.unlink()
     assert source() == "Bearer good"
     assert source() == "Bearer good"

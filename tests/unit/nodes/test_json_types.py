@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from cpa.nodes import jsondecode as nodejson
 from cpa.nodes.records import NodeInfo
+from tests.unit.kube.test_objects import JSON_VALUES  # any JSON value, as both decoders may meet
 
 
 def node(**parts: Any) -> dict[str, Any]:
@@ -70,12 +71,6 @@ def test_a_list_page_with_one_malformed_node_is_refused_with_its_index() -> None
         nodejson.decode_list_page(json.dumps(page).encode())
 
 
-JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                 max_size=3),
-    max_leaves=8)
 PLACES = [("spec", "unschedulable"), ("spec", "taints"), ("status", "allocatable"),
           ("status", "conditions"), ("status", "capacity"), ("metadata", "name")]
 

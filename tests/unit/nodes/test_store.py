@@ -150,12 +150,21 @@ def test_taint_sets_are_shared() -> None:
     assert len({id(r.taints) for r in records if r is not None}) == 1
 
 
+def counted_millicores(node: NodeInfo, policy: Any) -> int | Fraction:
+    """The cpu a Node counts for: its capacity (a Fraction where it is not whole
+    millicores), capped by the policy's maxCoresPerNode."""
+    from cpa.go.quantity import cpu_millicores
+
+    milli = cpu_millicores(node.cpu) if node.cpu else 0
+    if policy.max_millicores_per_node is not None:
+        milli = min(milli, policy.max_millicores_per_node)
+    return milli
+
+
 def _recount(nodes: dict[str, NodeInfo], policy: Any
              ) -> tuple[int, int, int, int, int | None, int | None]:
     """A plain recomputation from scratch, sharing nothing with the store's bookkeeping."""
     import math
-
-    from cpa.go.quantity import cpu_millicores
 
     total_n = sched_n = 0
     total_m: Any = 0
@@ -165,9 +174,7 @@ def _recount(nodes: dict[str, NodeInfo], policy: Any
     for node in nodes.values():
         if set(node.taints) & set(policy.exclude_taints):
             continue
-        milli = cpu_millicores(node.cpu) if node.cpu else 0
-        if policy.max_millicores_per_node is not None:
-            milli = min(milli, policy.max_millicores_per_node)
+        milli = counted_millicores(node, policy)
         total_n += 1
         total_m += milli
         zones.add(node.label)
@@ -178,6 +185,18 @@ def _recount(nodes: dict[str, NodeInfo], policy: Any
     counted = policy.zone_key is not None
     return (total_n, math.ceil(total_m / 1000), sched_n, math.ceil(sched_m / 1000),
             len(zones) if counted else None, len(sched_zones) if counted else None)
+
+
+def node_event(store: NodeStore, truth: dict[str, NodeInfo], kind: str, arg: Any) -> None:
+    """A watch event, "upsert" (a NodeInfo) or "delete" (a name), given to ``store`` and
+    kept in ``truth``: the Nodes a recount reads."""
+    if kind == "upsert":
+        store.upsert(arg)
+        truth[arg.name] = arg
+    else:
+        assert kind == "delete", kind
+        store.delete(arg)
+        truth.pop(arg, None)
 
 
 def test_running_totals_equal_a_recount_under_any_changes() -> None:
@@ -203,15 +222,11 @@ def test_running_totals_equal_a_recount_under_any_changes() -> None:
         store = NodeStore()
         truth: dict[str, NodeInfo] = {}
         for kind, arg in ops:
-            if kind == "upsert":
-                store.upsert(arg)
-                truth[arg.name] = arg
-            elif kind == "delete":
-                store.delete(arg)
-                truth.pop(arg, None)
-            else:
+            if kind == "policy":
                 store.set_policy(arg)
                 store.labels_listed(store.label_key)  # the labels came with the Nodes
+            else:
+                node_event(store, truth, kind, arg)
             c = store.counts()
             assert (c.total_nodes, c.total_cores, c.schedulable_nodes, c.schedulable_cores,
                     c.total_zones, c.schedulable_zones) == _recount(truth, store.policy)

@@ -16,6 +16,7 @@ from cpa.nodes.counts import CountingPolicy
 from cpa.nodes.placement import EVERYWHERE, Placement, Term, Toleration, fits
 from cpa.nodes.records import ALL_LABELS, NodeInfo
 from cpa.nodes.store import NodeStore
+from tests.unit.nodes.test_store import counted_millicores, node_event
 
 
 def placed_node(name: str, labels: dict[str, str], taints: tuple[tuple[str, str, str], ...] = (),
@@ -125,8 +126,6 @@ op_st = st.one_of(st.tuples(st.just("upsert"), node_st),
 
 def _recount(nodes: dict[str, NodeInfo], policy: CountingPolicy, p: Placement
              ) -> tuple[int, int, int, int | None, None]:
-    from cpa.go.quantity import cpu_millicores
-
     total = sched = 0
     milli: Any = 0
     zones: set[str] = set()
@@ -135,11 +134,8 @@ def _recount(nodes: dict[str, NodeInfo], policy: CountingPolicy, p: Placement
         if set(n.taints) & policy.exclude_taints or not fits(p, n.name, labels,
                                                                n.taint_details):
             continue
-        m = cpu_millicores(n.cpu) if n.cpu else 0
-        if policy.max_millicores_per_node is not None:
-            m = min(m, policy.max_millicores_per_node)
         total += 1
-        milli += m
+        milli += counted_millicores(n, policy)
         sched += n.ready
         zones.add(labels.get(policy.zone_key or "", ""))
     return (total, math.ceil(milli / 1000), sched, (policy.zone_key and len(zones)) or None,
@@ -161,17 +157,13 @@ def test_placed_totals_equal_a_recount(ops: list[tuple[str, Any]]) -> None:
     kept: list[Placement] = []
     read_with = store.label_key
     for kind, arg in ops:
-        if kind == "upsert":
-            store.upsert(arg)
-            truth[arg.name] = arg
-        elif kind == "delete":
-            store.delete(arg)
-            truth.pop(arg, None)
-        elif kind == "placements":
+        if kind == "placements":
             store.set_placements(arg)
             kept = arg
-        else:
+        elif kind == "policy":
             store.set_policy(arg)
+        else:
+            node_event(store, truth, kind, arg)
         if store.label_key != read_with:  # the reflector lists the Nodes again: every one
             for node in truth.values():  # decoded anew with what the records now keep
                 store.upsert(node)

@@ -48,11 +48,17 @@ def elector(api: FakeApi, clock: Clock, name: str, changes: list[tuple[str, bool
                          clock=clock, wall=clock.wall, rng=random.Random(1))
 
 
-def test_one_leader_and_takeover_after_the_lease_duration() -> None:
+def a_leads_b_follows() -> tuple[FakeApi, Clock, Changes, LeaderElector, LeaderElector]:
+    """Two electors of one Lease after a round each: a took it, b found it held."""
     api, clock, changes = FakeApi(), Clock(), Changes()
     a, b = elector(api, clock, "a", changes), elector(api, clock, "b", changes)
     a.tick()
     b.tick()
+    return api, clock, changes, a, b
+
+
+def test_one_leader_and_takeover_after_the_lease_duration() -> None:
+    api, clock, changes, a, b = a_leads_b_follows()
     assert a.is_leader() and not b.is_leader()
     assert holder(api) == "a"
     spec = lease(api)["spec"]
@@ -185,10 +191,7 @@ def test_a_follower_writes_nothing() -> None:
 
 
 def test_release_hands_over_at_once() -> None:
-    api, clock, changes = FakeApi(), Clock(), Changes()
-    a, b = elector(api, clock, "a", changes), elector(api, clock, "b", changes)
-    a.tick()
-    b.tick()
+    api, clock, _, a, b = a_leads_b_follows()
     assert a.release() and not a.is_leader()
     assert holder(api) == "" and lease(api)["spec"]["leaseDurationSeconds"] == 1
     clock.now += 0.5
@@ -220,13 +223,9 @@ def test_a_lost_race_is_not_leadership() -> None:
 
 
 def test_forbidden_lease_is_reported_not_raised() -> None:
-    class Forbidden(FakeApi):
-        def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
-                     deadline: float | None = None) -> dict[str, Any]:
-            raise ApiError(403, "Forbidden", "leases is forbidden")
-
-    clock = Clock()
-    a = elector(Forbidden(), clock, "a", [])
+    api, clock = FakeApi(), Clock()
+    api.fail_reads = ApiError(403, "Forbidden", "leases is forbidden")
+    a = elector(api, clock, "a", [])
     assert a.tick() > 0
     assert not a.is_leader()
 
@@ -259,13 +258,9 @@ def test_a_malformed_lease_is_not_taken_over(spec: dict[str, Any]) -> None:
 
 
 def test_forbidden_lease_is_a_problem_naming_the_rule_and_counted() -> None:
-    class Forbidden(FakeApi):
-        def get_json(self, path: str, query: Mapping[str, str] | None = None, *,
-                     deadline: float | None = None) -> dict[str, Any]:
-            raise ApiError(403, "Forbidden", 'leases.coordination.k8s.io "dns" is forbidden')
-
-    clock = Clock()
-    a = elector(Forbidden(), clock, "a", [])
+    api, clock = FakeApi(), Clock()
+    api.fail_reads = ApiError(403, "Forbidden", 'leases.coordination.k8s.io "dns" is forbidden')
+    a = elector(api, clock, "a", [])
     assert a.status().problem is None and a.status().errors == 0
     a.tick()
     clock.now += 3
@@ -319,10 +314,7 @@ def test_an_emptied_holder_is_waited_out_and_the_leader_steps_down_at_once() -> 
     once, while the old leader leads (and may write) until its renew deadline: two
     leaders. Here the old leader stops at its next renewal, and nobody takes the record
     before it has been unchanged for its duration."""
-    api, clock, changes = FakeApi(), Clock(), Changes()
-    a, b = elector(api, clock, "a", changes), elector(api, clock, "b", changes)
-    a.tick()
-    b.tick()
+    api, clock, changes, a, b = a_leads_b_follows()
     _edit_spec(api, holderIdentity="")
     clock.now += 0.5
     b.tick()
@@ -403,10 +395,7 @@ def test_a_deleted_lease_is_waited_out_by_the_follower_and_taken_back_by_the_lea
     """Issue 47 #9: after ``kubectl delete lease``, client-go's follower creates the Lease
     at once and both replicas led (``cpa_leader 1`` on both) until the old leader's next
     renewal. Here the follower waits out the holder it last saw; the leader recreates it."""
-    api, clock, changes = FakeApi(), Clock(), Changes()
-    a, b = elector(api, clock, "a", changes), elector(api, clock, "b", changes)
-    a.tick()
-    b.tick()
+    api, clock, _, a, b = a_leads_b_follows()
     del api.objects[PATH]
     clock.now += 0.2
     b.tick()
@@ -422,10 +411,7 @@ def test_a_deleted_lease_is_waited_out_by_the_follower_and_taken_back_by_the_lea
 
 
 def test_a_deleted_lease_whose_leader_is_gone_is_taken_after_its_duration() -> None:
-    api, clock, changes = FakeApi(), Clock(), Changes()
-    a, b = elector(api, clock, "a", changes), elector(api, clock, "b", changes)
-    a.tick()
-    b.tick()
+    api, clock, _, _, b = a_leads_b_follows()
     del api.objects[PATH]  # and a is gone: no more ticks
     for _ in range(7):
         clock.now += 2

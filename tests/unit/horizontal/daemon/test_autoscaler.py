@@ -34,6 +34,19 @@ def scale_path(kind: str, name: str) -> str:
 COREDNS = scale_path("deployments", "coredns")
 
 
+ONE_PER_NODE = {"linear": '{"nodesPerReplica":1}'}
+
+
+def coredns_api(data: dict[str, str] | None = None, replicas: int = 1) -> FakeApi:
+    """The fake API holding coredns's Scale at ``replicas`` and, given ``data``, the
+    ConfigMap: what nearly every test here starts from."""
+    api = FakeApi()
+    api.add_scale(COREDNS, replicas)
+    if data is not None:
+        api.set_configmap(CM, data)
+    return api
+
+
 def make(api: FakeApi, counts: ClusterCounts | Callable[[], ClusterCounts], *extra: str,
          target: str = "Deployment/coredns",
          clock: Callable[[], float] = time.monotonic, **kw: Any) -> Autoscaler:
@@ -44,6 +57,17 @@ def make(api: FakeApi, counts: ClusterCounts | Callable[[], ClusterCounts], *ext
     return Autoscaler(loop_config(opts), api, source, clock=clock, **kw)
 
 
+def events(capsys: pytest.CaptureFixture[str], name: str) -> list[dict[str, Any]]:
+    """The JSON log events named ``name`` written to stderr so far (the daemon's format)."""
+    out = []
+    for line in capsys.readouterr().err.splitlines():
+        if line.startswith("{"):
+            doc = json.loads(line)
+            if doc["event"] == name:
+                out.append(doc)
+    return out
+
+
 def counts(nodes: int, cores: int, sched_nodes: int | None = None,
            sched_cores: int | None = None) -> ClusterCounts:
     return ClusterCounts(nodes, cores, nodes if sched_nodes is None else sched_nodes,
@@ -51,8 +75,7 @@ def counts(nodes: int, cores: int, sched_nodes: int | None = None,
 
 
 def test_seed_walkthrough_creates_configmap_and_scales() -> None:
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
+    api = coredns_api()
     a = make(api, counts(16, 128), f"--default-params={DEFAULTS}")
     result = a.poll_once()
     assert result.error is None
@@ -63,8 +86,7 @@ def test_seed_walkthrough_creates_configmap_and_scales() -> None:
 
 
 def test_no_write_when_replicas_already_right() -> None:
-    api = FakeApi()
-    api.add_scale(COREDNS, 2)
+    api = coredns_api(replicas=2)
     a = make(api, counts(16, 128), f"--default-params={DEFAULTS}")
     a.poll_once()
     api.calls.clear()
@@ -73,8 +95,7 @@ def test_no_write_when_replicas_already_right() -> None:
 
 
 def test_missing_configmap_without_defaults_fails_the_poll() -> None:
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
+    api = coredns_api()
     health = HealthState()
     opts = parse_args(["--namespace=kube-system", "--configmap=kube-dns-autoscaler",
                        "--target=deployment/coredns"], {})
@@ -87,8 +108,7 @@ def test_missing_configmap_without_defaults_fails_the_poll() -> None:
 
 
 def test_deleted_configmap_is_recreated() -> None:
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
+    api = coredns_api()
     a = make(api, counts(16, 128), f"--default-params={DEFAULTS}")
     a.poll_once()
     del api.objects[CM]
@@ -111,9 +131,7 @@ def test_get_error_other_than_not_found_does_not_create() -> None:
     ({}, "key"),
 ])
 def test_invalid_configmap_fails_and_scales_nothing(data: dict[str, str], fragment: str) -> None:
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, data)
+    api = coredns_api(data)
     a = make(api, counts(10, 10))
     result = a.poll_once()
     assert result.error is not None and fragment in result.error
@@ -135,9 +153,7 @@ def test_params_reparsed_only_on_new_resource_version(monkeypatch: pytest.Monkey
         return real(data)
 
     monkeypatch.setattr(mod, "parse_configmap_data", counting)
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":2}'})
+    api = coredns_api({"linear": '{"nodesPerReplica":2}'})
     a = make(api, counts(10, 10))
     for _ in range(3):
         a.poll_once()
@@ -155,9 +171,7 @@ def test_the_free_heap_is_given_back_after_the_first_poll_then_every_30th(
     the garbage collected, for GIVE_BACK_POLLS polls after a large version came or went."""
     import cpa.horizontal.daemon.paramscache as mod
 
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":2}'})
+    api = coredns_api({"linear": '{"nodesPerReplica":2}'})
     a = make(api, counts(10, 10))
     trims: list[tuple[int, bool]] = []
     monkeypatch.setattr(mod, "return_free_memory",
@@ -183,7 +197,7 @@ def test_every_target_is_attempted_and_failure_reported() -> None:
     for p in paths:
         api.add_scale(p, 1)
     del api.objects[paths[1]]  # replicaset/b is missing
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api.set_configmap(CM, ONE_PER_NODE)
     a = make(api, counts(3, 3),
              target="deployment/a,replicaset/b,replicationcontroller/c,statefulset/d")
     result = a.poll_once()
@@ -193,9 +207,7 @@ def test_every_target_is_attempted_and_failure_reported() -> None:
 
 
 def test_conflict_is_retried_once_with_a_fresh_get() -> None:
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api = coredns_api(ONE_PER_NODE)
     api.conflicts[COREDNS] = 1
     a = make(api, counts(4, 4))
     assert a.poll_once().error is None
@@ -204,9 +216,7 @@ def test_conflict_is_retried_once_with_a_fresh_get() -> None:
 
 
 def test_two_conflicts_fail_the_poll() -> None:
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api = coredns_api(ONE_PER_NODE)
     api.conflicts[COREDNS] = 2
     result = make(api, counts(4, 4)).poll_once()
     assert result.error is not None and "coredns" in result.error
@@ -229,9 +239,7 @@ def test_max_sync_failures_exits_1() -> None:
 
 
 def test_slow_polls_do_not_pile_up() -> None:
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api = coredns_api(ONE_PER_NODE)
     clock = [0.0]
     starts: list[float] = []
 
@@ -256,9 +264,7 @@ def test_slow_polls_do_not_pile_up() -> None:
 
 def test_stop_ends_the_loop_with_0() -> None:
     """A stop (SIGTERM) while the loop waits for the next period ends it at once, with 0."""
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api = coredns_api(ONE_PER_NODE)
     stop = threading.Event()
     polled = threading.Event()
     a = make(api, counts(1, 1), "--poll-period-seconds=3600",
@@ -275,9 +281,7 @@ def test_stop_ends_the_loop_with_0() -> None:
 def test_a_follower_reports_instead_of_polling() -> None:
     """Under --leader-elect a follower does not poll; on each period boundary it reports
     (its Lease's problem, if any: cpa.runtime.election.Election.follower_report)."""
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api = coredns_api(ONE_PER_NODE)
     stop = threading.Event()
     reports: list[int] = []
 
@@ -303,9 +307,7 @@ def test_unexpected_parse_error_fails_closed_until_the_configmap_changes(
     import cpa.horizontal.daemon.paramscache as autoscaler_module
     from cpa.horizontal.decide.modes.registry import parse_configmap_data as real
 
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api = coredns_api(ONE_PER_NODE)
     a = make(api, counts(5, 5))
     assert a.poll_once().error is None
     assert api.objects[COREDNS]["spec"]["replicas"] == 5
@@ -336,9 +338,7 @@ def test_unexpected_parse_error_fails_closed_until_the_configmap_changes(
     {"linear": '{"coresPerReplica":1e-320}'},
 ])
 def test_replicas_beyond_int32_write_nothing(data: dict[str, str]) -> None:
-    api = FakeApi()
-    api.add_scale(COREDNS, 3)
-    api.set_configmap(CM, data)
+    api = coredns_api(data, replicas=3)
     a = make(api, counts(3, 12))
     health = HealthState()
     a.add_observer(health.observe)
@@ -351,9 +351,7 @@ def test_replicas_beyond_int32_write_nothing(data: dict[str, str]) -> None:
 
 @pytest.mark.parametrize("literal", ["9" * 4301, "-" + "9" * 5000, "1" + "0" * 30])
 def test_huge_integer_literal_is_an_invalid_configmap_every_poll(literal: str) -> None:
-    api = FakeApi()
-    api.add_scale(COREDNS, 2)
-    api.set_configmap(CM, {"linear": f'{{"nodesPerReplica":1,"min":{literal}}}'})
+    api = coredns_api({"linear": f'{{"nodesPerReplica":1,"min":{literal}}}'}, replicas=2)
     a = make(api, counts(3, 3))
     for _ in range(2):
         result = a.poll_once()
@@ -366,9 +364,7 @@ def test_huge_integer_literal_is_an_invalid_configmap_every_poll(literal: str) -
 
 
 def test_observers_get_the_whole_poll_and_cannot_break_it() -> None:
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":2}'})
+    api = coredns_api({"linear": '{"nodesPerReplica":2}'})
     seen: list[Any] = []
 
     def broken(result: Any) -> None:
@@ -390,9 +386,7 @@ def test_stale_counts_are_reported_and_the_poll_goes_on() -> None:
 
     clock = [1000.0]
     status = [WatchStatus(True, True, 1000.0, None, 0)]
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api = coredns_api(ONE_PER_NODE)
     health = HealthState()
     a = make(api, counts(4, 4), "--poll-period-seconds=10", clock=lambda: clock[0],
              observers=[health.observe], watch_status=lambda: status[0])
@@ -421,9 +415,7 @@ def test_another_writer_is_warned_once_per_episode_and_counted(
     from cpa import logs
 
     logs.configure(0, "json")
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api = coredns_api(ONE_PER_NODE)
     a = make(api, counts(3, 3))
     assert a.poll_once().overwritten == []  # we write 3
     assert a.poll_once().overwritten == []  # 3 is still there: nothing to say
@@ -447,7 +439,7 @@ def test_another_writer_is_warned_once_per_episode_and_counted(
 def test_a_target_deleted_and_created_again_is_not_another_writer() -> None:
     api = FakeApi()
     api.put(COREDNS, {"kind": "Scale", "metadata": {"uid": "first"}, "spec": {"replicas": 1}})
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api.set_configmap(CM, ONE_PER_NODE)
     a = make(api, counts(3, 3))
     a.poll_once()  # we write 3 on the first object
     api.put(COREDNS, {"kind": "Scale", "metadata": {"uid": "second"},
@@ -462,9 +454,7 @@ def test_a_target_deleted_and_created_again_is_not_another_writer() -> None:
 def test_the_parameters_counting_policy_reaches_the_node_store() -> None:
     from cpa.nodes.counts import DEFAULT_POLICY, CountingPolicy
 
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"coresPerReplica":1,"excludeNodesWithTaints":["vk"]}'})
+    api = coredns_api({"linear": '{"coresPerReplica":1,"excludeNodesWithTaints":["vk"]}'})
     policies: list[Any] = []
     current = [counts(3, 20012)]
 
@@ -506,8 +496,7 @@ def test_mode_changed_names_the_mode_in_force_before_an_invalid_version(
     from cpa import logs
 
     monkeypatch.setattr(logs, "_verbosity", 1)
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
+    api = coredns_api()
     a = make(api, counts(16, 64))
     log = _Recorder()
     a._params._log = log
@@ -544,6 +533,13 @@ def _running(a: Autoscaler) -> tuple[threading.Event, threading.Thread, list[int
     return stop, thread, codes
 
 
+def _polled_once(a: Autoscaler) -> tuple[threading.Event, threading.Thread, list[int]]:
+    """The loop running, past its first (ordinary) poll: what comes next is early."""
+    running = _running(a)
+    _until("the first poll", lambda: a.polls == 1)
+    return running
+
+
 def _until(what: str, condition: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -560,9 +556,7 @@ def _stopped(a: Autoscaler, stop: threading.Event, thread: threading.Thread,
 
 
 def test_react_polls_early_when_the_counts_change_the_decision() -> None:
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api = coredns_api(ONE_PER_NODE)
     now = [counts(3, 3)]
     a = _reacting(api, lambda: now[0])
     stop, thread, codes = _running(a)
@@ -578,13 +572,10 @@ def test_react_polls_early_when_the_counts_change_the_decision() -> None:
 
 
 def test_react_does_not_poll_when_the_decision_stays() -> None:
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":16}'})
+    api = coredns_api({"linear": '{"nodesPerReplica":16}'})
     now = [counts(17, 17)]
     a = _reacting(api, lambda: now[0])
-    stop, thread, codes = _running(a)
-    _until("the first poll", lambda: a.polls == 1)
+    stop, thread, codes = _polled_once(a)
     requests = len(api.calls)
     now[0] = counts(18, 18)  # ceil(18/16) == ceil(17/16): the same 2 replicas
     a.nodes_changed()
@@ -596,9 +587,7 @@ def test_react_does_not_poll_when_the_decision_stays() -> None:
 def test_react_follower_never_polls() -> None:
     """Only the leader polls: a follower's node changes are dropped unexamined, and the
     poll it runs on taking the lead is the ordinary one."""
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api = coredns_api(ONE_PER_NODE)
     leading = [False]
     now = [counts(3, 3)]
     a = _reacting(api, lambda: now[0], may_write=lambda: leading[0])
@@ -617,13 +606,10 @@ def test_react_follower_never_polls() -> None:
 def test_react_at_most_one_early_poll_a_second() -> None:
     """A long burst of Nodes, each changing the decision: the early polls come at most once
     a second, and the last counts are written without waiting for the period."""
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api = coredns_api(ONE_PER_NODE)
     now = [counts(2, 2)]
     a = _reacting(api, lambda: now[0])
-    stop, thread, codes = _running(a)
-    _until("the first poll", lambda: a.polls == 1)
+    stop, thread, codes = _polled_once(a)
     started = time.monotonic()
     for n in range(3, 3 + 100):
         now[0] = counts(n, n)
@@ -646,13 +632,10 @@ def test_react_waits_for_a_burst_to_pause_and_writes_its_last_count_once(
     import cpa.horizontal.daemon.react as react
 
     monkeypatch.setattr(react, "REACT_DEBOUNCE_SECONDS", 0.3)
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api = coredns_api(ONE_PER_NODE)
     now = [counts(2, 2)]
     a = _reacting(api, lambda: now[0])
-    stop, thread, codes = _running(a)
-    _until("the first poll", lambda: a.polls == 1)
+    stop, thread, codes = _polled_once(a)
     for n in range(3, 3 + 20):  # 0.4 s of changes
         now[0] = counts(n, n)
         a.nodes_changed()
@@ -666,13 +649,10 @@ def test_react_waits_for_a_burst_to_pause_and_writes_its_last_count_once(
 def test_react_polls_within_a_second_while_the_changes_go_on() -> None:
     """Changes that never pause still get an early poll about a second after the first
     one: waiting for a pause has a limit."""
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api = coredns_api(ONE_PER_NODE)
     now = [counts(2, 2)]
     a = _reacting(api, lambda: now[0])
-    stop, thread, codes = _running(a)
-    _until("the first poll", lambda: a.polls == 1)
+    stop, thread, codes = _polled_once(a)
     started = time.monotonic()
     n = 3
     while a.early_polls == 0:
@@ -686,12 +666,9 @@ def test_react_polls_within_a_second_while_the_changes_go_on() -> None:
 
 
 def test_react_stop_is_noticed_at_once() -> None:
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api = coredns_api(ONE_PER_NODE)
     a = _reacting(api, lambda: counts(1, 1))
-    stop, thread, codes = _running(a)
-    _until("the first poll", lambda: a.polls == 1)
+    stop, thread, codes = _polled_once(a)
     _stopped(a, stop, thread, codes)
     assert a.polls == 1
 
@@ -710,9 +687,7 @@ def test_the_decision_is_computed_again_only_when_its_inputs_change(
         return real(params, c)
 
     monkeypatch.setattr(loop_module, "decide", counting)
-    api = FakeApi()
-    api.add_scale(COREDNS, 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api = coredns_api(ONE_PER_NODE)
     now = [counts(3, 3)]
     a = make(api, lambda: now[0])
     for _ in range(3):
@@ -736,7 +711,7 @@ def test_a_malformed_scale_is_its_target_error_alone(bad: object) -> None:
         api.add_scale(scale_path("deployments", name), 1)
     bad_path = scale_path("deployments", names[1])
     api.objects[bad_path]["spec"]["replicas"] = bad
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api.set_configmap(CM, ONE_PER_NODE)
     a = make(api, counts(3, 3), target=",".join(f"deployment/{n}" for n in names))
     result = a.poll_once()
     assert result.error is not None
@@ -765,7 +740,7 @@ def test_an_unexpected_error_in_one_target_is_that_target_alone(
     api = FakeApi()
     for name in ("a", "b"):
         api.add_scale(scale_path("deployments", name), 1)
-    api.set_configmap(CM, {"linear": '{"nodesPerReplica":1}'})
+    api.set_configmap(CM, ONE_PER_NODE)
     a = make(api, counts(3, 3), target="deployment/a,deployment/b")
     result = a.poll_once()
     assert result.error == "deployment/a: unexpected KeyError: 'boom'"

@@ -8,14 +8,20 @@ before.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 from cpa import logs
 from tests.fakes import FakeApi
-from tests.unit.horizontal.daemon.test_autoscaler import CM, COREDNS, counts, make, scale_path
+from tests.unit.horizontal.daemon.test_autoscaler import (
+    CM,
+    COREDNS,
+    counts,
+    events,
+    make,
+    scale_path,
+)
 
 WINDOW = '"behavior":{"scaleDown":{"stabilizationWindowSeconds":600}}'
 
@@ -48,16 +54,6 @@ class Cluster:
 
     def replicas(self, path: str = COREDNS) -> int:
         return int(self.api.objects[path]["spec"]["replicas"])
-
-
-def events(capsys: pytest.CaptureFixture[str], name: str) -> list[dict[str, Any]]:
-    out = []
-    for line in capsys.readouterr().err.splitlines():
-        if line.startswith("{"):
-            doc = json.loads(line)
-            if doc["event"] == name:
-                out.append(doc)
-    return out
 
 
 def test_without_behavior_nothing_changes(capsys: pytest.CaptureFixture[str]) -> None:

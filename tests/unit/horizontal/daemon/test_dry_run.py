@@ -4,7 +4,6 @@ written is logged once and exported."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
@@ -13,19 +12,16 @@ from cpa.horizontal.cpa_flags import parse_args
 from cpa.horizontal.daemon.cpa_metrics import Metrics
 from cpa.kube.targets import Target
 from tests.fakes import FakeApi
-from tests.unit.horizontal.daemon.test_autoscaler import CM, COREDNS, DEFAULTS, counts, make
+from tests.unit.horizontal.daemon.test_autoscaler import (
+    CM,
+    COREDNS,
+    DEFAULTS,
+    counts,
+    events,
+    make,
+)
 
 HPA_PATH = "/apis/autoscaling/v2/namespaces/kube-system/horizontalpodautoscalers/coredns"
-
-
-def events(capsys: pytest.CaptureFixture[str], name: str) -> list[dict[str, Any]]:
-    out = []
-    for line in capsys.readouterr().err.splitlines():
-        if line.startswith("{"):
-            doc = json.loads(line)
-            if doc["event"] == name:
-                out.append(doc)
-    return out
 
 
 def test_the_flag_is_off_by_default() -> None:

@@ -6,6 +6,8 @@ upstream's structs through Go 1.26's ``json.Unmarshal`` and upstream's validatio
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from cpa.horizontal.decide.defaults import default_params_to_data
@@ -101,20 +103,6 @@ LINEAR_BAD: list[tuple[str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("text", "expected"), LINEAR_OK)
-def test_parse_linear_ok(text: str, expected: Configured[LinearParams]) -> None:
-    assert parse_linear(text) == expected
-
-
-@pytest.mark.parametrize(("text", "fragment"), LINEAR_BAD)
-def test_parse_linear_bad(text: str, fragment: str) -> None:
-    with pytest.raises(ParamsError) as caught:
-        parse_linear(text)
-    message = str(caught.value)
-    assert fragment in message
-    assert message.startswith('ConfigMap key "linear"')
-
-
 def test_linear_reports_every_problem_at_once() -> None:
     with pytest.raises(ParamsError) as caught:
         parse_linear('{"nodesPerReplica":-1,"min":-2}')
@@ -190,18 +178,25 @@ LADDER_BAD: list[tuple[str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("text", "expected"), LADDER_OK)
-def test_parse_ladder_ok(text: str, expected: Configured[LadderParams]) -> None:
-    assert parse_ladder(text) == expected
+PARSERS: dict[str, Callable[[str], object]] = {"linear": parse_linear, "ladder": parse_ladder}
 
 
-@pytest.mark.parametrize(("text", "fragment"), LADDER_BAD)
-def test_parse_ladder_bad(text: str, fragment: str) -> None:
+@pytest.mark.parametrize(("key", "text", "expected"),
+                         [("linear", *case) for case in LINEAR_OK]
+                         + [("ladder", *case) for case in LADDER_OK])
+def test_parse_ok(key: str, text: str, expected: object) -> None:
+    assert PARSERS[key](text) == expected
+
+
+@pytest.mark.parametrize(("key", "text", "fragment"),
+                         [("linear", *case) for case in LINEAR_BAD]
+                         + [("ladder", *case) for case in LADDER_BAD])
+def test_parse_bad_names_its_key(key: str, text: str, fragment: str) -> None:
     with pytest.raises(ParamsError) as caught:
-        parse_ladder(text)
+        PARSERS[key](text)
     message = str(caught.value)
     assert fragment in message
-    assert message.startswith('ConfigMap key "ladder"')
+    assert message.startswith(f'ConfigMap key "{key}"')
 
 
 # ------------------------------------------------------------------------ configmap data

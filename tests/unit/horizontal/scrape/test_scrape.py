@@ -11,7 +11,6 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,6 +25,7 @@ from cpa.horizontal.scrape.prometheus import PrometheusClient, PrometheusError
 from cpa.horizontal.scrape.rates import CounterBook, estimate
 from cpa.horizontal.scrape.scraper import Scraper
 from tests.fakes import FakeApi
+from tests.httpserve import QuietHandler, serving
 
 COREDNS_PAGE = """\
 # HELP coredns_build_info A metric with a constant '1' value.
@@ -147,7 +147,7 @@ def test_knative_estimate() -> None:
 # --- the fetch ---------------------------------------------------------------------------
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
@@ -165,28 +165,13 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/missing":
             self.send_error(404)
             return
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_args: Any) -> None:
-        pass
-
-
-class _Quiet(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # the slow answer's client is gone by the time it writes: expected
+        self.answer(200, body)
 
 
 @pytest.fixture
 def server() -> Iterator[int]:
-    httpd = _Quiet(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd.server_address[1]
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(_Handler) as httpd:
+        yield httpd.server_port
 
 
 def _free_port() -> int:
@@ -221,7 +206,7 @@ def test_fetch_all(server: int) -> None:
 # --- the Prometheus source -------------------------------------------------------------------
 
 
-class _PromHandler(BaseHTTPRequestHandler):
+class _PromHandler(QuietHandler):
     answers: ClassVar[dict[str, Any]] = {}
     seen: ClassVar[list[tuple[str, str | None]]] = []
 
@@ -230,26 +215,14 @@ class _PromHandler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         status, doc = _PromHandler.answers.get(path, (404, {"status": "error",
                                                             "error": "no such API"}))
-        body = json.dumps(doc).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_args: Any) -> None:
-        pass
+        self.answer(status, json.dumps(doc).encode(), "application/json")
 
 
 @pytest.fixture
 def prometheus() -> Iterator[str]:
-    httpd = _Quiet(("127.0.0.1", 0), _PromHandler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
     _PromHandler.seen.clear()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(_PromHandler) as httpd:
+        yield f"http://127.0.0.1:{httpd.server_port}"
 
 
 def _vector(*values: str) -> tuple[int, dict[str, Any]]:
