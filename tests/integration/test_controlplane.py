@@ -89,6 +89,7 @@ def deployment(name: str, namespace: str, replicas: int = 1) -> dict[str, Any]:
     }
 
 
+@pytest.mark.api_paths
 def test_version_is_pinned(controlplane: ControlPlane) -> None:
     version = controlplane.admin().get("/version")
     assert version["gitVersion"] == K8S_VERSION

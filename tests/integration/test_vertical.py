@@ -439,6 +439,7 @@ def test_the_soft_open_files_limit_is_raised_and_sigterm_cuts_a_hung_start(
         silent.close()
 
 
+@pytest.mark.api_paths
 def test_leader_election_only_the_leader_writes_and_a_follower_takes_over(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any) -> None:
     admin = controlplane.admin()
