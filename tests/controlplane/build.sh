@@ -22,7 +22,7 @@
 #
 # Any Kubernetes release the Go module proxy serves: the default is the version ./go pins
 # (its go.mod and go.sum committed); any other gets a wrapper module made from that
-# release's own go.mod (wrapper.py: its staging modules replaced by their published
+# release's own go.mod (wrapper.sh: its staging modules replaced by their published
 # releases, the etcd it requires) under <repo>/.cache/controlplane/<version>/module, with
 # go.sum from `go mod tidy`; both cached per version.
 #
@@ -152,7 +152,7 @@ if [[ $k8s_version != "$default_version" && -z ${CPA_CONTROLPLANE_BIN:-} ]]; the
         start=$SECONDS
         rm -rf "$mod.tmp"
         mkdir -p "$mod.tmp"
-        python3 "$here/wrapper.py" "$k8s_version" "$mod.tmp" "${packages[@]}"
+        bash "$here/wrapper.sh" "$k8s_version" "$mod.tmp" "${packages[@]}"
         log "go mod tidy of the $k8s_version wrapper module (downloads its modules once)"
         (cd "$mod.tmp" && GOFLAGS='' go mod tidy) >&2 \
             || { log "ERROR: go mod tidy failed in $mod.tmp (the Go module proxy must serve"

@@ -1,7 +1,7 @@
 // Wrapper module that builds kube-apiserver and etcd for the integration tests.
 // k8s.io/kubernetes requires its staging modules at v0.0.0 with local replaces, so
 // each one is replaced here by its published release matching Kubernetes v1.35.4, the
-// default version: the list ../wrapper.py derives from k8s.io/kubernetes@v1.35.4's go.mod
+// default version: the list ../wrapper.sh derives from k8s.io/kubernetes@v1.35.4's go.mod
 // (tests/repo/test_kubernetes_versions.py checks it); see ../build.sh.
 module cpa-tests/controlplane
 
