@@ -59,7 +59,8 @@ help:
 	@echo "                   the manifest and the chart as Pods scaling CoreDNS (root; docs/development.md)"
 	@echo "make kind-node-image  a kind node image built here (podman; root; cached by its inputs)"
 	@echo "make e2e           kind end-to-end: a cluster (Docker, or rootful podman with the image"
-	@echo "                   above), the manifest, CoreDNS scaled, a worker joins, host left clean"
+	@echo "                   above), the manifest, CoreDNS scaled, a worker joins, Kubernetes' own"
+	@echo "                   DNS-autoscaling spec, host left clean"
 	@echo "make monitoring-test  the alert rules with promtool (built from its Go module once)"
 
 # Every time (silent, ~0.1 s when ready): the stamp ($(VENV)/.cpa-installed) lives in the
