@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
 # `make image`: the multi-platform OCI image index (docs/container-image.md).
 #
-# - With a Docker engine whose buildx answers (and CPA_ENGINE unset or docker): `docker
-#   buildx build --platform ...` of the unmodified Dockerfile, written as an OCI layout.
-# - Otherwise (this project's CI): image/ocibuild assembles each platform's root filesystem
-#   from Debian's packages for that architecture and that platform's wheels, without
-#   running any of its code, and writes the layers, manifests and the index itself:
-#   reproducible (SOURCE_DATE_EPOCH = the commit's time, sorted entries, fixed owners).
+# image/ocibuild assembles each platform's root filesystem from Debian's packages for that
+# architecture and that platform's wheels, without running any of its code, and writes the
+# layers, manifests and the index itself: reproducible (SOURCE_DATE_EPOCH = the commit's
+# time, sorted entries, fixed owners), compared with image/lock.json, and what `make
+# image-reproducible`, `make image-test` and `make sign` read. (`docker buildx build` of
+# the Dockerfile runs the same assembly, but writes none of what those targets read.)
 #
 # Environment:
 #   PLATFORMS   comma list (default: all the index holds, see image/ocibuild/platforms.py)
 #   IMAGE_NAME  the published name (default: the one in image/name.txt)
 #   CPA_IMAGE_OUT  output dir (default .cache/image/out): layout/ (OCI image layout, the
 #               index tagged <version>), sbom/<platform>.spdx.json, digests.json
-#   CPA_ENGINE  docker | ocibuild to force one
 #   COMPRESSION gzip (default) | zstd: the layers' compression (docs/container-image.md)
 #   CPA_IMAGE_LOCK  check (default): compare the build with image/lock.json and fail when
 #               it differs; update: write the lock from the build (`make image-lock`);
@@ -39,28 +38,6 @@ fi
 # The commit's time, not the clock: two builds of one commit are byte-identical.
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
 start=$SECONDS
-
-engine="${CPA_ENGINE:-}"
-if [[ -z $engine ]]; then
-    if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1 \
-            && docker buildx version >/dev/null 2>&1; then
-        engine=docker
-    else
-        engine=ocibuild
-    fi
-fi
-
-if [[ $engine == docker ]]; then
-    image_log "building $platforms with docker buildx (the Dockerfile, unmodified)"
-    rm -rf "$out" && mkdir -p "$out"
-    docker buildx build --platform "$platforms" \
-        --build-arg "VERSION=$version" --build-arg "VCS_REF=$revision" \
-        --build-arg "SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH" --build-arg "IMAGE_NAME=$name" \
-        --output "type=oci,dest=$out/layout,tar=false,name=$name:$version" . >&2
-    image_log "built in $((SECONDS - start))s"
-    echo "oci:$out/layout:$version"
-    exit 0
-fi
 
 # Built already for this commit (a clean tree), these platforms and this name: reuse it.
 if [[ $revision != *-dirty && $revision != unknown && -z ${CPA_IMAGE_FORCE:-} && -f $out/digests.json ]] \

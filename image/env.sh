@@ -27,16 +27,8 @@ image_ensure_tools() {
     for tool in podman buildah runc qemu-aarch64-static; do
         command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
     done
-    [[ ${#missing[@]} -eq 0 ]] && return 0
-    if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
-        image_log "ERROR: ${missing[*]} missing; install them (Debian/Ubuntu: apt-get"
-        image_log "install podman buildah runc qemu-user-static)"
-        return 1
-    fi
-    image_log "installing ${missing[*]} (Debian packages)"
-    DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-        podman buildah runc uidmap slirp4netns netavark qemu-user-static >&2
+    [[ ${#missing[@]} -eq 0 ]] || image_apt_install "${missing[*]}" \
+        podman buildah runc uidmap slirp4netns netavark qemu-user-static
 }
 
 # What image/ocibuild needs for the platforms in $1 (default: the index's): mmdebstrap
@@ -54,16 +46,22 @@ image_ensure_build_tools() {
         command -v "$tool" >/dev/null 2>&1 || { missing+=("$tool"); packages+=("$package"); }
     done < <(PYTHONPATH="$image_repo/image" python3 -m ocibuild cross-compilers \
                  --platforms "${1:-$image_platforms}")
-    [[ ${#missing[@]} -eq 0 ]] && return 0
+    [[ ${#missing[@]} -eq 0 ]] || image_apt_install "${missing[*]}" "${packages[@]}"
+}
+
+# Install the Debian packages $2... (for the missing commands $1) when root with apt-get;
+# otherwise say what is missing and how to install it.
+image_apt_install() {
+    local missing=$1
+    shift
     if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
-        image_log "ERROR: ${missing[*]} missing; install them (Debian/Ubuntu: apt-get install"
-        image_log "--no-install-recommends ${packages[*]}) or build with a Docker engine (buildx)"
+        image_log "ERROR: $missing missing; install them (Debian/Ubuntu: apt-get install"
+        image_log "--no-install-recommends $*)"
         return 1
     fi
-    image_log "installing ${packages[*]} (Debian packages)"
+    image_log "installing $* (Debian packages)"
     DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-        "${packages[@]}" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2
 }
 
 image_containers_conf() {

@@ -3,7 +3,7 @@
 #   .cache/tools/go-containerregistry-<version>/{registry,crane}
 #   registry: a small in-memory OCI registry (tests push to it, podman and containerd pull)
 #   crane:    pushes an OCI layout's index to any registry (`make push`), inspects indexes
-# Prints the directory. About 30 s cold with the modules downloaded.
+# Prints the directory.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 version="v0.22.1"

@@ -12,17 +12,33 @@ Two failure classes, with upstream's exit codes:
   cobra suggests commands), missing value, unparsable value;
 * a program's own validation reports every problem at once (:data:`EXIT_INVALID`, 1), so an
   operator fixes a manifest in one round trip.
+
+A program declares each flag once, as a field of its options dataclass made by :func:`flag`:
+``poll_period_seconds: int = flag(10, parse_go_int, "Seconds between polls.", metavar="int")``.
+The field's name is the flag's (``log_dir`` is ``--log-dir``: pflag reads ``_`` as ``-``
+anyway), its annotation and default are the option's type and default, and the row adds the
+parser (whose ValueError is a usage error) and the flag's line of ``--help``. :func:`table_of`
+derives the program's :class:`FlagTable` from the class, in the order its body declares the
+fields, which is the order of ``--help``. The option groups both programs take are
+dataclasses the program inherits; an :class:`Include` marker in the body says where their
+flags go, as each upstream puts them in its own place.
+
+Why a dataclass: the standard library writes the constructor from the same fields, and
+``mypy --strict`` checks every option's name and type, and each row's parser against its
+field's type, so there is no second list to keep in step. Checks that read several flags, or
+that keep the order and words of upstream's messages, stay in each program's ``validate``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from cpa.namedtuple import NamedTuple
 
-__all__ = ["EXIT_INVALID", "EXIT_USAGE", "Flag", "FlagTable", "UsageError", "parse_flags",
-           "parse_str", "suggest", "usage"]
+__all__ = ["EXIT_INVALID", "EXIT_USAGE", "Flag", "FlagTable", "Include", "UsageError", "flag",
+           "parse_flags", "parse_str", "suggest", "table_of", "usage"]
 
 EXIT_USAGE = 2
 EXIT_INVALID = 1
@@ -33,9 +49,7 @@ class UsageError(Exception):
 
 
 class Flag(NamedTuple):
-    """One flag of a table: its name (``-`` spelling), the attribute it sets, its parser.
-    (A NamedTuple: the tables are built on the daemons' start-up path, where a frozen
-    dataclass costs ~1 ms to make and the ``dataclasses`` module ~10 ms to import.)"""
+    """One flag of a table: its name (``-`` spelling), the attribute it sets, its parser."""
 
     name: str
     attr: str
@@ -60,6 +74,61 @@ class FlagTable:
         self.shorthands: dict[str, Flag] = {f.name: f for f in self.flags if len(f.name) == 1}
         if "help" in self.by_name and "h" not in self.shorthands:
             self.shorthands["h"] = self.by_name["help"]
+
+
+# --- the rows, declared as the fields of an options dataclass -----------------------------
+
+_T = TypeVar("_T")
+_ROW = "pflag"
+"""The key of a field's metadata that holds its flag row."""
+
+
+def flag(default: _T, parse: Callable[[str], _T], help: str, *, metavar: str = "") -> _T:
+    """A field of an options dataclass that is a flag (``poll_period_seconds: int =
+    flag(10, parse_go_int, "Seconds between polls.", metavar="int")``): ``parse`` reads a
+    command-line value (its ValueError is a usage error), ``help`` and ``metavar`` make its
+    line of ``--help``. A bool field is a bare flag (``--dry-run`` means true). Typed as the
+    default, so the class body type-checks; it is a :func:`dataclasses.field` at run time."""
+    row = {"parse": parse, "help": help, "metavar": metavar}
+    return dataclasses.field(default=default, metadata={_ROW: row})
+
+
+class Include(NamedTuple):
+    """In an options class's body, ``name: ClassVar[Include] = Include(Group)``: the flags of
+    ``Group`` (a dataclass the class inherits) go here in ``--help``, in the group's order. A
+    field of the group the class declares again (to give it its own help or default) keeps
+    the group's place."""
+
+    group: type
+
+
+def table_of(options: type) -> FlagTable:
+    """The flag table of an options dataclass: a row per :func:`flag` field, its own fields
+    in the order its body declares them, each :class:`Include`'d group's at its marker."""
+    rows = {f.name: f for f in dataclasses.fields(options) if _ROW in f.metadata}
+    order = [name for name in _body_order(options) if name in rows]
+    if sorted(order) != sorted(rows):
+        raise TypeError(f"{options.__name__}: every flag field must be placed once (its own, "
+                        "or its group's through an Include in the class body); placed "
+                        f"{order}, fields {sorted(rows)}")
+    return FlagTable([Flag(name=_normalize(name), attr=name,
+                           is_bool=isinstance(rows[name].default, bool),
+                           **rows[name].metadata[_ROW]) for name in order])
+
+
+def _body_order(cls: type) -> list[str]:
+    """The field names of ``cls``'s body in order, a group's in its place (recursively)."""
+    body = vars(cls)
+    groups = [value.group for value in body.values() if isinstance(value, Include)]
+    grouped = {f.name for group in groups for f in dataclasses.fields(group)}
+    order: list[str] = []
+    for name in body.get("__annotations__", {}):  # the class's own, in body order
+        marker = body.get(name)
+        if isinstance(marker, Include):
+            order.extend(_body_order(marker.group))
+        elif name not in grouped:
+            order.append(name)
+    return order
 
 
 _OptionsT = TypeVar("_OptionsT")

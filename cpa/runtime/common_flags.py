@@ -1,57 +1,28 @@
-"""The option groups both daemons take: glog's flags and leader election, each with its
-flag rows and one validator, so the two command lines cannot drift apart.
+"""The option groups both daemons take: glog's flags and leader election, each a dataclass of
+flag rows (:func:`cpa.go.pflag.flag`) with one validator, so the two command lines cannot
+drift apart; and the single flags both take (``--kubeconfig``, ``--log-format``), each made
+by a function, as each program places it where its ``--help`` has it.
 
-Each program's options class inherits the groups (:class:`GlogOptions`,
-:class:`LeaderElectionOptions`) and lists the rows in its own table, in its own order (the
-``--help`` text is each upstream's order). Only ``--v`` has a help text per program (what
-each logs at which level), so it is made by :func:`verbosity_flag`.
+Each program's options class inherits the groups and places their flags in its ``--help``
+with an :class:`~cpa.go.pflag.Include` marker (each upstream's order). What differs between
+the programs is declared again by the program: ``--v``'s help (what each logs at which
+level, :func:`verbosity_flag`), ``--logtostderr``'s default (:func:`logtostderr_flag`) and
+``--leader-elect-lease-name``'s help (each program's default name).
+
+The groups are plain dataclasses, not ``slots=True`` ones: a class can combine at most one
+base with slots, and each program's options combine both groups.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from cpa.go.duration import parse_duration
-from cpa.go.pflag import Flag, parse_str
+from cpa.go.pflag import flag, parse_str
 from cpa.go.strconv import parse_bool, parse_decimal_int, parse_go_int
 
-__all__ = ["GLOG_FLAGS", "KUBECONFIG_FLAG", "LEADER_ELECT_FLAG", "LEASE_FLAGS", "LOG_FORMAT_FLAG",
-           "GlogOptions", "LeaderElectionOptions", "validate_leader_election",
-           "verbosity_flag"]
-
-
-class GlogOptions:
-    """glog's flags: accepted for compatibility; only ``--v`` changes what we do. (A plain
-    class, not a dataclass: the options are made on the daemons' start-up path, where a
-    dataclass costs ~1 ms to make and the ``dataclasses`` module ~10 ms to import.)"""
-
-    def __init__(self, v: int = 0, vmodule: str = "", logtostderr: bool = False,
-                 alsologtostderr: bool = False, stderrthreshold: int = 2, log_dir: str = "",
-                 log_link: str = "", logbuflevel: int = 0, log_backtrace_at: str = "") -> None:
-        self.v = v
-        self.vmodule = vmodule
-        self.logtostderr = logtostderr
-        self.alsologtostderr = alsologtostderr
-        self.stderrthreshold = stderrthreshold
-        self.log_dir = log_dir
-        self.log_link = log_link
-        self.logbuflevel = logbuflevel
-        self.log_backtrace_at = log_backtrace_at
-
-
-class LeaderElectionOptions:
-    """``--leader-elect`` and its Lease (ours): client-go's defaults. (A plain class, not a
-    dataclass: the options are made on the daemons' start-up path, where a dataclass costs
-    ~1 ms to make and the ``dataclasses`` module ~10 ms to import.)"""
-
-    def __init__(self, leader_elect: bool = False, leader_elect_lease_name: str = "",
-                 leader_elect_namespace: str = "", leader_elect_lease_duration: float = 15.0,
-                 leader_elect_renew_deadline: float = 10.0,
-                 leader_elect_retry_period: float = 2.0) -> None:
-        self.leader_elect = leader_elect
-        self.leader_elect_lease_name = leader_elect_lease_name  # default: per program
-        self.leader_elect_namespace = leader_elect_namespace  # default: --namespace
-        self.leader_elect_lease_duration = leader_elect_lease_duration
-        self.leader_elect_renew_deadline = leader_elect_renew_deadline
-        self.leader_elect_retry_period = leader_elect_retry_period
+__all__ = ["GlogOptions", "LeaderElectionOptions", "kubeconfig_flag", "log_format_flag",
+           "logtostderr_flag", "validate_leader_election", "verbosity_flag"]
 
 
 def validate_leader_election(opts: LeaderElectionOptions) -> list[str]:
@@ -124,53 +95,66 @@ def _parse_log_format(text: str) -> str:
 
 # --- the rows ----------------------------------------------------------------------------
 
+_GLOG = "Accepted for glog compatibility."
 
-def verbosity_flag(help_text: str) -> Flag:
+
+def _parse_int32(text: str) -> int:
+    return parse_decimal_int(text, 32)
+
+
+def verbosity_flag(help_text: str) -> int:
     """glog's ``--v`` (``-v``), with what this program logs at each level."""
-    return Flag("v", "v", lambda s: parse_decimal_int(s, 32), help_text, metavar="int")
+    return flag(0, _parse_int32, help_text, metavar="int")
 
 
-GLOG_FLAGS: tuple[Flag, ...] = (
-    Flag("vmodule", "vmodule", _parse_vmodule, "Accepted for glog compatibility.",
-         metavar="string"),
-    Flag("logtostderr", "logtostderr", parse_bool,
-         "Accepted for glog compatibility; logs always go to stderr.", is_bool=True),
-    Flag("alsologtostderr", "alsologtostderr", parse_bool,
-         "Accepted for glog compatibility.", is_bool=True),
-    Flag("stderrthreshold", "stderrthreshold", _parse_severity,
-         "Accepted for glog compatibility.", metavar="severity"),
-    Flag("log-dir", "log_dir", parse_str, "Accepted for glog compatibility.",
-         metavar="string"),
-    Flag("log-link", "log_link", parse_str, "Accepted for glog compatibility.",
-         metavar="string"),
-    Flag("logbuflevel", "logbuflevel", parse_go_int, "Accepted for glog compatibility.",
-         metavar="int"),
-    Flag("log-backtrace-at", "log_backtrace_at", _parse_backtrace,
-         "Accepted for glog compatibility.", metavar="file:N"),
-)
-"""glog's flags after ``--v``, in glog's order."""
+def logtostderr_flag(default: bool) -> bool:
+    """glog's ``--logtostderr``; upstream's autoscaler sets it, glog's default is false."""
+    return flag(default, parse_bool, "Accepted for glog compatibility; logs always go to stderr.")
 
-KUBECONFIG_FLAG = Flag(
-    "kubeconfig", "kubeconfig", parse_str,
-    "Kubeconfig file for running outside a cluster (default: $KUBECONFIG, else "
-    "in-cluster config).", metavar="path")
-LOG_FORMAT_FLAG = Flag("log-format", "log_format", _parse_log_format, "text (default) or json.",
-                       metavar="format")
-LEADER_ELECT_FLAG = Flag(
-    "leader-elect", "leader_elect", parse_bool,
-    "Run several replicas: only the holder of a coordination.k8s.io Lease writes. "
-    "Needs get, create, update on leases.", is_bool=True)
-LEASE_FLAGS: tuple[Flag, ...] = (
-    Flag("leader-elect-namespace", "leader_elect_namespace", parse_str,
-         "Namespace of the Lease (default: --namespace).", metavar="string"),
-    Flag("leader-elect-lease-duration", "leader_elect_lease_duration", parse_duration,
-         "How long followers wait after the last renewal before taking over (default 15s).",
-         metavar="duration"),
-    Flag("leader-elect-renew-deadline", "leader_elect_renew_deadline", parse_duration,
-         "How long the leader keeps trying to renew before it stops writing (default 10s).",
-         metavar="duration"),
-    Flag("leader-elect-retry-period", "leader_elect_retry_period", parse_duration,
-         "How often to try to acquire or renew the Lease (default 2s).",
-         metavar="duration"),
-)
-"""The Lease's flags after its name (whose default is each program's own)."""
+
+def kubeconfig_flag() -> str:
+    return flag("", parse_str, "Kubeconfig file for running outside a cluster (default: "
+                "$KUBECONFIG, else in-cluster config).", metavar="path")
+
+
+def log_format_flag() -> str:
+    return flag("text", _parse_log_format, "text (default) or json.", metavar="format")
+
+
+@dataclasses.dataclass(kw_only=True)
+class GlogOptions:
+    """glog's flags, in glog's order: accepted for compatibility; only ``--v`` changes what
+    we do."""
+
+    v: int = verbosity_flag("Log verbosity.")
+    vmodule: str = flag("", _parse_vmodule, _GLOG, metavar="string")
+    logtostderr: bool = logtostderr_flag(False)
+    alsologtostderr: bool = flag(False, parse_bool, _GLOG)
+    stderrthreshold: int = flag(2, _parse_severity, _GLOG, metavar="severity")
+    log_dir: str = flag("", parse_str, _GLOG, metavar="string")
+    log_link: str = flag("", parse_str, _GLOG, metavar="string")
+    logbuflevel: int = flag(0, parse_go_int, _GLOG, metavar="int")
+    log_backtrace_at: str = flag("", _parse_backtrace, _GLOG, metavar="file:N")
+
+
+@dataclasses.dataclass(kw_only=True)
+class LeaderElectionOptions:
+    """``--leader-elect`` and its Lease (ours): client-go's defaults."""
+
+    leader_elect: bool = flag(
+        False, parse_bool, "Run several replicas: only the holder of a coordination.k8s.io "
+        "Lease writes. Needs get, create, update on leases.")
+    leader_elect_lease_name: str = flag("", parse_str, "Name of the Lease.", metavar="string")
+    leader_elect_namespace: str = flag(
+        "", parse_str, "Namespace of the Lease (default: --namespace).", metavar="string")
+    leader_elect_lease_duration: float = flag(
+        15.0, parse_duration,
+        "How long followers wait after the last renewal before taking over (default 15s).",
+        metavar="duration")
+    leader_elect_renew_deadline: float = flag(
+        10.0, parse_duration,
+        "How long the leader keeps trying to renew before it stops writing (default 10s).",
+        metavar="duration")
+    leader_elect_retry_period: float = flag(
+        2.0, parse_duration, "How often to try to acquire or renew the Lease (default 2s).",
+        metavar="duration")

@@ -5,8 +5,9 @@ checks, so a CPVA Deployment's ``command`` works unchanged: ``--target``, ``--na
 (default ``$MY_NAMESPACE``, not CPA's ``$MY_POD_NAMESPACE``), ``--default-config``,
 ``--config-file``, ``--poll-period-seconds`` (10), ``--kubeconfig``, ``--version``,
 ``--dry-run`` and the glog flags. The syntax is pflag's, parsed by :mod:`cpa.go.pflag`
-with this module's table: ``_`` and ``-`` are one, ``-v=2`` works; the glog and
-leader-election rows are both daemons' (:mod:`cpa.runtime.common_flags`).
+with the table of :class:`VerticalOptions`, one field per flag: ``_`` and ``-`` are one,
+``-v=2`` works; the glog and leader-election groups are both daemons'
+(:mod:`cpa.runtime.common_flags`).
 
 Validation reports every problem at once, with CPVA's messages (exit 1). Ours on top of
 CPVA's checks: an empty name (``deployment/``) and a name with a ``/`` are refused here
@@ -16,12 +17,14 @@ here, so a bad one is exit 1 before any API request (CPVA: exit 1 after discover
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
+from typing import ClassVar
 
 from cpa.go.duration import parse_duration
-from cpa.go.pflag import Flag, FlagTable, UsageError, parse_flags, parse_str
+from cpa.go.pflag import Include, UsageError, flag, parse_flags, parse_str, table_of
 from cpa.go.pflag import usage as table_usage
 from cpa.go.strconv import parse_bool, parse_go_int
 from cpa.runtime import common_flags as shared
@@ -43,87 +46,93 @@ def _choice(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
+@dataclasses.dataclass(kw_only=True)
 class VerticalOptions(shared.GlogOptions, shared.LeaderElectionOptions):
-    """Everything ``/cpvpa`` takes from its command line (and ``$MY_NAMESPACE``). (A plain
-    class, not a dataclass, as its bases: it is made on the daemon's start-up path, where a
-    dataclass costs ~1 ms to make and the ``dataclasses`` module ~10 ms to import.)"""
+    """Everything ``/cpvpa`` takes from its command line (and ``$MY_NAMESPACE``): a flag per
+    :func:`~cpa.go.pflag.flag` field, in ``--help`` order, CPVA's first."""
 
-    # Every field, the bases' too, as the dataclass had them (the bases have no slots).
-    __slots__ = (
-        "allow_statefulset", "alsologtostderr", "config_file", "default_config",
-        "default_scale_config", "default_scale_configs", "dry_run", "events", "health_port",
-        "help", "in_place_template", "invalid_config", "kubeconfig", "leader_elect",
-        "leader_elect_lease_duration", "leader_elect_lease_name", "leader_elect_namespace",
-        "leader_elect_renew_deadline", "leader_elect_retry_period", "log_backtrace_at",
-        "log_dir", "log_format", "log_link", "logbuflevel", "logtostderr", "namespace",
-        "patch_target", "patch_targets", "poll_period_seconds", "resize_deferred_timeout",
-        "resize_fallback_grace_period", "resize_fallback_max_pods_per_cycle", "resize_mode",
-        "stderrthreshold", "target", "v", "version", "vmodule")
-
-    def __init__(
-        self,
-        # the bases' fields, in the order a dataclass took them (its bases in reverse MRO)
-        leader_elect: bool = False, leader_elect_lease_name: str = "",
-        leader_elect_namespace: str = "", leader_elect_lease_duration: float = 15.0,
-        leader_elect_renew_deadline: float = 10.0, leader_elect_retry_period: float = 2.0,
-        v: int = 0, vmodule: str = "", logtostderr: bool = False,
-        alsologtostderr: bool = False, stderrthreshold: int = 2, log_dir: str = "",
-        log_link: str = "", logbuflevel: int = 0, log_backtrace_at: str = "",
-        target: str = "",
-        namespace: str = "",
-        default_config: str = "",
-        config_file: str = "",
-        poll_period_seconds: int = 10,
-        kubeconfig: str = "",
-        version: bool = False,
-        dry_run: bool = False,
-        help: bool = False,
-        # ours, opt-in
-        resize_mode: str = "template",
-        in_place_template: str = "when-safe",
-        resize_deferred_timeout: float = 300.0,
-        invalid_config: str = InvalidConfigPolicy.REFUSE.value,
-        health_port: int = 0,
-        log_format: str = "text",
-        allow_statefulset: bool = False,
-        events: bool = False,
-        resize_fallback_max_pods_per_cycle: int = 0,
-        resize_fallback_grace_period: float = 0.0,
-        # filled by validate()
-        patch_target: PatchTarget | None = None,  # the first (CPVA's only) target
-        patch_targets: tuple[PatchTarget, ...] = (),
-        default_scale_config: ScaleConfig | None = None,  # the first target's
-        default_scale_configs: tuple[ScaleConfig | None, ...] = (),  # per target, in order
-    ) -> None:
-        shared.LeaderElectionOptions.__init__(
-            self, leader_elect, leader_elect_lease_name, leader_elect_namespace,
-            leader_elect_lease_duration, leader_elect_renew_deadline, leader_elect_retry_period)
-        shared.GlogOptions.__init__(self, v, vmodule, logtostderr, alsologtostderr,
-                                    stderrthreshold, log_dir, log_link, logbuflevel,
-                                    log_backtrace_at)
-        self.target = target
-        self.namespace = namespace
-        self.default_config = default_config
-        self.config_file = config_file
-        self.poll_period_seconds = poll_period_seconds
-        self.kubeconfig = kubeconfig
-        self.version = version
-        self.dry_run = dry_run
-        self.help = help
-        self.resize_mode = resize_mode
-        self.in_place_template = in_place_template
-        self.resize_deferred_timeout = resize_deferred_timeout
-        self.invalid_config = invalid_config
-        self.health_port = health_port
-        self.log_format = log_format
-        self.allow_statefulset = allow_statefulset
-        self.events = events
-        self.resize_fallback_max_pods_per_cycle = resize_fallback_max_pods_per_cycle
-        self.resize_fallback_grace_period = resize_fallback_grace_period
-        self.patch_target = patch_target
-        self.patch_targets = patch_targets
-        self.default_scale_config = default_scale_config
-        self.default_scale_configs = default_scale_configs
+    # CPVA's
+    target: str = flag(
+        "", parse_str,
+        "The target object to scale: deployment/NAME, daemonset/NAME or replicaset/NAME "
+        "(not case sensitive; the name is lower-cased too, as CPVA does); ours: a comma "
+        "list of them, one Node count for all, each written on its own.", metavar="string")
+    namespace: str = flag("", parse_str,
+                          "The namespace of the --target (default: $MY_NAMESPACE).",
+                          metavar="string")
+    default_config: str = flag(
+        "", parse_str,
+        'The default configuration, JSON: {"<container>": {"requests"|"limits": '
+        '{"<resource>": {"base", "max", "step", "coresPerStep", "nodesPerStep"}}}}.',
+        metavar="json")
+    config_file: str = flag(
+        "", parse_str,
+        "A config file (JSON, as --default-config) decoded over the default config; re-read "
+        "when it is replaced (a mounted ConfigMap's update).", metavar="path")
+    poll_period_seconds: int = flag(
+        10, parse_go_int, "Seconds between polls of the cluster size (default 10).",
+        metavar="int")
+    kubeconfig: str = shared.kubeconfig_flag()
+    version: bool = flag(False, parse_bool, "Print the version and exit.")
+    dry_run: bool = flag(False, parse_bool,
+                         "Compute and log the updates of the target but do not apply them.")
+    help: bool = flag(False, parse_bool, "Show this help and exit.")
+    _glog: ClassVar[Include] = Include(shared.GlogOptions)  # glog's flags go here
+    v: int = shared.verbosity_flag("Log verbosity: 0 writes and errors, 2 the config, 4 every "
+                                   "poll's counts and values.")
+    # ours, opt-in
+    resize_mode: str = flag(
+        "template", _choice(*RESIZE_MODES),
+        "template (default, CPVA's): patch the target's pod template, which rolls its "
+        "Pods. in-place: resize the running Pods through pods/resize (Kubernetes 1.33+), "
+        "falling back to the template where the cluster refuses.", metavar="mode")
+    in_place_template: str = flag(
+        "when-safe", _choice(*IN_PLACE_TEMPLATE),
+        "With --resize-mode=in-place, whether the pod template is patched too: when-safe "
+        "(default: only where that restarts no Pod, a DaemonSet with updateStrategy "
+        "OnDelete or a ReplicaSet), always, never.", metavar="when")
+    resize_deferred_timeout: float = flag(
+        300.0, parse_duration,
+        "How long an in-place resize the kubelet defers may wait before the template is "
+        "patched instead (default 5m).", metavar="duration")
+    invalid_config: str = flag(
+        InvalidConfigPolicy.REFUSE.value, _choice(*(p.value for p in InvalidConfigPolicy)),
+        "refuse (default): an invalid config file fails every poll and nothing is written "
+        "until the file changes. keep-previous: CPVA's behaviour, the previous config "
+        "keeps applying.", metavar="policy")
+    health_port: int = flag(
+        0, parse_go_int,
+        "Serve /healthz, /last-poll and /metrics on this port (default 0: off, as CPVA).",
+        metavar="int")
+    allow_statefulset: bool = flag(
+        False, parse_bool,
+        "Accept statefulset/NAME in --target (CPVA refuses the kind; off by default so that "
+        "a CPVA command line is read as CPVA reads it).")
+    resize_fallback_max_pods_per_cycle: int = flag(
+        0, parse_go_int,
+        "With --resize-mode=in-place: at most this many Pods restarted per poll by a "
+        "fallback (/cpvpa evicts them itself; the template is patched only where that "
+        "rolls nothing). 0 (default): the fallback patches the template and the "
+        "controller rolls the Pods.", metavar="int")
+    resize_fallback_grace_period: float = flag(
+        0.0, parse_duration,
+        "With --resize-mode=in-place: how long a Pod's resize must stay refused before "
+        "the fallback acts on it (default 0: at once).", metavar="duration")
+    events: bool = flag(
+        False, parse_bool,
+        "Create Events regarding each target: Normal on every change of its resources "
+        "(template or Pods), Warning on every fallback of in-place resize. Needs create on "
+        "events.k8s.io events.")
+    log_format: str = shared.log_format_flag()
+    _election: ClassVar[Include] = Include(shared.LeaderElectionOptions)  # and the Lease's
+    leader_elect_lease_name: str = flag(
+        "", parse_str, "Name of the Lease (default: cpvpa-<kind>-<name> of the target).",
+        metavar="string")
+    # not flags: filled by validate()
+    patch_target: PatchTarget | None = None  # the first (CPVA's only) target
+    patch_targets: tuple[PatchTarget, ...] = ()
+    default_scale_config: ScaleConfig | None = None  # the first target's
+    default_scale_configs: tuple[ScaleConfig | None, ...] = ()  # per target, in order
 
     @property
     def policy(self) -> InvalidConfigPolicy:
@@ -150,74 +159,7 @@ class VerticalOptions(shared.GlogOptions, shared.LeaderElectionOptions):
         return name
 
 
-_FLAGS: tuple[Flag, ...] = (
-    Flag("target", "target", parse_str,
-         "The target object to scale: deployment/NAME, daemonset/NAME or replicaset/NAME "
-         "(not case sensitive; the name is lower-cased too, as CPVA does); ours: a comma "
-         "list of them, one Node count for all, each written on its own.",
-         metavar="string"),
-    Flag("namespace", "namespace", parse_str,
-         "The namespace of the --target (default: $MY_NAMESPACE).", metavar="string"),
-    Flag("default-config", "default_config", parse_str,
-         'The default configuration, JSON: {"<container>": {"requests"|"limits": '
-         '{"<resource>": {"base", "max", "step", "coresPerStep", "nodesPerStep"}}}}.',
-         metavar="json"),
-    Flag("config-file", "config_file", parse_str,
-         "A config file (JSON, as --default-config) decoded over the default config; re-read "
-         "when it is replaced (a mounted ConfigMap's update).", metavar="path"),
-    Flag("poll-period-seconds", "poll_period_seconds", parse_go_int,
-         "Seconds between polls of the cluster size (default 10).", metavar="int"),
-    shared.KUBECONFIG_FLAG,
-    Flag("version", "version", parse_bool, "Print the version and exit.", is_bool=True),
-    Flag("dry-run", "dry_run", parse_bool,
-         "Compute and log the updates of the target but do not apply them.", is_bool=True),
-    Flag("help", "help", parse_bool, "Show this help and exit.", is_bool=True),
-    shared.verbosity_flag("Log verbosity: 0 writes and errors, 2 the config, 4 every poll's "
-                          "counts and values."),
-    *shared.GLOG_FLAGS,
-    Flag("resize-mode", "resize_mode", _choice(*RESIZE_MODES),
-         "template (default, CPVA's): patch the target's pod template, which rolls its "
-         "Pods. in-place: resize the running Pods through pods/resize (Kubernetes 1.33+), "
-         "falling back to the template where the cluster refuses.", metavar="mode"),
-    Flag("in-place-template", "in_place_template", _choice(*IN_PLACE_TEMPLATE),
-         "With --resize-mode=in-place, whether the pod template is patched too: when-safe "
-         "(default: only where that restarts no Pod, a DaemonSet with updateStrategy "
-         "OnDelete or a ReplicaSet), always, never.", metavar="when"),
-    Flag("resize-deferred-timeout", "resize_deferred_timeout", parse_duration,
-         "How long an in-place resize the kubelet defers may wait before the template is "
-         "patched instead (default 5m).", metavar="duration"),
-    Flag("invalid-config", "invalid_config", _choice(*(p.value for p in InvalidConfigPolicy)),
-         "refuse (default): an invalid config file fails every poll and nothing is written "
-         "until the file changes. keep-previous: CPVA's behaviour, the previous config "
-         "keeps applying.", metavar="policy"),
-    Flag("health-port", "health_port", parse_go_int,
-         "Serve /healthz, /last-poll and /metrics on this port (default 0: off, as CPVA).",
-         metavar="int"),
-    Flag("allow-statefulset", "allow_statefulset", parse_bool,
-         "Accept statefulset/NAME in --target (CPVA refuses the kind; off by default so that "
-         "a CPVA command line is read as CPVA reads it).", is_bool=True),
-    Flag("resize-fallback-max-pods-per-cycle", "resize_fallback_max_pods_per_cycle",
-         parse_go_int,
-         "With --resize-mode=in-place: at most this many Pods restarted per poll by a "
-         "fallback (/cpvpa evicts them itself; the template is patched only where that "
-         "rolls nothing). 0 (default): the fallback patches the template and the "
-         "controller rolls the Pods.", metavar="int"),
-    Flag("resize-fallback-grace-period", "resize_fallback_grace_period", parse_duration,
-         "With --resize-mode=in-place: how long a Pod's resize must stay refused before "
-         "the fallback acts on it (default 0: at once).", metavar="duration"),
-    Flag("events", "events", parse_bool,
-         "Create Events regarding each target: Normal on every change of its resources "
-         "(template or Pods), Warning on every fallback of in-place resize. Needs create on "
-         "events.k8s.io events.", is_bool=True),
-    shared.LOG_FORMAT_FLAG,
-    shared.LEADER_ELECT_FLAG,
-    Flag("leader-elect-lease-name", "leader_elect_lease_name", parse_str,
-         "Name of the Lease (default: cpvpa-<kind>-<name> of the target).",
-         metavar="string"),
-    *shared.LEASE_FLAGS,
-)
-
-TABLE = FlagTable(_FLAGS)
+TABLE = table_of(VerticalOptions)
 
 
 def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> VerticalOptions:

@@ -29,9 +29,9 @@ SITE = f"{VENV}/lib/{PYTHON}/site-packages"
 ENTRYPOINTS = ("cluster-proportional-autoscaler", "cpvpa")
 SCRIPT = """\
 #!{venv}/bin/python3 -S
-# Written by image/ocibuild for the image's interpreter. -S: no site module (~2 ms of every
-# start; the venv has no .pth file for it to run): its packages go on the path here, last,
-# where site would put them.
+# Written by image/ocibuild for the image's interpreter. -S: no site module (work at every
+# start, and the venv has no .pth file for it to run): its packages go on the path here,
+# last, where site would put them.
 import sys
 {prelude}sys.path.append("{site}")
 from {module} import {attr}
@@ -40,10 +40,9 @@ if __name__ == "__main__":
 """
 PRELUDES = {
     # The autoscaler's daemon: no cyclic garbage collection while it imports and reads the
-    # first Node list (its passes over objects that all stay alive were ~2 ms of the start
-    # before the daemon's own code runs); cpa.horizontal.daemon.cpa_main.run turns it back on after
-    # the
-    # first poll, cpa.cli.vertical_main for a CPVA command line handed over.
+    # first Node list (its passes over objects that all stay alive are work at every start
+    # before the daemon's own code runs); cpa.horizontal.daemon.cpa_main.run turns it back
+    # on after the first poll, cpa.cli.vertical_main for a CPVA command line handed over.
     "cpa.cli:daemon_main": "import gc\ngc.disable()\n",
 }
 # glibc 2.36 in bookworm: any manylinux tag up to 2_36 runs there.
@@ -160,20 +159,13 @@ def write_scripts(root: Path) -> list[str]:
                          "console scripts run without the site module (python3 -S), which "
                          "would skip them: put what they do in SCRIPT, or drop -S there")
     names = []
-    for eps in sorted(site.glob("*.dist-info/entry_points.txt")):
-        parser = configparser.ConfigParser(delimiters=("=",))
-        parser.optionxform = str  # type: ignore[assignment,method-assign]
-        parser.read_string(eps.read_text())
-        if not parser.has_section("console_scripts"):
-            continue
-        for name, spec in sorted(parser.items("console_scripts")):
-            module, _, attr = spec.strip().partition(":")
-            script = bin_dir / name
-            script.write_text(SCRIPT.format(venv=VENV, site=SITE, module=module,
-                                            attr=attr.strip(),
-                                            prelude=PRELUDES.get(spec.strip(), "")))
-            script.chmod(0o755)
-            names.append(name)
+    for name, spec in sorted(console_scripts(site).items()):
+        module, _, attr = spec.partition(":")
+        script = bin_dir / name
+        script.write_text(SCRIPT.format(venv=VENV, site=SITE, module=module,
+                                        attr=attr.strip(), prelude=PRELUDES.get(spec, "")))
+        script.chmod(0o755)
+        names.append(name)
     for name in ENTRYPOINTS:
         if name not in names:
             raise SystemExit(f"ocibuild: no console script {name!r} in the wheels")

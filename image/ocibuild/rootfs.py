@@ -21,7 +21,7 @@ from ocibuild.platforms import Platform
 
 STDLIB = f"/usr/lib/{PYTHON}"
 # Kept although the program never imports them: what a person debugging the image asks
-# the interpreter (``python -m sysconfig``: paths, the build's configuration; 60 KB).
+# the interpreter (``python -m sysconfig``: paths, the build's configuration; small).
 ALWAYS_KEPT = ("sysconfig", "_sysconfigdata")
 # Packages of which every module stays when the package does: none of them. ``encodings``
 # keeps only the codecs the program names (importprobe.py: CODECS, INTERPRETER_CODECS).

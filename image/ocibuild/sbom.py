@@ -1,6 +1,6 @@
 """An SPDX 2.3 JSON SBOM per platform, and /LICENSES, from what the image holds.
 
-Why our own ~200 lines and not syft: everything an SBOM of this image must list is known
+Why our own code and not syft: everything an SBOM of this image must list is known
 exactly at build time: the Debian packages whose files were copied (their control fields)
 and the Python distributions unpacked into the venv (their dist-info). Reading them here
 takes milliseconds, needs no Go build (syft's module graph is one of the largest there is:

@@ -150,9 +150,13 @@ class CrossBuilder:
 
     def sdist(self, requirement: str) -> Path:
         if requirement not in self._sdists:
-            dest = self.work / "sdists" / normalize(requirement.split("==")[0])
+            name = normalize(requirement.split("==")[0])
+            dest = self.work / "sdists" / name
             dest.mkdir(parents=True, exist_ok=True)
-            _pip("download", "--no-deps", "--no-binary=:all:", f"--dest={dest}", requirement)
+            # Only this distribution's sdist: pip still prepares its metadata, and the build
+            # requirements it installs for that may come as wheels (`:all:` would compile
+            # PyYAML's Cython from its source first, for minutes).
+            _pip("download", "--no-deps", f"--no-binary={name}", f"--dest={dest}", requirement)
             archives = sorted(dest.glob("*.tar.gz"))
             if len(archives) != 1:
                 raise SystemExit(f"ocibuild: expected one sdist of {requirement} in {dest}, "

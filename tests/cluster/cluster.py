@@ -39,12 +39,12 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 import yaml
 
-from tests.cluster import configs
+from tests.cluster import configs, hostlock
 from tests.cluster.configs import (
     BRIDGE,
     CNI_BIN_DIR,
@@ -168,7 +168,7 @@ class Cluster:
         self.images: dict[str, str] = {}
         self.registry: Registry | None = None
         self.log = log
-        self.workdir = Path(tempfile.mkdtemp(prefix="cpa-cluster-"))
+        self.workdir = Path(tempfile.mkdtemp(prefix=hostlock.WORKDIR_PREFIX))
         self.workdir.chmod(0o755)  # pods run as 65534 and read their volumes under it
         self.containerd_dir = self.workdir / "containerd"
         self.containerd_sock = self.containerd_dir / "containerd.sock"
@@ -183,6 +183,8 @@ class Cluster:
         self.cleanup_report: list[str] = []
         self.leftovers: list[str] = []
         self.foreign_changes: list[str] = []  # host changes another process made meanwhile
+        self.reaped: list[str] = []  # what a dead run left and start() removed
+        self._host_lock: IO[str] | None = None
         atexit.register(_stop_at_exit, weakref.ref(self))
 
     # ------------------------------------------------------------------ helpers
@@ -224,6 +226,9 @@ class Cluster:
         """Bring the node up; returns once it is Ready and the ``kubernetes`` Service is
         programmed by kube-proxy. On failure everything started is cleaned up again."""
         began = time.monotonic()
+        self._host_lock, self.reaped = hostlock.claim(self.workdir, BRIDGE)
+        for line in self.reaped:
+            self.log(f"[cluster] {line}")
         self.snapshot = HostSnapshot.take()
         try:
             self._make_bridge()
@@ -446,6 +451,7 @@ class Cluster:
             report += snapshot.remove_new_empty_tables()
             report += [f"removed {p}" for p in snapshot.remove_new_dir_entries(str(self.workdir))]
         if os.environ.get(KEEP_ENV) == "1":
+            (self.workdir / hostlock.KEPT_MARKER).write_text("kept on request\n")
             report.append(f"kept {self.workdir} (${KEEP_ENV}=1)")
         else:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -455,6 +461,9 @@ class Cluster:
         self.leftovers += [f"process {pid} still runs with {self.workdir} in its arguments"
                            for pid in pids_with_arg(str(self.workdir))]
         self.timings["cleanup"] = time.monotonic() - began
+        if self._host_lock is not None:
+            hostlock.release(self._host_lock)
+            self._host_lock = None
 
     def _new_veths(self) -> list[str]:
         if self.snapshot is None:

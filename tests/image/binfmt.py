@@ -13,7 +13,6 @@ Changes the host: hold /work/locks/host.lock (or run on a machine of your own, a
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -80,7 +79,3 @@ class Binfmt:
     def leftovers(self) -> list[str]:
         return [q for q in self.qemus if q in self.registered and
                 (MISC / f"qemu-{q}").exists()]
-
-
-def native_machine() -> str:
-    return os.uname().machine

@@ -166,9 +166,6 @@ class PodContainer:
     def pid(self) -> int:
         return int(self.inspect()["State"]["Pid"])
 
-    def running(self) -> bool:
-        return bool(self.inspect()["State"]["Running"])
-
     def logs(self) -> str:
         proc = podman("logs", self.id, check=False)
         return proc.stdout + proc.stderr

@@ -55,8 +55,8 @@ DISTS = ("msgspec", "structlog", "prometheus_client", "PyYAML",
          "cluster-proportional-autoscaler-py")
 
 # qemu-user's own memory (its translated code, in transparent huge pages) counts in the
-# container's cgroup: measured 66.5 MB for arm64 against 23.0 MB natively for amd64 in the
-# same full run, within 1 MB of the 64Mi limit; there the interpreter's exit, touching code
+# container's cgroup: about three times amd64's native memory for arm64 in the same full
+# run, at the 64Mi limit; there the interpreter's exit, touching code
 # not yet translated, stalled in reclaim (ppc64le every time, arm64 in CI: "stopped"
 # logged, then podman's SIGKILL after the grace period, exit 137, not OOM-killed). The
 # emulated platforms get this much more: the limit is the manifest's on a real node of

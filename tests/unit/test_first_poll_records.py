@@ -39,16 +39,12 @@ from cpa.vertical.daemon.cpvpa_loop import VerticalPollResult
 REPO = Path(__file__).resolve().parents[2]
 MODULES = (
     # before the Node list goes out
-    "cpa/horizontal/cpa_flags.py",
     "cpa/go/json.py",
-    "cpa/go/pflag.py",
     "cpa/go/quantity.py",
     "cpa/kube/clientconfig.py",
     "cpa/kube/selector.py",
     "cpa/kube/targets.py",
     "cpa/nodes/watch.py",
-    "cpa/runtime/common_flags.py",
-    "cpa/vertical/cpvpa_flags.py",
     # while it is read, and at the first poll
     "cpa/horizontal/daemon/configmapsource.py",
     "cpa/horizontal/daemon/cpa_loop.py",

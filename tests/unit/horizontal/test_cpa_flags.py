@@ -309,8 +309,8 @@ def test_custom_targets_wait_for_discovery() -> None:
 
 
 def test_options_take_every_field_by_keyword_with_its_default() -> None:
-    """Options is a plain class (start-up time): its constructor keeps the dataclass's
-    signature, the bases' fields included, with upstream's logtostderr default."""
+    """Options' constructor takes every field by keyword, the groups' included, with
+    upstream's logtostderr default."""
     opts = Options()
     assert (opts.logtostderr, opts.v, opts.stderrthreshold, opts.leader_elect) == (
         True, 0, 2, False)

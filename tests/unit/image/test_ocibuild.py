@@ -221,3 +221,23 @@ def test_cross_compilers_of_the_foreign_platforms(capsys: pytest.CaptureFixture[
     foreign = [p for p in PLATFORMS.values() if p != native()]
     assert lines == [f"{p.triplet}-gcc {p.cross_gcc}" for p in foreign]
     assert "s390x-linux-gnu-gcc gcc-s390x-linux-gnu" in lines or native().oci_arch == "s390x"
+
+
+def test_sdist_download_asks_for_that_distribution_only_as_source(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the cross-built distribution comes as an sdist: with ``--no-binary=:all:`` pip
+    would also compile from source the build requirements it installs to read the sdist's
+    metadata (PyYAML's Cython: minutes of a cold build)."""
+    calls: list[tuple[str, ...]] = []
+
+    def pip(*args: str) -> None:
+        calls.append(args)
+        dest = Path(next(a for a in args if a.startswith("--dest=")).removeprefix("--dest="))
+        (dest / "PyYAML-6.0.3.tar.gz").write_bytes(b"")
+
+    monkeypatch.setattr(wheels, "_pip", pip)
+    builder = wheels.CrossBuilder(tmp_path, tmp_path / "work", native=None)  # type: ignore[arg-type]
+    assert builder.sdist("PyYAML==6.0.3").name == "PyYAML-6.0.3.tar.gz"
+    (args,) = calls
+    assert "--no-binary=pyyaml" in args
+    assert not any(":all:" in a for a in args), args

@@ -152,8 +152,8 @@ def test_default_config_json_is_carried_verbatim() -> None:
 
 
 def test_options_take_every_field_by_keyword_with_its_default() -> None:
-    """VerticalOptions is a plain class (start-up time): its constructor keeps the
-    dataclass's signature, the bases' fields included."""
+    """VerticalOptions' constructor takes every field by keyword, the groups' included,
+    with glog's logtostderr default."""
     opts = options.VerticalOptions(namespace="ns", kubeconfig="kc")
     assert (opts.namespace, opts.kubeconfig, opts.logtostderr, opts.v) == ("ns", "kc", False,
                                                                            0)

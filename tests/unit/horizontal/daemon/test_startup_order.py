@@ -2,9 +2,9 @@
 goes out (the very request the reflector then makes) before the reflector, the store, the
 decoder, the health server and the first poll's code are imported (they load while the API
 server prepares the list), and nothing on the way to the first write imports what costs
-start-up time for no use there (``dataclasses`` with ``inspect``, ``urllib.parse`` with
-``ipaddress``, the IDNA codec, ``fractions`` and ``decimal``, the modules of opt-in keys
-the parameters do not have).
+start-up time for no use there (``urllib.parse`` with ``ipaddress``, the IDNA codec,
+``fractions`` and ``decimal``, the modules of opt-in keys the parameters do not have).
+``dataclasses`` is loaded: the command line's options are a dataclass, declared once.
 
 Run in a fresh interpreter, in-cluster as in a Pod (the ServiceAccount directory moved to a
 temporary one), against an address where nothing listens: the request is attempted, which
@@ -64,7 +64,7 @@ sys.exit(main.run(sys.argv[2:]))
 
 LATER = ("cpa.nodes.store", "cpa.nodes.watch", "cpa.nodes.proto", "cpa.runtime.health",
          "cpa.horizontal.daemon.cpa_loop", "cpa.horizontal.decide.decision")
-NEVER = ("dataclasses", "inspect", "urllib.parse", "ipaddress", "encodings.idna",
+NEVER = ("urllib.parse", "ipaddress", "encodings.idna",
          "cpa.kube.selector", "structlog", "prometheus_client", "fractions", "decimal",
          "fnmatch", "random",
          # the opt-in keys' modules, without those keys in the parameters:

@@ -1,0 +1,110 @@
+"""One test cluster per host, and what a killed one left behind cleared before the next.
+
+Why: a cluster run that is killed (SIGKILL, a CI timeout, a session that ends) never reaches
+:meth:`Cluster.stop`; its bridge, veths, network namespaces and mounts stay, and the next
+run refuses to start because the bridge's routes overlap its own. Every run therefore holds
+an exclusive lock on :data:`LOCK_PATH` for its whole life, with its PID and temp dir written
+in it. A run that gets the lock knows no other cluster of these tests is up, so whatever of
+ours it still finds on the host (the bridge, its veths, mounts under a cluster temp dir,
+processes with such a dir in their arguments) is a dead run's and is removed, each by name
+or PID; a run that does not get the lock is told who holds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import IO
+
+from tests.cluster.host import HostSnapshot, pids_with_arg, run, unmount_under
+
+LOCK_PATH = Path("/run/cpa-test-cluster.lock")
+WORKDIR_PREFIX = "cpa-cluster-"
+KEPT_MARKER = "KEPT"
+"""A file :meth:`Cluster.stop` writes in a temp dir it keeps on request: such a dir is left."""
+
+
+class HostBusy(RuntimeError):
+    """Another cluster of these tests is running on this host."""
+
+
+def claim(workdir: Path, bridge: str, lock_path: Path = LOCK_PATH) -> tuple[IO[str], list[str]]:
+    """Take the host for a cluster with ``workdir``; returns the open lock file (keep it
+    open for the cluster's life, :func:`release` it at stop) and what a dead run left and
+    was removed."""
+    handle = lock_path.open("a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise HostBusy(f"another test cluster holds {lock_path} ({holder}); wait for it to "
+                       "stop, or stop that process") from None
+    removed = reap(bridge, keep=workdir)
+    handle.seek(0)
+    handle.truncate()
+    handle.write(json.dumps({"pid": os.getpid(), "workdir": str(workdir)}))
+    handle.flush()
+    return handle, removed
+
+
+def release(handle: IO[str]) -> None:
+    """Give the host back (the lock goes with the file's close)."""
+    with contextlib.suppress(OSError):
+        handle.seek(0)
+        handle.truncate()
+    handle.close()
+
+
+def dead_workdirs(keep: Path) -> list[Path]:
+    """Cluster temp dirs other than ``keep`` and not kept on request: with the lock held,
+    all of them are dead runs'."""
+    root = Path(tempfile.gettempdir())
+    return sorted(p for p in root.glob(f"{WORKDIR_PREFIX}*")
+                  if p.is_dir() and p != keep and not (p / KEPT_MARKER).exists())
+
+
+def reap(bridge: str, keep: Path) -> list[str]:
+    """Remove what dead cluster runs left: their processes (by PID), mounts, temp dirs,
+    and, when the bridge is still there, its veths, the CNI network namespaces, the bridge,
+    kube-proxy's and CNI's iptables chains and the Pods' cgroups. Only call with the lock."""
+    removed: list[str] = []
+    for workdir in dead_workdirs(keep):
+        for pid in pids_with_arg(str(workdir)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+                removed.append(f"killed pid {pid} of a dead run ({workdir})")
+        removed += [f"unmounted {m}" for m in unmount_under(workdir)]
+        shutil.rmtree(workdir, ignore_errors=True)
+        removed.append(f"removed {workdir}")
+    if run("ip", "link", "show", bridge, check=False).returncode != 0:
+        return removed
+    for line in run("ip", "-o", "link", "show", "master", bridge).stdout.splitlines():
+        veth = line.split(":")[1].strip().split("@")[0]
+        run("ip", "link", "del", veth, check=False)
+        removed.append(f"deleted veth {veth} of a dead run")
+    for netns in _empty_cni_netns():
+        run("ip", "netns", "delete", netns, check=False)
+        removed.append(f"deleted network namespace {netns} of a dead run")
+    run("ip", "link", "del", bridge, check=False)
+    removed.append(f"deleted bridge {bridge} of a dead run")
+    # Measured against an empty host, every KUBE-/CNI- chain and kubepods cgroup is new:
+    # the dead run's kube-proxy rules and Pod cgroups.
+    nothing = HostSnapshot()
+    removed += nothing.remove_iptables_additions()
+    removed += [f"removed cgroup {c} of a dead run" for c in nothing.remove_new_cgroups()]
+    return removed
+
+
+def _empty_cni_netns() -> list[str]:
+    """CNI network namespaces (``cni-*``, as containerd names them) without a process: with
+    our bridge stale, these are the dead run's Pod sandboxes."""
+    names = [line.split()[0] for line in run("ip", "netns", "list").stdout.splitlines()
+             if line.startswith("cni-")]
+    return [n for n in names if not run("ip", "netns", "pids", n, check=False).stdout.strip()]
