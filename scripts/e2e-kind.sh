@@ -134,7 +134,15 @@ ref="$(bash "$repo/image/build.sh" | tail -n 1)"   # oci:<layout>:<tag>
 e2e_test="$(bash "$repo/tests/kind/k8s-e2e/build.sh" | tail -n 1)"
 step "tools and images ready: kind $("$kind_bin" version | cut -d' ' -f2), provider $provider, Kubernetes $k8s_version, node image ${node_image:-the default of kind}"
 
-# --- the host snapshot (root + podman: what kind's nodes can change on this host) ------
+# --- the host: one test cluster at a time; its snapshot (root + podman) ----------------
+# As root, the lock `make cluster-e2e` holds (tests/cluster/hostlock.sh): the host check
+# below puts back sysctls and removes chains and cgroups that appear during the run, which
+# would be that cluster's if it ran at the same time. Held until this script exits.
+if [[ $(id -u) -eq 0 ]]; then
+    # shellcheck source=tests/cluster/hostlock.sh
+    source "$repo/tests/cluster/hostlock.sh"
+    host_lock_claim "make e2e (kind cluster $cluster)" || die "the host is busy (above)"
+fi
 workdir="$(mktemp -d)"
 # A kept cluster's kubeconfig and host snapshot outlive the run, next to each other.
 kept="$repo/.cache/kind/$cluster"
@@ -190,6 +198,7 @@ cleanup() {
         fi
     fi
     rm -rf "$workdir"
+    if declare -F host_lock_release >/dev/null; then host_lock_release; fi
     log "$( ((rc == 0)) && echo PASS || echo FAIL) in $((SECONDS - start)) s"
     exit "$rc"
 }

@@ -3,6 +3,7 @@ kept one left, the holder named to a second run."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -12,6 +13,8 @@ import pytest
 
 from tests.cluster import hostlock
 
+REPO = Path(__file__).resolve().parents[2]
+SHELL_LOCK = REPO / "tests" / "cluster" / "hostlock.sh"
 NO_BRIDGE = "cpanobridge0"  # a link that does not exist: the bridge part is skipped
 
 
@@ -55,3 +58,41 @@ def test_dead_runs_dirs_go_kept_and_own_stay(tmp_root: Path) -> None:
     finally:
         hostlock.release(handle)
     assert (tmp_root / "lock").read_text() == ""
+
+
+def _shell(lock: Path, script: str) -> list[str]:
+    return ["bash", "-c", f"source {SHELL_LOCK}; {script}"]
+
+
+def test_the_shell_lock_and_the_python_lock_exclude_each_other(tmp_root: Path) -> None:
+    """make e2e (shell) and make cluster-e2e (Python) never hold the host at once, and each
+    names the other to the one refused."""
+    lock = tmp_root / "lock"
+    env = {**os.environ, "HOST_LOCK": str(lock)}
+    holder = subprocess.Popen(_shell(lock, 'host_lock_claim "make e2e (kind)" && echo held '
+                                            "&& read -r _"),
+                              env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(hostlock.HostBusy, match=r"make e2e \(kind\)"):
+            hostlock.claim(tmp_root / "mine", NO_BRIDGE, lock_path=lock)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait()
+    handle, _ = hostlock.claim(tmp_root / "mine", NO_BRIDGE, lock_path=lock)
+    try:
+        refused = subprocess.run(_shell(lock, "host_lock_claim other"), env=env,
+                                 capture_output=True, text=True, check=False)
+        assert refused.returncode == 1 and str(tmp_root / "mine") in refused.stderr
+    finally:
+        hostlock.release(handle)
+    taken = subprocess.run(_shell(lock, "host_lock_claim other && host_lock_release"), env=env,
+                           capture_output=True, text=True, check=False)
+    assert taken.returncode == 0, taken.stderr
+    assert lock.read_text() == ""
+
+
+def test_make_e2e_takes_the_host_lock() -> None:
+    script = (REPO / "scripts" / "e2e-kind.sh").read_text()
+    assert "hostlock.sh" in script and "host_lock_claim" in script
