@@ -36,8 +36,9 @@
 #                             the e2e spec are built for it (with Docker: kindest/node:<it>)
 #   KIND=, KUBECTL=           the binaries (default: built from their Go modules, or on PATH)
 #   KEEP_CLUSTER=0            1 = leave the cluster running: its kubeconfig is kept under
-#                             .cache/kind/ and the commands that delete it and put the host
-#                             back are printed
+#                             .cache/kind/<cluster>/ and the commands that delete it and put
+#                             the host back are printed (a run killed by SIGKILL leaves its
+#                             host snapshot there too: the next run puts the host back first)
 #   IMAGE=localhost/cluster-proportional-autoscaler-py:e2e   our image's name on the nodes
 #   TIMEOUT=180               seconds to wait for each condition
 set -euo pipefail
@@ -122,7 +123,7 @@ fi
 kind() { "$kind_bin" "$@"; }
 kubectl() { "$kubectl_bin" "$@"; }
 if kind get clusters 2>/dev/null | grep -qx "$cluster"; then
-    die "a kind cluster named $cluster exists already: delete it (kind delete cluster --name $cluster) or set KIND_CLUSTER"
+    die "a kind cluster named $cluster exists already: delete it (kind delete cluster --name $cluster; the next run puts the host back) or set KIND_CLUSTER"
 fi
 node_image="${KIND_NODE_IMAGE:-}"
 if [[ -z $node_image && $provider == podman ]]; then
@@ -144,15 +145,24 @@ if [[ $(id -u) -eq 0 ]]; then
     host_lock_claim "make e2e (kind cluster $cluster)" || die "the host is busy (above)"
 fi
 workdir="$(mktemp -d)"
-# A kept cluster's kubeconfig and host snapshot outlive the run, next to each other.
-kept="$repo/.cache/kind/$cluster"
-state="$workdir"
-if [[ $keep == 1 ]]; then
-    mkdir -p "$kept"
-    state="$kept"
-fi
+# The kubeconfig and the host snapshot outlive the run in one place: a kept cluster's are
+# used by hand later, and a killed run's snapshot (SIGKILL: no cleanup) puts the host back
+# at the next run's start, its sysctls included.
+state="$repo/.cache/kind/$cluster"
+mkdir -p "$state"
+rm -f "$state/kubeconfig"
 host_check=0
 if [[ $provider == podman ]]; then
+    if [[ -f $state/host.pickle ]]; then
+        log "a run of $cluster did not finish (killed, or its kept cluster deleted by hand): putting the host back as its snapshot says"
+        if [[ $network == "$cluster" ]] && podman network exists "$network" 2>/dev/null; then
+            podman network rm "$network" >/dev/null
+        fi
+        (cd "$repo" && python3 -m tests.kind.host_check restore "$state/host.pickle" \
+            --engine podman) >&2 \
+            || die "the host still differs from before that run (above): put it back by hand, then remove $state/host.pickle"
+        rm -f "$state/host.pickle"
+    fi
     (cd "$repo" && python3 -m tests.kind.host_check snapshot "$state/host.pickle" \
         --engine podman >/dev/null)
     [[ $keep == 1 ]] || host_check=1
@@ -184,15 +194,17 @@ cleanup() {
     fi
     if [[ $made_modules -eq 1 && $keep != 1 ]]; then rmdir /lib/modules 2>/dev/null || true; fi
     if [[ $host_check -eq 1 ]]; then
-        (cd "$repo" && python3 -m tests.kind.host_check restore "$workdir/host.pickle" \
+        (cd "$repo" && python3 -m tests.kind.host_check restore "$state/host.pickle" \
             --engine podman) >&2 || rc=1
     fi
+    [[ $keep == 1 ]] || rm -rf "$state"
     if [[ $created -eq 1 && $keep == 1 ]]; then
         log "the cluster is kept: export KUBECONFIG=$KUBECONFIG"
         log "  delete it and put the host back (sysctls, netavark's chains) with:"
         if [[ $provider == podman ]]; then
             log "  KIND_EXPERIMENTAL_PROVIDER=podman $kind_bin delete cluster --name $cluster && podman network rm $network"
-            log "  (cd $repo && python3 -m tests.kind.host_check restore $state/host.pickle --engine podman)"
+            log "  (cd $repo && python3 -m tests.kind.host_check restore $state/host.pickle --engine podman && rm $state/host.pickle)"
+            log "  (or delete it only: the next make e2e puts the host back first)"
         else
             log "  $kind_bin delete cluster --name $cluster"
         fi
