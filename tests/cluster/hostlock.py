@@ -12,15 +12,20 @@ or PID; a run that does not get the lock is told who holds it.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import json
 import os
+import select
 import shutil
+import signal
+import sys
 import tempfile
 from pathlib import Path
 from typing import IO
 
+from tests.cluster.configs import BRIDGE
 from tests.cluster.host import HostSnapshot, pids_with_arg, run, unmount_under
 
 LOCK_PATH = Path("/run/cpa-test-cluster.lock")
@@ -33,10 +38,11 @@ class HostBusy(RuntimeError):
     """Another cluster of these tests is running on this host."""
 
 
-def claim(workdir: Path, bridge: str, lock_path: Path = LOCK_PATH) -> tuple[IO[str], list[str]]:
+def claim(workdir: Path, bridge: str, lock_path: Path = LOCK_PATH,
+          pid: int | None = None) -> tuple[IO[str], list[str]]:
     """Take the host for a cluster with ``workdir``; returns the open lock file (keep it
     open for the cluster's life, :func:`release` it at stop) and what a dead run left and
-    was removed."""
+    was removed. ``pid`` names the holder to a second run (default: this process)."""
     handle = lock_path.open("a+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -49,7 +55,8 @@ def claim(workdir: Path, bridge: str, lock_path: Path = LOCK_PATH) -> tuple[IO[s
     removed = reap(bridge, keep=workdir)
     handle.seek(0)
     handle.truncate()
-    handle.write(json.dumps({"pid": os.getpid(), "workdir": str(workdir)}))
+    handle.write(json.dumps({"pid": os.getpid() if pid is None else pid,
+                             "workdir": str(workdir)}))
     handle.flush()
     return handle, removed
 
@@ -108,3 +115,53 @@ def _empty_cni_netns() -> list[str]:
     names = [line.split()[0] for line in run("ip", "netns", "list").stdout.splitlines()
              if line.startswith("cni-")]
     return [n for n in names if not run("ip", "netns", "pids", n, check=False).stdout.strip()]
+
+
+def wait_for_exit(pid: int) -> None:
+    """Return once process ``pid`` is gone (a pidfd: no polling)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        select.select([fd], [], [])
+    finally:
+        os.close(fd)
+
+
+def hold(pid: int, what: str, bridge: str, lock_path: Path = LOCK_PATH) -> int:
+    """Hold the host for a shell script (``make e2e``) until its process ``pid`` is gone.
+
+    Why a process of its own: a lock a shell holds on one of its descriptors is inherited
+    by everything it starts, and podman's conmon and aardvark-dns live on with the lock
+    after the script; this process's descriptors are not inherited. Prints ``held`` once
+    the host is taken; exits 1 naming the holder when another run has it."""
+    try:
+        handle, removed = claim(Path(what), bridge, lock_path=lock_path, pid=pid)
+    except HostBusy as busy:
+        print(busy, file=sys.stderr)
+        return 1
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        for line in removed:
+            print(f"host lock: {line}", file=sys.stderr)
+        print("held", flush=True)
+        wait_for_exit(pid)
+    finally:
+        release(handle)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.cluster.hostlock")
+    parser.add_argument("action", choices=("hold",))
+    parser.add_argument("pid", type=int, help="hold the host until this process is gone")
+    parser.add_argument("what", help="what holds it, as a second run is told")
+    parser.add_argument("--lock", type=Path, default=LOCK_PATH)
+    parser.add_argument("--bridge", default=BRIDGE, help="the test cluster's bridge")
+    args = parser.parse_args(argv)
+    return hold(args.pid, args.what, args.bridge, lock_path=args.lock)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,28 +4,39 @@
 # cgroups), and its host check removes and restores them; two at once would take each
 # other's for their own. Source this file, then:
 #
-#   host_lock_claim WHAT   # holds the lock until the shell exits, or fails naming the holder
-#   host_lock_release      # optional: empties the holder's record (the exit frees the lock)
+#   host_lock_claim WHAT   # holds the host until this shell exits, or fails naming the holder
+#   host_lock_release      # gives it back earlier
 #
-# The lock is flock(2) on the file, as hostlock.py takes it, so each sees the other.
+# A Python process holds the lock for this shell (`hostlock.py hold`): a descriptor of the
+# shell's own would be inherited by what it starts, podman's conmon and aardvark-dns among
+# them, which outlive it. It also clears what a killed cluster run left, as every claim does.
 HOST_LOCK="${HOST_LOCK:-/run/cpa-test-cluster.lock}"
+host_lock_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+host_lock_pid=""
 
 host_lock_claim() {   # host_lock_claim WHAT: WHAT names this run to a second one
-    local holder
-    exec {host_lock_fd}>>"$HOST_LOCK"
-    if ! flock -n "$host_lock_fd"; then
-        holder="$(cat "$HOST_LOCK" 2>/dev/null)"
-        exec {host_lock_fd}>&-
-        printf 'another test cluster holds %s (%s); wait for it to stop, or stop that process\n' \
-            "$HOST_LOCK" "${holder:-unknown}" >&2
-        return 1
+    local out
+    out="$(mktemp)"
+    (cd "$host_lock_repo" && exec python3 -m tests.cluster.hostlock hold "$$" "$1" \
+        --lock "$HOST_LOCK" ${HOST_LOCK_BRIDGE:+--bridge "$HOST_LOCK_BRIDGE"}) >"$out" 2>&1 &
+    host_lock_pid=$!
+    # Until the holder says it holds the host, or has exited refusing.
+    while kill -0 "$host_lock_pid" 2>/dev/null && ! grep -qx held "$out"; do sleep 0.1; done
+    if grep -qx held "$out"; then
+        grep -vx held "$out" >&2 || true
+        rm -f "$out"
+        return 0
     fi
-    printf '{"pid": %d, "workdir": "%s"}' "$$" "$1" >"$HOST_LOCK"
+    wait "$host_lock_pid" || true
+    host_lock_pid=""
+    cat "$out" >&2
+    rm -f "$out"
+    return 1
 }
 
 host_lock_release() {
-    [[ -n ${host_lock_fd:-} ]] || return 0
-    : >"$HOST_LOCK"
-    exec {host_lock_fd}>&-
-    host_lock_fd=""
+    [[ -n $host_lock_pid ]] || return 0
+    kill "$host_lock_pid" 2>/dev/null || true
+    wait "$host_lock_pid" 2>/dev/null || true
+    host_lock_pid=""
 }

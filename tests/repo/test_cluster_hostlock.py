@@ -60,34 +60,46 @@ def test_dead_runs_dirs_go_kept_and_own_stay(tmp_root: Path) -> None:
     assert (tmp_root / "lock").read_text() == ""
 
 
-def _shell(lock: Path, script: str) -> list[str]:
+def _shell(script: str) -> list[str]:
     return ["bash", "-c", f"source {SHELL_LOCK}; {script}"]
+
+
+def _shell_env(tmp_root: Path) -> dict[str, str]:
+    """The lock in tmp_root, no bridge, and tmp_root as the temp dir a claim clears."""
+    return {**os.environ, "HOST_LOCK": str(tmp_root / "lock"), "HOST_LOCK_BRIDGE": NO_BRIDGE,
+            "TMPDIR": str(tmp_root)}
 
 
 def test_the_shell_lock_and_the_python_lock_exclude_each_other(tmp_root: Path) -> None:
     """make e2e (shell) and make cluster-e2e (Python) never hold the host at once, and each
-    names the other to the one refused."""
+    names the other to the one refused; what the shell started and left running (podman's
+    conmon, say) does not keep the host after the shell is gone."""
     lock = tmp_root / "lock"
-    env = {**os.environ, "HOST_LOCK": str(lock)}
-    holder = subprocess.Popen(_shell(lock, 'host_lock_claim "make e2e (kind)" && echo held '
-                                            "&& read -r _"),
-                              env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    env = _shell_env(tmp_root)
+    holder = subprocess.Popen(
+        _shell('host_lock_claim "make e2e (kind)" && { sleep 60 & echo "$host_lock_pid $!"; } '
+               "&& read -r _"),
+        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdin is not None
+    keeper, child = (int(p) for p in holder.stdout.readline().split())
     try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         with pytest.raises(hostlock.HostBusy, match=r"make e2e \(kind\)"):
             hostlock.claim(tmp_root / "mine", NO_BRIDGE, lock_path=lock)
     finally:
-        assert holder.stdin is not None
         holder.stdin.close()
         holder.wait()
-    handle, _ = hostlock.claim(tmp_root / "mine", NO_BRIDGE, lock_path=lock)
+    hostlock.wait_for_exit(keeper)  # it follows the shell, not the shell's children
     try:
-        refused = subprocess.run(_shell(lock, "host_lock_claim other"), env=env,
+        handle, _ = hostlock.claim(tmp_root / "mine", NO_BRIDGE, lock_path=lock)
+    finally:
+        os.kill(child, 9)
+    try:
+        refused = subprocess.run(_shell("host_lock_claim other"), env=env,
                                  capture_output=True, text=True, check=False)
         assert refused.returncode == 1 and str(tmp_root / "mine") in refused.stderr
     finally:
         hostlock.release(handle)
-    taken = subprocess.run(_shell(lock, "host_lock_claim other && host_lock_release"), env=env,
+    taken = subprocess.run(_shell("host_lock_claim other && host_lock_release"), env=env,
                            capture_output=True, text=True, check=False)
     assert taken.returncode == 0, taken.stderr
     assert lock.read_text() == ""
