@@ -22,6 +22,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import IO
 
@@ -118,15 +119,28 @@ def _empty_cni_netns() -> list[str]:
 
 
 def wait_for_exit(pid: int) -> None:
-    """Return once process ``pid`` is gone (a pidfd: no polling)."""
+    """Return once process ``pid`` is gone (a pidfd; on a kernel without pidfds, asked
+    every second)."""
     try:
         fd = os.pidfd_open(pid)
     except ProcessLookupError:
+        return
+    except OSError:
+        while _alive(pid):
+            time.sleep(1)
         return
     try:
         select.select([fd], [], [])
     finally:
         os.close(fd)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def hold(pid: int, what: str, bridge: str, lock_path: Path = LOCK_PATH) -> int:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,17 @@ def test_the_shell_lock_and_the_python_lock_exclude_each_other(tmp_root: Path) -
 def test_make_e2e_takes_the_host_lock() -> None:
     script = (REPO / "scripts" / "e2e-kind.sh").read_text()
     assert "hostlock.sh" in script and "host_lock_claim" in script
+
+
+def test_the_holder_follows_its_script_without_pidfds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a kernel without pidfd_open the holder still lets go once the script is gone."""
+    def no_pidfd(pid: int) -> int:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    script = subprocess.Popen(["sleep", "1"])
+    reaper = threading.Thread(target=script.wait)  # as make reaps the script
+    reaper.start()
+    hostlock.wait_for_exit(script.pid)
+    reaper.join()
+    assert script.returncode == 0
