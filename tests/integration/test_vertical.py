@@ -439,6 +439,7 @@ def test_the_soft_open_files_limit_is_raised_and_sigterm_cuts_a_hung_start(
         silent.close()
 
 
+@pytest.mark.api_paths
 def test_leader_election_only_the_leader_writes_and_a_follower_takes_over(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any) -> None:
     admin = controlplane.admin()
@@ -471,8 +472,10 @@ def test_leader_election_only_the_leader_writes_and_a_follower_takes_over(
 
 
 def create_pod(admin: AdminClient, namespace: str, owner: dict[str, Any], name: str,
-               resources: dict[str, Any]) -> None:
-    """A Pod of ``owner`` as its controller would create it, marked Running."""
+               resources: dict[str, Any], node: str = "v-inplace-0000") -> None:
+    """A Pod of ``owner`` as its controller would create it, bound to ``node`` (which must
+    exist: from Kubernetes 1.37 ``pods/resize`` is refused, 403 "node ... not found", for a
+    Pod on a missing Node), marked Running."""
     meta = owner["metadata"]
     labels = owner["spec"]["selector"]["matchLabels"]
     admin.post(f"/api/v1/namespaces/{namespace}/pods", {
@@ -480,7 +483,7 @@ def create_pod(admin: AdminClient, namespace: str, owner: dict[str, Any], name: 
         "metadata": {"name": name, "labels": labels, "ownerReferences": [{
             "apiVersion": "apps/v1", "kind": owner["kind"], "name": meta["name"],
             "uid": meta["uid"], "controller": True}]},
-        "spec": {"nodeName": "v-inplace-0000", "containers": [
+        "spec": {"nodeName": node, "containers": [
             {"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": resources}]}})
     admin.patch(f"/api/v1/namespaces/{namespace}/pods/{name}/status",
                 {"status": {"phase": "Running"}},

@@ -57,7 +57,7 @@ def test_one_malformed_pod_is_named_and_the_others_are_resized(
     three_nodes(admin, "v-decode")
     ds = create_target(admin, namespace, "daemonset", "agent", strategy="RollingUpdate")
     for pod in PODS:
-        create_pod(admin, namespace, ds, pod, BURSTABLE)
+        create_pod(admin, namespace, ds, pod, BURSTABLE, node="v-decode-0000")
     proxy, kubeconfig = http_proxy(controlplane.admin_kubeconfig)
     proxy.add(Rule("spoil", pod_list, Rewrite(spoil)))
     proc = cpvpa("--target=daemonset/agent", f"--namespace={namespace}",
