@@ -17,6 +17,9 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 3
 XDIST = -n $(TEST_WORKERS) --dist loadfile
 DEMO_ARGS ?=
+# K8S_VERSION=v1.37.2 (command line or environment): the Kubernetes release that make demo,
+# test, integration, api-paths and e2e build and run (tests/controlplane/build.sh, cached per
+# version). Unset: the one default, tests/controlplane/go/go.mod's (docs/kubernetes-versions.md).
 
 # Recipes and the scripts they run (`python3 -m ...`, console scripts, pytest's subprocesses)
 # find that interpreter's environment first on PATH, as if it were activated.
@@ -24,7 +27,7 @@ ifneq ($(findstring /,$(PYTHON)),)
 export PATH := $(abspath $(dir $(PYTHON))):$(PATH)
 endif
 
-.PHONY: help install controlplane apiserver test-tools test-plan test unit integration lint demo bench bench-quick bench-container e2e \
+.PHONY: help install controlplane apiserver test-tools test-plan test unit integration api-paths lint demo bench bench-quick bench-container e2e \
 	chart-test image image-test image-reproducible image-lock image-zstd sign verify actionlint \
 	chart-publish push deploy cluster-e2e kind-node-image monitoring-test clean
 
@@ -42,6 +45,8 @@ help:
 	@echo "  make install       the venv $(VENV): made and filled (editable) when missing or stale;"
 	@echo "                     every target that needs the package runs it first"
 	@echo "  make integration   the integration tests only (a real kube-apiserver + etcd)"
+	@echo "  make api-paths K8S_VERSION=v1.32.13  the integration tests of the API paths that"
+	@echo "                     change across Kubernetes releases, against that one"
 	@echo "  make apiserver     build kube-apiserver + etcd (what make demo and make test start)"
 	@echo "  make controlplane  the same, plus the upstream autoscaler the benchmarks compare with"
 	@echo "  make test-tools    build helm and promtool (make test builds them)"
@@ -57,6 +62,8 @@ help:
 	@echo "  PYTHON=PATH        an interpreter to use instead of $(VENV) (a venv is filled; any"
 	@echo "                     other must have everything already)"
 	@echo "  BASE_PYTHON=PATH   what $(VENV) is made from (default: the first Python >= 3.11 on PATH)"
+	@echo "  K8S_VERSION=vX.Y.Z the Kubernetes release of the control plane, for any target"
+	@echo "                     (default and the tested ones: docs/kubernetes-versions.md)"
 	@echo ""
 	@echo "Benchmarks, image, release, clusters:"
 	@echo "  make bench         benchmarks at 1k/15k/65k/130k nodes vs upstream (long); bench-quick: 1k/5k"
@@ -79,7 +86,8 @@ help:
 	@echo "                     the manifest and the chart as Pods scaling CoreDNS (root; docs/development.md)"
 	@echo "  make kind-node-image  a kind node image built here (podman; root; cached by its inputs)"
 	@echo "  make e2e           kind end-to-end: a cluster (Docker, or rootful podman with the image"
-	@echo "                     above), the manifest, CoreDNS scaled, a worker joins, host left clean"
+	@echo "                     above), the manifest, CoreDNS scaled, a worker joins, Kubernetes'"
+	@echo "                     own DNS-autoscaling spec, host left clean"
 
 # Every time (silent and quick when ready): the stamp ($(VENV)/.cpa-installed) lives in the
 # venv it describes and is checked against it, so a removed or stale venv recovers.
@@ -122,6 +130,13 @@ unit: install
 integration: install
 	$(TEST_PLANE)
 	$(PYTHON) -m pytest -q $(XDIST) -m integration tests/integration $(PYTEST_ARGS)
+
+# The integration tests marked api_paths (first list and its fallbacks, watch resume, Scale
+# writes, Lease, ConfigMap writes, the load axis' Pod list): what CI runs against the oldest
+# and newest Kubernetes supported (docs/kubernetes-versions.md).
+api-paths: install
+	$(TEST_PLANE)
+	$(PYTHON) -m pytest -q $(XDIST) -m "integration and api_paths" tests/integration $(PYTEST_ARGS)
 
 lint: install
 	$(PYTHON) -m ruff check .

@@ -14,7 +14,12 @@
 #      pod runs on the new node;
 #   5. a live switch of the ConfigMap to ladder mode; the autoscaler's process seen from its
 #      node: uid 65534, read-only root;
-#   6. the cluster deleted; as root with podman, the host checked against a snapshot
+#   6. Kubernetes' own spec for this job, "[sig-autoscaling] [Feature:KubeDNSAutoscaler] DNS
+#      horizontal autoscaling ... should scale kube-dns pods in both nonfaulty and faulty
+#      scenarios", built from the k8s.io/kubernetes module of the cluster's version
+#      (tests/kind/k8s-e2e) and run with --ginkgo.focus on it: exactly that spec must run
+#      and pass; its steps are printed;
+#   7. the cluster deleted; as root with podman, the host checked against a snapshot
 #      taken before (tests/kind/host_check.py): no container, volume, network, iptables
 #      chain, link, mount, cgroup or changed sysctl may be left.
 #
@@ -26,8 +31,14 @@
 #                             else podman)
 #   KIND_CLUSTER=cpa-e2e      cluster name (an existing cluster of that name is an error)
 #   KIND_NODE_IMAGE=          node image (default: see 1.)
+#   K8S_VERSION=              the cluster's Kubernetes release (default: the one
+#                             tests/controlplane/go/go.mod pins); the node image, kubectl and
+#                             the e2e spec are built for it (with Docker: kindest/node:<it>)
 #   KIND=, KUBECTL=           the binaries (default: built from their Go modules, or on PATH)
-#   KEEP_CLUSTER=0            1 = leave the cluster running (and skip the host check)
+#   KEEP_CLUSTER=0            1 = leave the cluster running: its kubeconfig is kept under
+#                             .cache/kind/<cluster>/ and the commands that delete it and put
+#                             the host back are printed (a run killed by SIGKILL leaves its
+#                             host snapshot there too: the next run puts the host back first)
 #   IMAGE=localhost/cluster-proportional-autoscaler-py:e2e   our image's name on the nodes
 #   TIMEOUT=180               seconds to wait for each condition
 set -euo pipefail
@@ -37,6 +48,12 @@ cluster="${KIND_CLUSTER:-cpa-e2e}"
 image="${IMAGE:-localhost/cluster-proportional-autoscaler-py:e2e}"
 timeout="${TIMEOUT:-180}"
 keep="${KEEP_CLUSTER:-0}"
+k8s_version_given="${K8S_VERSION:-}"
+k8s_version="${K8S_VERSION:-$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' \
+    "$repo/tests/controlplane/go/go.mod")}"
+export K8S_VERSION="$k8s_version"   # every build below: the node image, kubectl, the e2e spec
+# The spec of Kubernetes' own suite run in step 6 (a regular expression for --ginkgo.focus).
+k8s_spec='DNS horizontal autoscaling .*should scale kube-dns pods in both nonfaulty and faulty scenarios'
 manifest="$repo/manifests/kube-dns-autoscaler.yaml"
 start=$SECONDS
 step_start=$SECONDS
@@ -67,16 +84,22 @@ case $provider in
         # shellcheck source=image/env.sh
         source "$repo/image/env.sh"
         image_containers_conf   # runc, cgroupfs, ulimits within the hard limits
-        # Nodes find each other by name (a worker joins "<cluster>-control-plane:6443")
-        # through the network's DNS, which podman serves with aardvark-dns; Debian's
-        # podman only recommends it.
-        if [[ ! -x /usr/lib/podman/aardvark-dns ]]; then
+        # Debian's podman only recommends what kind's nodes need of it: iptables, which
+        # its network backend (netavark) runs to set up every network ("netavark: No such
+        # file or directory" without it), and aardvark-dns, which answers the nodes'
+        # names (a worker joins "<cluster>-control-plane:6443"). nftables: the host check
+        # deletes with nft the tables netavark made on a host that had none.
+        wanted=()
+        command -v iptables >/dev/null 2>&1 || wanted+=(iptables)
+        [[ -x /usr/lib/podman/aardvark-dns ]] || wanted+=(aardvark-dns)
+        command -v nft >/dev/null 2>&1 || wanted+=(nftables)
+        if [[ ${#wanted[@]} -gt 0 ]]; then
             command -v apt-get >/dev/null 2>&1 \
-                || die "podman: install aardvark-dns (container name resolution on its networks)"
-            log "installing aardvark-dns (Debian package)"
+                || die "podman: install ${wanted[*]} (netavark's firewall; names on its networks)"
+            log "installing ${wanted[*]} (Debian packages)"
             DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
             DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-                aardvark-dns >&2
+                "${wanted[@]}" >&2
         fi
         # A network of the cluster's own (kind's default "kind" may hold other clusters):
         # created by kind, removed at the end.
@@ -100,22 +123,49 @@ fi
 kind() { "$kind_bin" "$@"; }
 kubectl() { "$kubectl_bin" "$@"; }
 if kind get clusters 2>/dev/null | grep -qx "$cluster"; then
-    die "a kind cluster named $cluster exists already: delete it (kind delete cluster --name $cluster) or set KIND_CLUSTER"
+    die "a kind cluster named $cluster exists already: delete it (kind delete cluster --name $cluster; the next run puts the host back) or set KIND_CLUSTER"
 fi
 node_image="${KIND_NODE_IMAGE:-}"
 if [[ -z $node_image && $provider == podman ]]; then
     node_image="$(bash "$repo/image/kind-node/build.sh" | tail -n 1)"
+elif [[ -z $node_image && -n $k8s_version_given ]]; then
+    node_image="kindest/node:$k8s_version"
 fi
 ref="$(bash "$repo/image/build.sh" | tail -n 1)"   # oci:<layout>:<tag>
-step "tools and images ready: kind $("$kind_bin" version | cut -d' ' -f2), provider $provider, node image ${node_image:-the default of kind}"
+e2e_test="$(bash "$repo/tests/kind/k8s-e2e/build.sh" | tail -n 1)"
+step "tools and images ready: kind $("$kind_bin" version | cut -d' ' -f2), provider $provider, Kubernetes $k8s_version, node image ${node_image:-the default of kind}"
 
-# --- the host snapshot (root + podman: what kind's nodes can change on this host) ------
+# --- the host: one test cluster at a time; its snapshot (root + podman) ----------------
+# As root, the lock `make cluster-e2e` holds (tests/cluster/hostlock.sh): the host check
+# below puts back sysctls and removes chains and cgroups that appear during the run, which
+# would be that cluster's if it ran at the same time. Held until this script exits.
+if [[ $(id -u) -eq 0 ]]; then
+    # shellcheck source=tests/cluster/hostlock.sh
+    source "$repo/tests/cluster/hostlock.sh"
+    host_lock_claim "make e2e (kind cluster $cluster)" || die "the host is busy (above)"
+fi
 workdir="$(mktemp -d)"
+# The kubeconfig and the host snapshot outlive the run in one place: a kept cluster's are
+# used by hand later, and a killed run's snapshot (SIGKILL: no cleanup) puts the host back
+# at the next run's start, its sysctls included.
+state="$repo/.cache/kind/$cluster"
+mkdir -p "$state"
+rm -f "$state/kubeconfig"
 host_check=0
-if [[ $provider == podman && $keep != 1 ]]; then
-    (cd "$repo" && python3 -m tests.kind.host_check snapshot "$workdir/host.pickle" \
+if [[ $provider == podman ]]; then
+    if [[ -f $state/host.pickle ]]; then
+        log "a run of $cluster did not finish (killed, or its kept cluster deleted by hand): putting the host back as its snapshot says"
+        if [[ $network == "$cluster" ]] && podman network exists "$network" 2>/dev/null; then
+            podman network rm "$network" >/dev/null
+        fi
+        (cd "$repo" && python3 -m tests.kind.host_check restore "$state/host.pickle" \
+            --engine podman) >&2 \
+            || die "the host still differs from before that run (above): put it back by hand, then remove $state/host.pickle"
+        rm -f "$state/host.pickle"
+    fi
+    (cd "$repo" && python3 -m tests.kind.host_check snapshot "$state/host.pickle" \
         --engine podman >/dev/null)
-    host_check=1
+    [[ $keep == 1 ]] || host_check=1
 fi
 made_modules=0
 if [[ ! -d /lib/modules ]]; then
@@ -128,7 +178,7 @@ created=0
 cleanup() {
     local rc=$?
     trap - EXIT
-    if [[ $rc -ne 0 && -f $workdir/kubeconfig ]]; then
+    if [[ $rc -ne 0 && -f $state/kubeconfig ]]; then
         log "diagnostics:"
         kubectl get nodes -o wide >&2 || true
         kubectl -n kube-system get deploy,pods -o wide >&2 || true
@@ -144,17 +194,30 @@ cleanup() {
     fi
     if [[ $made_modules -eq 1 && $keep != 1 ]]; then rmdir /lib/modules 2>/dev/null || true; fi
     if [[ $host_check -eq 1 ]]; then
-        (cd "$repo" && python3 -m tests.kind.host_check restore "$workdir/host.pickle" \
+        (cd "$repo" && python3 -m tests.kind.host_check restore "$state/host.pickle" \
             --engine podman) >&2 || rc=1
     fi
+    [[ $keep == 1 ]] || rm -rf "$state"
+    if [[ $created -eq 1 && $keep == 1 ]]; then
+        log "the cluster is kept: export KUBECONFIG=$KUBECONFIG"
+        log "  delete it and put the host back (sysctls, netavark's chains) with:"
+        if [[ $provider == podman ]]; then
+            log "  KIND_EXPERIMENTAL_PROVIDER=podman $kind_bin delete cluster --name $cluster && podman network rm $network"
+            log "  (cd $repo && python3 -m tests.kind.host_check restore $state/host.pickle --engine podman && rm $state/host.pickle)"
+            log "  (or delete it only: the next make e2e puts the host back first)"
+        else
+            log "  $kind_bin delete cluster --name $cluster"
+        fi
+    fi
     rm -rf "$workdir"
+    if declare -F host_lock_release >/dev/null; then host_lock_release; fi
     log "$( ((rc == 0)) && echo PASS || echo FAIL) in $((SECONDS - start)) s"
     exit "$rc"
 }
 trap cleanup EXIT
 
 # --- 1. the cluster --------------------------------------------------------------------
-export KUBECONFIG="$workdir/kubeconfig"
+export KUBECONFIG="$state/kubeconfig"
 cat >"$workdir/kind.yaml" <<'YAML'
 kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
@@ -270,3 +333,20 @@ uid="$($engine exec "$pod_node" awk '/^Uid:/ { print $2 }' "/proc/$pid/status")"
 root_opts="$($engine exec "$pod_node" awk '$5 == "/" { print $6 }' "/proc/$pid/mountinfo")"
 [[ $root_opts == ro* ]] || die "the autoscaler's root filesystem is mounted $root_opts, expected ro"
 step "autoscaler runs as 65534 on a read-only root"
+
+# --- 6. Kubernetes' own spec -------------------------------------------------------------
+# The spec changes the ConfigMap's parameters three times, deletes the ConfigMap and expects
+# it back, deletes the autoscaler's Pod and expects scaling to go on; it puts the
+# parameters back at its end. --ginkgo.v prints each of its steps.
+log "Kubernetes' own spec, from k8s.io/kubernetes $k8s_version: $k8s_spec"
+rc=0
+"$e2e_test" --kubeconfig="$KUBECONFIG" --kubectl-path="$kubectl_bin" --provider=skeleton \
+    --ginkgo.focus="$k8s_spec" --ginkgo.v --ginkgo.no-color --ginkgo.timeout=15m \
+    >"$workdir/k8s-e2e.log" 2>&1 || rc=$?
+grep -E '^ *STEP: |^Ran [0-9]+ of [0-9]+ Specs|^(SUCCESS|FAIL)!' "$workdir/k8s-e2e.log" \
+    | sed -E 's/^ +//; s/^/[e2e]   /' >&2 || true
+if [[ $rc -ne 0 ]] || ! grep -qE '^Ran 1 of [0-9]+ Specs' "$workdir/k8s-e2e.log"; then
+    tail -n 60 "$workdir/k8s-e2e.log" >&2
+    die "Kubernetes' own DNS-autoscaling spec failed (exit $rc) or did not run exactly once"
+fi
+step "Kubernetes' own spec passed: $(grep -oE 'Ran 1 of [0-9]+ Specs in [0-9.]+ seconds' "$workdir/k8s-e2e.log")"

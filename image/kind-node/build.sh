@@ -9,8 +9,9 @@
 #   plugins, iptables, conntrack, iproute2 (packages.txt), and files/: the entrypoint, the
 #   units kubeadm expects (kubelet with its kubeadm drop-in, containerd), containerd's
 #   configuration, the pod network (cpa-cni), kind's manifests;
-# - kubeadm, kubelet, kubectl of the Kubernetes version tests/controlplane/go/go.mod pins
-#   (tests/controlplane/build.sh kind), and crictl (sigs.k8s.io/cri-tools);
+# - kubeadm, kubelet, kubectl of the Kubernetes release K8S_VERSION names (default: the one
+#   tests/controlplane/go/go.mod pins; tests/controlplane/build.sh kind), and crictl
+#   (sigs.k8s.io/cri-tools);
 # - in the node's containerd (k8s.io namespace), imported here with the node's own
 #   containerd: every image `kubeadm config images list` names, each one our binary in a
 #   distroless-style image (image/ocibuild/kindnode.py): kube-apiserver,
@@ -25,7 +26,7 @@
 # Changes the host only through podman's image store (and mounts in a private namespace
 # while it runs): on a shared machine, run it under the host lock like the other podman work.
 #
-# Environment: KIND_NODE_FORCE=1 rebuilds even when the tag exists.
+# Environment: K8S_VERSION (above); KIND_NODE_FORCE=1 rebuilds even when the tag exists.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -48,16 +49,19 @@ command -v mmdebstrap >/dev/null || image_ensure_build_tools "linux/$(go env GOA
 image_containers_conf
 
 # ------------------------------------------------------------------ the inputs' digest
-k8s_version="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' \
+default_version="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' \
     "$repo/tests/controlplane/go/go.mod")"
+k8s_version="${K8S_VERSION:-$default_version}"
+export K8S_VERSION="$k8s_version"
 inputs() {
     (cd "$here" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
     (cd "$repo" && sha256sum image/ocibuild/kindnode.py image/ocibuild/oci.py \
         image/ocibuild/rootfs.py image/ocibuild/platforms.py image/env.sh \
         tests/controlplane/build.sh tests/controlplane/go/go.mod tests/controlplane/go/go.sum \
+        tests/controlplane/wrapper.sh \
         tests/cluster/standin/go.mod tests/cluster/standin/main.go scripts/build-coredns.sh \
         scripts/go-tool.sh)
-    echo "suite=$suite crictl=$crictl_version arch=$(uname -m)"
+    echo "suite=$suite crictl=$crictl_version arch=$(uname -m) kubernetes=$k8s_version"
 }
 digest="$(inputs | sha256sum | cut -c1-12)"
 name="localhost/cpa-kind-node"
@@ -79,21 +83,31 @@ image_ref() {   # image_ref NAME: the reference kubeadm uses for that image
 }
 etcd_ref="$(image_ref etcd)" coredns_ref="$(image_ref coredns)" pause_ref="$(image_ref pause)"
 
-# etcd: the version kubeadm deploys ("3.6.6-0" -> v3.6.6), from the wrapper module in etcd/.
+# etcd: the version kubeadm deploys ("3.6.6-0" -> v3.6.6), from the wrapper module in etcd/
+# when it pins that version (the default Kubernetes'), else from one made alike for it.
 etcd_version="v${etcd_ref##*:}"
 etcd_version="${etcd_version%-*}"
 pinned="$(awk '$1 == "require" && $2 == "go.etcd.io/etcd/server/v3" {print $3}' "$here/etcd/go.mod")"
-[[ $pinned == "$etcd_version" ]] \
-    || die "kubeadm $k8s_version deploys etcd $etcd_version; image/kind-node/etcd/go.mod pins $pinned"
 etcd_bin="$repo/.cache/tools/etcd-$etcd_version/etcd"
 if [[ ! -x $etcd_bin ]]; then
     mkdir -p "$repo/.cache/tools"
     exec 8>"$repo/.cache/tools/.etcd.lock"
     flock 8
     if [[ ! -x $etcd_bin ]]; then
-        log "building etcd $etcd_version (image/kind-node/etcd)"
+        etcd_mod="$here/etcd"
+        if [[ $pinned != "$etcd_version" ]]; then
+            etcd_mod="$repo/.cache/tools/etcd-$etcd_version/module"
+            log "kubeadm $k8s_version deploys etcd $etcd_version (etcd/ pins $pinned): its module in $etcd_mod"
+            rm -rf "$etcd_mod"
+            mkdir -p "$etcd_mod"
+            cp "$here/etcd/tools.go" "$etcd_mod/"
+            (cd "$etcd_mod" && export GOTOOLCHAIN=local GOFLAGS=-mod=mod \
+                && go mod init cpa-kind-node/etcd && go get "go.etcd.io/etcd/server/v3@$etcd_version" \
+                && go mod tidy) >&2
+        fi
+        log "building etcd $etcd_version ($etcd_mod)"
         mkdir -p "$(dirname "$etcd_bin")"
-        (cd "$here/etcd" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0 \
+        (cd "$etcd_mod" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0 \
             go build -trimpath -ldflags "-s -w" -o "$etcd_bin.tmp" go.etcd.io/etcd/server/v3)
         mv -f "$etcd_bin.tmp" "$etcd_bin"
     fi
@@ -106,8 +120,6 @@ pause_bin="$cache/standin"
 mkdir -p "$cache"
 (cd "$repo/tests/cluster/standin" && GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly \
     go build -trimpath -ldflags "-s -w" -o "$pause_bin" .)
-grep -q "sandbox_image = \"$pause_ref\"" "$here/files/etc/containerd/config.toml" \
-    || die "kubeadm $k8s_version uses $pause_ref: set sandbox_image in files/etc/containerd/config.toml"
 log "parts ready after $((SECONDS - start))s"
 
 # ------------------------------------------------------------------ the root filesystem
@@ -130,6 +142,10 @@ unshare --mount --propagation private mmdebstrap --quiet --mode=root --variant=m
 log "Debian root filesystem in $((SECONDS - phase))s"
 
 cp -a "$here/files/." "$rootfs/"
+# The pause image this kubeadm names (files/ has the default Kubernetes' one).
+sed -i -E "s#^( *sandbox_image = ).*#\\1\"$pause_ref\"#" "$rootfs/etc/containerd/config.toml"
+grep -q "sandbox_image = \"$pause_ref\"" "$rootfs/etc/containerd/config.toml" \
+    || die "could not set sandbox_image = $pause_ref in the node's containerd configuration"
 install -m 0755 "$bin/kubeadm" "$bin/kubelet" "$bin/kubectl" "$rootfs/usr/bin/"
 install -m 0755 "$crictl_bin" "$rootfs/usr/local/bin/crictl"
 # Where kind and third-party CNIs expect the plugins (a directory they may add to).
@@ -244,9 +260,10 @@ tar -C "$rootfs" --numeric-owner --xattrs --xattrs-include='*' -cf - . \
         --change "LABEL io.cpa-py.kind-node.kubernetes=$k8s_version" \
         - "$tag" >/dev/null
 podman tag "$tag" "$name:$k8s_version"
-# Earlier builds of this image are replaced: one node image at a time on disk.
+# Earlier builds of this image for this Kubernetes version are replaced: one node image per
+# version on disk.
 podman images --format '{{.Repository}}:{{.Tag}}' --filter "reference=$name" \
-    | grep -vxF -e "$tag" -e "$name:$k8s_version" | xargs -r podman rmi >/dev/null 2>&1 || true
+    | grep -F "$name:$k8s_version-" | grep -vxF "$tag" | xargs -r podman rmi >/dev/null 2>&1 || true
 log "podman image in $((SECONDS - phase))s: $(podman image inspect --format '{{.Size}}' "$tag" \
     | awk '{ printf "%.0f MB", $1 / 1e6 }')"
 log "built $tag in $((SECONDS - start))s"

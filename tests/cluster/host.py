@@ -126,7 +126,7 @@ def _mounts() -> list[str]:
     return points
 
 
-def _read_sysctl(name: str) -> str | None:
+def read_sysctl(name: str) -> str | None:
     try:
         return Path("/proc/sys", name).read_text().strip()
     except OSError:
@@ -160,7 +160,7 @@ class HostSnapshot:
             links={line.split(":")[1].strip().split("@")[0] for line in links},
             mounts=Counter(_mounts()),
             cgroups=_cgroup_dirs(),
-            sysctls={name: _read_sysctl(name) for name in SYSCTLS},
+            sysctls={name: read_sysctl(name) for name in SYSCTLS},
             dirs={path: _dir_entries(path) for path in WATCHED_DIRS},
         )
 
@@ -222,7 +222,7 @@ class HostSnapshot:
         """Write back every watched sysctl whose value changed; returns what was restored."""
         restored = []
         for name, value in self.sysctls.items():
-            now = _read_sysctl(name)
+            now = read_sysctl(name)
             if value is not None and now != value:
                 with contextlib.suppress(OSError):
                     Path("/proc/sys", name).write_text(value + "\n")

@@ -12,21 +12,28 @@ or PID; a run that does not get the lock is told who holds it.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import json
 import os
+import select
 import shutil
+import signal
+import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
+from tests.cluster.configs import BRIDGE
 from tests.cluster.host import (
     CGROUP_ROOT,
     CGROUP_ROOTS,
+    SYSCTLS,
     HostSnapshot,
     pids_with_arg,
+    read_sysctl,
     run,
     unmount_under,
 )
@@ -41,10 +48,11 @@ class HostBusy(RuntimeError):
     """Another cluster of these tests is running on this host."""
 
 
-def claim(workdir: Path, bridge: str, lock_path: Path = LOCK_PATH) -> tuple[IO[str], list[str]]:
+def claim(workdir: Path, bridge: str, lock_path: Path = LOCK_PATH,
+          pid: int | None = None) -> tuple[IO[str], list[str]]:
     """Take the host for a cluster with ``workdir``; returns the open lock file (keep it
     open for the cluster's life, :func:`release` it at stop) and what a dead run left and
-    was removed."""
+    was removed. ``pid`` names the holder to a second run (default: this process)."""
     handle = lock_path.open("a+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -54,12 +62,40 @@ def claim(workdir: Path, bridge: str, lock_path: Path = LOCK_PATH) -> tuple[IO[s
         handle.close()
         raise HostBusy(f"another test cluster holds {lock_path} ({holder}); wait for it to "
                        "stop, or stop that process") from None
-    removed = reap(bridge, keep=workdir)
+    handle.seek(0)
+    removed = reap(bridge, keep=workdir) + restore_sysctls(_record(handle.read()))
     handle.seek(0)
     handle.truncate()
-    handle.write(json.dumps({"pid": os.getpid(), "workdir": str(workdir)}))
+    # The sysctls as they are before this run, for the next run to restore should this
+    # one be killed before it restores them itself.
+    handle.write(json.dumps({"pid": os.getpid() if pid is None else pid,
+                             "workdir": str(workdir),
+                             "sysctls": {name: read_sysctl(name) for name in SYSCTLS}}))
     handle.flush()
     return handle, removed
+
+
+def _record(text: str) -> dict[str, Any]:
+    """A dead holder's record (a holder that stopped cleanly left none); {} if unreadable."""
+    try:
+        record = json.loads(text) if text.strip() else {}
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def restore_sysctls(record: dict[str, Any]) -> list[str]:
+    """Write back the sysctls a dead holder recorded before its run changed them."""
+    saved = record.get("sysctls")
+    if not isinstance(saved, dict):
+        return []
+    restored = []
+    for name in SYSCTLS:
+        value, now = saved.get(name), read_sysctl(name)
+        if isinstance(value, str) and now is not None and now != value:
+            Path("/proc/sys", name).write_text(value + "\n")
+            restored.append(f"restored sysctl {name}: {now} -> {value} (a dead run's)")
+    return restored
 
 
 def release(handle: IO[str]) -> None:
@@ -155,3 +191,66 @@ def _empty_cni_netns() -> list[str]:
     names = [line.split()[0] for line in run("ip", "netns", "list").stdout.splitlines()
              if line.startswith("cni-")]
     return [n for n in names if not run("ip", "netns", "pids", n, check=False).stdout.strip()]
+
+
+def wait_for_exit(pid: int) -> None:
+    """Return once process ``pid`` is gone (a pidfd; on a kernel without pidfds, asked
+    every second)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    except OSError:
+        while _alive(pid):
+            time.sleep(1)
+        return
+    try:
+        select.select([fd], [], [])
+    finally:
+        os.close(fd)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def hold(pid: int, what: str, bridge: str, lock_path: Path = LOCK_PATH) -> int:
+    """Hold the host for a shell script (``make e2e``) until its process ``pid`` is gone.
+
+    Why a process of its own: a lock a shell holds on one of its descriptors is inherited
+    by everything it starts, and podman's conmon and aardvark-dns live on with the lock
+    after the script; this process's descriptors are not inherited. Prints ``held`` once
+    the host is taken; exits 1 naming the holder when another run has it."""
+    try:
+        handle, removed = claim(Path(what), bridge, lock_path=lock_path, pid=pid)
+    except HostBusy as busy:
+        print(busy, file=sys.stderr)
+        return 1
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        for line in removed:
+            print(f"host lock: {line}", file=sys.stderr)
+        print("held", flush=True)
+        wait_for_exit(pid)
+    finally:
+        release(handle)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.cluster.hostlock")
+    parser.add_argument("action", choices=("hold",))
+    parser.add_argument("pid", type=int, help="hold the host until this process is gone")
+    parser.add_argument("what", help="what holds it, as a second run is told")
+    parser.add_argument("--lock", type=Path, default=LOCK_PATH)
+    parser.add_argument("--bridge", default=BRIDGE, help="the test cluster's bridge")
+    args = parser.parse_args(argv)
+    return hold(args.pid, args.what, args.bridge, lock_path=args.lock)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,6 +1,7 @@
-"""Where the control plane's binaries are: built from Go modules by ``build.sh`` (pinned
-in ``go/go.mod``) into ``<repo>/.cache/controlplane/<version>/bin``, or given by
-``$CPA_CONTROLPLANE_BIN``; and the upstream autoscaler's binary, for the benchmarks."""
+"""Where the control plane's binaries are: built from Go modules by ``build.sh`` (the
+Kubernetes release ``$K8S_VERSION`` names, by default the one ``go/go.mod`` pins) into
+``<repo>/.cache/controlplane/<version>/bin``, or given by ``$CPA_CONTROLPLANE_BIN``; and the
+upstream autoscaler's binary, for the benchmarks."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ BIN_DIR_ENV = "CPA_CONTROLPLANE_BIN"
 
 UPSTREAM_BIN_ENV = "CPA_UPSTREAM_AUTOSCALER_BIN"
 """Optional override: path of an upstream ``cluster-proportional-autoscaler`` binary."""
+
+VERSION_ENV = "K8S_VERSION"
+"""Optional: the Kubernetes release to build and run (``v1.37.2``); default ``go/go.mod``'s."""
 
 KEEP_ENV = "CPA_CONTROLPLANE_KEEP"
 """If set to 1, ``ControlPlane.stop`` keeps its temp dir (logs, certs) for debugging."""
@@ -43,8 +47,11 @@ def _module_version(module: str) -> str:
     return match.group(1)
 
 
-K8S_VERSION = _module_version("k8s.io/kubernetes")
-ETCD_VERSION = _module_version("go.etcd.io/etcd/server/v3")
+DEFAULT_K8S_VERSION = _module_version("k8s.io/kubernetes")
+K8S_VERSION = os.environ.get(VERSION_ENV) or DEFAULT_K8S_VERSION
+"""The Kubernetes release the tests run against: ``$K8S_VERSION``, else the default."""
+ETCD_VERSION = (_module_version("go.etcd.io/etcd/server/v3") if K8S_VERSION == DEFAULT_K8S_VERSION
+                else f"the one Kubernetes {K8S_VERSION} requires")
 
 
 def _default_bin_dir() -> Path:

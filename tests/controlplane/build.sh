@@ -18,13 +18,20 @@
 # The last line on stdout is the control-plane bin dir; all progress goes to stderr.
 # Each binary is cached on its own: only missing ones are built.
 #
-# Usage:   build.sh [node|kind]
+# Usage:   [K8S_VERSION=v1.37.2] build.sh [node|kind]
+#
+# Any Kubernetes release the Go module proxy serves: the default is the version ./go pins
+# (its go.mod and go.sum committed); any other gets a wrapper module made from that
+# release's own go.mod (wrapper.sh: its staging modules replaced by their published
+# releases, the etcd it requires) under <repo>/.cache/controlplane/<version>/module, with
+# go.sum from `go mod tidy`; both cached per version.
 #
 # The upstream autoscaler cannot come from the Go module proxy (it refuses
 # github.com/kubernetes-sigs/cluster-proportional-autoscaler, every version), so it is built
 # from a checkout of its source when one is given, and otherwise this says how to provide it.
 #
 # Environment:
+#   K8S_VERSION=vX.Y.Z                build this Kubernetes release (default: ./go's)
 #   CPA_CONTROLPLANE_BIN=DIR          use kube-apiserver + etcd from DIR (no build)
 #   CPA_UPSTREAM_AUTOSCALER_BIN=PATH  use this upstream binary (no build)
 #   CPA_UPSTREAM_SRC=DIR              build upstream from this checkout of tag v1.10.3
@@ -47,16 +54,21 @@ if ! command -v go >/dev/null 2>&1; then
     exit 2
 fi
 
-# Single source of truth for versions: the wrapper module's go.mod.
-k8s_version="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$mod/go.mod")"
-etcd_version="$(awk '$1 == "go.etcd.io/etcd/server/v3" && $2 ~ /^v/ {print $2; exit}' "$mod/go.mod")"
+# The default version: the committed wrapper module's go.mod (the one source of truth).
+gomod_version() {   # gomod_version MODULE GO.MOD
+    awk -v m="$1" '$1 == m && $2 ~ /^v/ {print $2; exit}' "$2"
+}
+default_version="$(gomod_version k8s.io/kubernetes "$mod/go.mod")"
+k8s_version="${K8S_VERSION:-$default_version}"
 upstream_version="v1.10.3"
-if [[ -z "$k8s_version" || -z "$etcd_version" ]]; then
-    log "ERROR: cannot read the Kubernetes/etcd versions from $mod/go.mod"
+if [[ ! $k8s_version =~ ^v1\.[0-9]+\.[0-9]+$ ]]; then
+    log "ERROR: K8S_VERSION=$k8s_version is not a Kubernetes release like v1.37.2"
+    log "  (\`go list -m -versions k8s.io/kubernetes\` lists those the Go module proxy serves)"
     exit 2
 fi
 
-bin_dir="$repo/.cache/controlplane/$k8s_version/bin"
+version_dir="$repo/.cache/controlplane/$k8s_version"
+bin_dir="$version_dir/bin"
 upstream_dir="$repo/.cache/upstream-cpa/$upstream_version"
 if [[ -n "${CPA_CONTROLPLANE_BIN:-}" ]]; then
     if [[ -x "$CPA_CONTROLPLANE_BIN/kube-apiserver" && -x "$CPA_CONTROLPLANE_BIN/etcd" ]]; then
@@ -66,13 +78,14 @@ if [[ -n "${CPA_CONTROLPLANE_BIN:-}" ]]; then
         exit 2
     fi
 fi
-mkdir -p "$bin_dir" "$upstream_dir" "$repo/.cache/controlplane"
+mkdir -p "$bin_dir" "$upstream_dir" "$version_dir"
 
-# Serialise concurrent builds (e.g. two test sessions starting at once).
+# Serialise concurrent builds of one version (e.g. two test sessions starting at once);
+# builds of different versions run side by side (CI builds the extra ones in the background).
 if command -v flock >/dev/null 2>&1; then
-    exec 9>"$repo/.cache/controlplane/.build.lock"
+    exec 9>"$version_dir/.build.lock"
     if ! flock -n 9; then
-        log "another build is running; waiting for it to finish"
+        log "another build of $k8s_version is running; waiting for it to finish"
         flock 9
     fi
 fi
@@ -119,6 +132,41 @@ package_of() {
         *) echo "k8s.io/kubernetes/cmd/$1" ;;
     esac
 }
+
+# Another release: its wrapper module, made from its go.mod and kept with its binaries;
+# made again (tidy only adds) when this build needs a command its tools.go lacks.
+if [[ $k8s_version != "$default_version" && -z ${CPA_CONTROLPLANE_BIN:-} ]]; then
+    mod="$version_dir/module"
+    packages=()
+    for name in "${components[@]}"; do packages+=("$(package_of "$name")"); done
+    fresh=1
+    if [[ -s $mod/go.sum && -f $mod/tools.go ]]; then
+        fresh=0
+        mapfile -t had < <(awk '$1 == "_" { gsub(/"/, "", $2); print $2 }' "$mod/tools.go")
+        for pkg in "${packages[@]}"; do
+            printf '%s\n' "${had[@]}" | grep -qxF "$pkg" || { fresh=1; log "$mod: adding $pkg"; }
+        done
+        packages+=("${had[@]}")
+    fi
+    if (( fresh )); then
+        start=$SECONDS
+        rm -rf "$mod.tmp"
+        mkdir -p "$mod.tmp"
+        bash "$here/wrapper.sh" "$k8s_version" "$mod.tmp" "${packages[@]}"
+        log "go mod tidy of the $k8s_version wrapper module (downloads its modules once)"
+        (cd "$mod.tmp" && GOFLAGS='' go mod tidy) >&2 \
+            || { log "ERROR: go mod tidy failed in $mod.tmp (the Go module proxy must serve"
+                 log "  every module the commands import at that release)"; exit 1; }
+        rm -rf "$mod"
+        mv "$mod.tmp" "$mod"
+        log "wrapper module for $k8s_version ready in $(( SECONDS - start ))s: $mod"
+    fi
+fi
+etcd_version="$(gomod_version go.etcd.io/etcd/server/v3 "$mod/go.mod")"
+if [[ -z $etcd_version ]]; then
+    log "ERROR: cannot read the etcd version from $mod/go.mod"
+    exit 2
+fi
 
 missing=()
 for name in "${components[@]}"; do

@@ -47,6 +47,7 @@ def kube_dns_args(namespace: str, target: str = "deployment/coredns") -> list[st
             f"--default-params={KUBE_DNS_DEFAULTS}", "--logtostderr=true"]
 
 
+@pytest.mark.api_paths
 def test_seed_walkthrough(controlplane: ControlPlane, namespace: str, no_nodes: None,
                           start: Any) -> None:
     """16 nodes x 8 cores -> 2; 48 x 32 -> 6; ladder by editing the ConfigMap -> 5."""
@@ -118,6 +119,7 @@ def test_nodelabels_filter(controlplane: ControlPlane, namespace: str, no_nodes:
     wait_replicas(admin, namespace, "deployment", "coredns", 5, proc=proc)
 
 
+@pytest.mark.api_paths
 def test_configmap_recreated_and_invalid_configmaps(controlplane: ControlPlane,
                                                     namespace: str, no_nodes: None,
                                                     start: Any) -> None:
@@ -207,6 +209,7 @@ def test_max_sync_failures_exits_1(controlplane: ControlPlane, namespace: str,
     print(f"exited 1 after {elapsed:.1f}s of outage with 3 failed polls (period 1s)")
 
 
+@pytest.mark.api_paths
 def test_apiserver_and_etcd_restart(controlplane: ControlPlane, namespace: str,
                                     no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()

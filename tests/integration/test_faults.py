@@ -71,6 +71,7 @@ def since(proc: AutoscalerProcess, name: str, after: float) -> list[dict[str, An
     return [event for event in proc.events(name) if stamp(event) >= after]
 
 
+@pytest.mark.api_paths
 def test_half_open_watch_is_replaced_within_60s(controlplane: ControlPlane, namespace: str,
                                                 no_nodes: None, start: Any, proxy: FaultProxy,
                                                 tmp_path: Path) -> None:

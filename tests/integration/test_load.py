@@ -192,6 +192,7 @@ def test_faults_leave_pods_out_and_fail_safe_to_the_proportional_count(
     assert proc.events("load.available")
 
 
+@pytest.mark.api_paths
 def test_fifty_pods(controlplane: ControlPlane, namespace: str, no_nodes: None,
                     pods: MetricPods, run: Callable[..., AutoscalerProcess]) -> None:
     admin = controlplane.admin()
@@ -206,6 +207,7 @@ def test_fifty_pods(controlplane: ControlPlane, namespace: str, no_nodes: None,
     assert metrics['cpa_load_scrape_duration_seconds{target="deployment/coredns"}'] < 0.5
 
 
+@pytest.mark.api_paths
 def test_without_the_pods_rule_the_proportional_count_holds_and_the_403_names_it(
         controlplane: ControlPlane, namespace: str, no_nodes: None, pods: MetricPods,
         run: Callable[..., AutoscalerProcess]) -> None:

@@ -28,7 +28,7 @@ import yaml
 from tests.controlplane import AdminClient, ApiError, ControlPlane, resource_path
 from tests.monitoring import OPERATOR_CRDS, operator_crds
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.api_paths]
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"

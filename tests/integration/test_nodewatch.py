@@ -26,7 +26,7 @@ from tests.integration.support import (
     wait_until,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.integration, pytest.mark.api_paths, pytest.mark.timeout(180)]
 
 
 @pytest.fixture

@@ -84,6 +84,7 @@ def test_metrics_equal_the_cluster_and_the_target(controlplane: ControlPlane, na
     assert proc.last_poll() == (200, "")
 
 
+@pytest.mark.api_paths
 def test_events_after_a_scale_and_for_a_bad_configmap(controlplane: ControlPlane,
                                                      namespace: str, no_nodes: None,
                                                      start: Any) -> None:
@@ -127,6 +128,7 @@ def test_without_the_event_permission_it_keeps_scaling(controlplane: ControlPlan
     assert events(controlplane, namespace, "Scaled") == []
 
 
+@pytest.mark.api_paths
 def test_leader_election_one_writer_and_takeover(controlplane: ControlPlane, namespace: str,
                                                  no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()

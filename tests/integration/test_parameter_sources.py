@@ -47,6 +47,7 @@ def args(namespace: str, defaults: str, *extra: str) -> list[str]:
             f"--default-params={defaults}", *extra]
 
 
+@pytest.mark.api_paths
 def test_new_defaults_reach_an_unedited_configmap_after_a_restart(
         controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()
@@ -213,6 +214,7 @@ def create_annotated_configmap(admin: Any, namespace: str, data: dict[str, str],
     return result
 
 
+@pytest.mark.api_paths
 def test_an_immutable_configmap_is_left_alone_with_its_data_in_force(
         controlplane: ControlPlane, namespace: str, no_nodes: None, start: Any) -> None:
     """An operator froze the ConfigMap: no update is tried (it could only fail), every poll

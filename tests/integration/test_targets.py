@@ -68,6 +68,7 @@ def floor(admin: AdminClient, namespace: str, name: str) -> int:
     return int(admin.get(hpa_path(namespace, name))["spec"]["minReplicas"])
 
 
+@pytest.mark.api_paths
 def test_the_hpa_floor_target(controlplane: ControlPlane, namespace: str, no_nodes: None,
                               start: Any) -> None:
     admin = controlplane.admin()
@@ -168,6 +169,7 @@ def clone_path(namespace: str, name: str) -> str:
     return f"/apis/{GROUP}/v1/namespaces/{namespace}/clones/{name}"
 
 
+@pytest.mark.api_paths
 def test_a_custom_resource_with_a_scale_subresource(controlplane: ControlPlane, namespace: str,
                                                     no_nodes: None, start: Any) -> None:
     admin = controlplane.admin()

@@ -426,6 +426,7 @@ def test_the_soft_open_files_limit_is_raised_and_sigterm_cuts_a_hung_start(
         silent.close()
 
 
+@pytest.mark.api_paths
 def test_leader_election_only_the_leader_writes_and_a_follower_takes_over(
         controlplane: ControlPlane, namespace: str, no_nodes: None, cpvpa: Any) -> None:
     admin = targets_on_three_nodes(controlplane, namespace, "v-leader", "deployment/addon")
@@ -456,8 +457,9 @@ def test_leader_election_only_the_leader_writes_and_a_follower_takes_over(
 def create_pod(admin: AdminClient, namespace: str, owner: dict[str, Any], name: str,
                resources: dict[str, Any], *, node: str = "v-inplace-0000",
                container: str = "c") -> None:
-    """A Pod of ``owner`` (any kind) on ``node`` as its controller would create it, marked
-    Running."""
+    """A Pod of ``owner`` (any kind) as its controller would create it, bound to ``node``
+    (which must exist: from Kubernetes 1.37 ``pods/resize`` is refused, 403 "node ... not
+    found", for a Pod on a missing Node), marked Running."""
     meta = owner["metadata"]
     labels = owner["spec"]["selector"]["matchLabels"]
     admin.post(f"/api/v1/namespaces/{namespace}/pods", {
@@ -493,7 +495,7 @@ def agents_to_resize(controlplane: ControlPlane, namespace: str, prefix: str
     admin = three_nodes(controlplane, prefix)
     ds = create_target(admin, namespace, "daemonset", "agent", strategy="RollingUpdate")
     for pod in AGENTS:
-        create_pod(admin, namespace, ds, pod, BURSTABLE)
+        create_pod(admin, namespace, ds, pod, BURSTABLE, node=f"{prefix}-0000")
     return admin
 
 

@@ -132,7 +132,13 @@ def test_canonical_forms_are_fixed_points(text: str) -> None:
     assume(q.cmp_int(10**20) < 0 and q.cmp_int(-(10**20)) > 0)
     canonical = Quantity.parse(q.canonical())
     assert canonical.normalized() == q.normalized()
-    assert canonical.canonical() == q.canonical()
+    # From the second round on: a BinarySI whole number that is not a multiple of 1024
+    # (139187.5Ki) prints bare, as Go's CanonicalizeBytes does, and reads back DecimalSI.
+    again = Quantity.parse(canonical.canonical())
+    assert again.normalized() == q.normalized()
+    assert again.canonical() == canonical.canonical()
+    if canonical.format == q.format:
+        assert canonical.canonical() == q.canonical()
 
 
 @settings(max_examples=1000, deadline=None)
