@@ -1,10 +1,11 @@
 """The autoscaler daemon (``cluster-proportional-autoscaler``, ``cpa run``): parse the
-flags, start the Node watch, then run the rest of the daemon (:mod:`cpa_run
+flags, start the Node watch, then load the rest of the daemon (:mod:`cpa_run
 <cpa.horizontal.daemon.cpa_run>`), which polls until told to stop.
 
 Exit codes as upstream's: 2 for a usage error, 1 for invalid flags or too many failed
-polls, 0 on SIGTERM/SIGINT. The Node watch starts as soon as the API server is known,
-before the health server and the poll loop are made.
+polls, 0 on SIGTERM/SIGINT. The Node watch starts as soon as the API server is known, and
+the rest of the daemon is imported after it: the API server prepares the first Node list
+while the rest loads (docs/architecture.md, "Measured exceptions").
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from collections.abc import Sequence
 from cpa import VERSION_TEXT, logs
 from cpa.go.pflag import EXIT_INVALID
 from cpa.horizontal import cpa_flags as flags
-from cpa.horizontal.daemon import cpa_run
 from cpa.horizontal.daemon.loopconfig import LoopConfig
 from cpa.nodes.listing import ONE_PAGE_NODES
 from cpa.nodes.store import NodeStore
@@ -53,6 +53,8 @@ def _run(argv: Sequence[str], prog: str) -> int:
     watch = NodeReflector(api, store, opts.nodelabels, first_page=ONE_PAGE_NODES)
     watch.start()
     stopper.abort_on_stop(api)
+    from cpa.horizontal.daemon import cpa_run  # the rest, while the first list is prepared
+
     instance = os.environ.get("HOSTNAME") or DAEMON_NAME
     return cpa_run.run(prog, instance, opts, config, stopper, conn, api, store, watch)
 
