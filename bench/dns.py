@@ -111,7 +111,8 @@ def run_one(dc: DnsCluster, setup: Setup, profile: dnsload.Profile, base: int,
         driver.stop()
         sampler.stop()
     result: dict[str, Any] = {"label": setup.label, **summarize(
-        driver.slices, sampler.relative(wall0), profile.seconds, profile.jump)}
+        driver.slices, sampler.relative(wall0), profile.seconds, profile.jump,
+        profile.jump_until)}
     result["pod_startups"] = sampler.startups(wall0)
     if sampler.hpa:
         result["hpa"] = [[round(t - wall0, 1), desired, cpu] for t, desired, cpu in sampler.hpa]

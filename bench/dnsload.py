@@ -48,6 +48,16 @@ class Profile(NamedTuple):
     def seconds(self) -> int:
         return sum(p.seconds for p in self.phases)
 
+    @property
+    def jump_until(self) -> int | None:
+        """The end of the phase that begins at the jump (None without a jump)."""
+        begin = 0
+        for phase in self.phases:
+            if begin == self.jump:
+                return begin + phase.seconds
+            begin += phase.seconds
+        return None
+
 
 # The seed's simulator's spike (steady, five times the traffic, then back), at real time
 # and shortened so that the four runs of one profile take about twenty minutes; the ramp

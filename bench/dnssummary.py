@@ -63,16 +63,19 @@ def lost_fraction(piece: Slice) -> float:
     return piece.lost / piece.sent if piece.sent else 0.0
 
 
-def capacity_seconds(slices: Sequence[Slice], jump: int | None,
+def capacity_seconds(slices: Sequence[Slice], jump: int | None, until: int | None = None,
                      hold: int = CAPACITY_HOLD, max_loss: float = CAPACITY_LOSS
                      ) -> int | None:
     """Seconds from the jump to the first second from which ``hold`` seconds in a row
-    each lost under ``max_loss`` of their queries: DNS answering the new load. None
-    without a jump, or when it never did before the run ended."""
+    each lost under ``max_loss`` of their queries: DNS answering the new load. The
+    ``hold`` seconds must end by ``until`` (the end of the raised load), so that the load
+    going back down is never taken for capacity. None without a jump, or when it never
+    did."""
     if jump is None:
         return None
     by_second = {s.second: s for s in slices}
-    last = max(by_second, default=-1)
+    last = max(by_second, default=-1) if until is None else min(until - 1,
+                                                                  max(by_second, default=-1))
     for start in range(jump, last - hold + 2):
         run = [by_second.get(start + i) for i in range(hold)]
         if all(p is not None and lost_fraction(p) < max_loss for p in run):
@@ -109,7 +112,7 @@ def peak(samples: Sequence[Sample]) -> int:
 
 
 def summarize(slices: Sequence[Slice], samples: Sequence[Sample], duration: int,
-              jump: int | None) -> dict[str, Any]:
+              jump: int | None, until: int | None = None) -> dict[str, Any]:
     """One run's figures, as the results file keeps them."""
     return {**totals(slices),
             "lost_percent": round(100 * sum(s.lost for s in slices)
@@ -117,7 +120,8 @@ def summarize(slices: Sequence[Slice], samples: Sequence[Sample], duration: int,
             "replica_seconds": replica_seconds(samples, duration),
             "ready_replica_seconds": replica_seconds(samples, duration, ready=True),
             "peak_replicas": peak(samples),
-            "capacity_seconds": capacity_seconds(slices, jump),
+            "capacity_seconds": capacity_seconds(slices, jump, until),
             "windows": windows(slices),
+            "sent_per_second": [s.sent for s in sorted(slices)],
             "lost_per_second": [s.lost for s in sorted(slices)],
             "replicas": changes(samples)}

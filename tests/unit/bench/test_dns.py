@@ -85,6 +85,12 @@ def test_the_profile_rate_goes_linearly_through_each_phase() -> None:
         dnsload.multiple_at(PROFILE, 8)
 
 
+def test_the_raised_load_ends_with_the_phase_that_begins_at_the_jump() -> None:
+    assert PROFILE.jump_until == 6
+    assert Profile("flat", (Phase(5, 1, 1),), jump=None).jump_until is None
+    assert Profile("odd", (Phase(5, 1, 1),), jump=3).jump_until is None
+
+
 def test_the_spike_jumps_fivefold_at_its_jump_and_comes_back() -> None:
     rates = dnsload.rates(dnsload.SPIKE, 10)
     jump = dnsload.SPIKE.jump
@@ -122,6 +128,15 @@ def test_capacity_is_the_first_second_after_the_jump_from_which_ten_lose_little(
     gap = [p for p in slices if p.second != 16]           # a second dnsperf gave nothing for
     assert capacity_seconds(gap, 5) is None
     assert capacity_seconds([], 5) is None
+    assert capacity_seconds(slices, 5, until=22) is None  # the good run ends after the load
+    assert capacity_seconds(slices, 5, until=23) == 8
+
+
+def test_a_run_that_never_copes_has_no_capacity_when_the_load_goes_back() -> None:
+    lost = [0] * 5 + [50] * 10 + [0] * 20                  # the load back down at 15
+    slices = [_slice(s, 100, n) for s, n in enumerate(lost)]
+    assert capacity_seconds(slices, 5) == 10
+    assert capacity_seconds(slices, 5, until=15) is None
 
 
 def test_replica_seconds_hold_each_sample_until_the_next_from_zero_to_the_end() -> None:
@@ -157,3 +172,12 @@ def test_our_daemons_decisions_are_read_from_its_timestamped_logs() -> None:
         {"seconds": 12.1, "event": "scale.changed", "old": "1", "new": "2",
          "proportional": "1", "load": "2"},
         {"seconds": 13.0, "event": "load.panic.started", "ready": "1"}]
+
+
+def test_the_plot_bins_lost_queries_into_means_drawn_as_steps() -> None:
+    from bench.dnsplot import _binned, _steps
+
+    assert _binned([2, 4, 6], 2) == ([0, 2, 3], [3.0, 6.0, 6.0])
+    assert _binned([], 2) == ([], [])
+    assert _steps([[-1.0, 1, 1], [5.0, 3, 1]], 10) == ([0.0, 5.0, 10], [1, 3, 3])
+    assert _steps([], 10) == ([], [])
