@@ -49,7 +49,7 @@ from bench.dnscluster import (
     log,
     setups,
 )
-from bench.dnssummary import summarize
+from bench.dnssummary import goal, summarize
 from tests.cluster.coredns import CLUSTER_DNS_IP, ZONE
 
 REPO = Path(__file__).resolve().parents[1]
@@ -181,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                 r = runs[setup.key]
                 log(f"  lost {r['lost']} of {r['sent']}, {r['replica_seconds']} "
                     f"replica-seconds, capacity after {r['capacity_seconds']} s")
+                doc["profiles"][profile.name]["goal"] = goal(runs)
                 write(args.out, doc)
     finally:
         dc.stop()

@@ -125,3 +125,34 @@ def summarize(slices: Sequence[Slice], samples: Sequence[Sample], duration: int,
             "sent_per_second": [s.sent for s in sorted(slices)],
             "lost_per_second": [s.lost for s in sorted(slices)],
             "replicas": changes(samples)}
+
+
+GOAL_LOSS_SHARE = 1 / 3   # (c) may lose at most this share of what (d) loses
+GOAL_CAPACITY = 10        # seconds from the jump to capacity, for (c)
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 3) if b else None
+
+
+def goal(runs: dict[str, Any]) -> dict[str, Any]:
+    """The issue's goal checked on one profile's runs (keys ``upstream``, ``ours``,
+    ``ours_load``, ``hpa``; any missing leaves its checks out): the load axis loses at most a
+    third of what the HPA loses, with no more replica-seconds, and has capacity within
+    ``GOAL_CAPACITY`` seconds of the jump; upstream and ours lose the same share."""
+    out: dict[str, Any] = {}
+    load, hpa = runs.get("ours_load"), runs.get("hpa")
+    if load is not None and hpa is not None:
+        share = _ratio(load["lost"], hpa["lost"])
+        cost = _ratio(load["replica_seconds"], hpa["replica_seconds"])
+        out["lost_load_over_hpa"] = share
+        out["replica_seconds_load_over_hpa"] = cost
+        out["lost_at_most_a_third"] = share is not None and share <= GOAL_LOSS_SHARE
+        out["replica_seconds_no_more"] = cost is not None and cost <= 1
+    if load is not None:
+        seconds = load["capacity_seconds"]
+        out["capacity_within_10_s"] = seconds is not None and seconds <= GOAL_CAPACITY
+    upstream, ours = runs.get("upstream"), runs.get("ours")
+    if upstream is not None and ours is not None:
+        out["lost_percent_upstream_vs_ours"] = [upstream["lost_percent"], ours["lost_percent"]]
+    return out

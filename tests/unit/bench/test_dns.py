@@ -4,6 +4,7 @@ the run's figures (bench.dnssummary) and our daemon's log lines (bench.dnscluste
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -181,3 +182,22 @@ def test_the_plot_bins_lost_queries_into_means_drawn_as_steps() -> None:
     assert _binned([], 2) == ([], [])
     assert _steps([[-1.0, 1, 1], [5.0, 3, 1]], 10) == ([0.0, 5.0, 10], [1, 3, 3])
     assert _steps([], 10) == ([], [])
+
+
+def test_the_goal_compares_the_load_axis_with_the_hpa_and_upstream_with_ours() -> None:
+    from bench.dnssummary import goal
+
+    runs: dict[str, dict[str, Any]] = {
+        "upstream": {"lost_percent": 51.6}, "ours": {"lost_percent": 51.4},
+            "ours_load": {"lost": 30, "replica_seconds": 1000, "capacity_seconds": 26},
+            "hpa": {"lost": 90, "replica_seconds": 2000, "capacity_seconds": 21}}
+    assert goal(runs) == {"lost_load_over_hpa": 0.333, "replica_seconds_load_over_hpa": 0.5,
+                          "lost_at_most_a_third": True, "replica_seconds_no_more": True,
+                          "capacity_within_10_s": False,
+                          "lost_percent_upstream_vs_ours": [51.6, 51.4]}
+    runs["hpa"]["lost"] = 0           # the HPA lost nothing: no share, not met
+    runs["ours_load"]["capacity_seconds"] = None
+    got = goal(runs)
+    assert got["lost_load_over_hpa"] is None and not got["lost_at_most_a_third"]
+    assert not got["capacity_within_10_s"]
+    assert goal({}) == {}
