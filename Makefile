@@ -24,41 +24,65 @@ ifneq ($(findstring /,$(PYTHON)),)
 export PATH := $(abspath $(dir $(PYTHON))):$(PATH)
 endif
 
-.PHONY: help install controlplane apiserver test-tools test unit integration lint demo bench bench-quick bench-container e2e \
+.PHONY: help install controlplane apiserver test-tools test-plan test unit integration lint demo bench bench-quick bench-container e2e \
 	chart-test image image-test image-reproducible image-lock image-zstd sign verify actionlint \
 	chart-publish push deploy cluster-e2e dns-bench kind-node-image monitoring-test clean
 
 help:
-	@echo "make install       the venv ($(VENV)): made and filled (editable) when missing or stale"
-	@echo "make controlplane  build/cache kube-apiserver + etcd from Go modules (once)"
-	@echo "make test          unit + integration tests (integration needs Go, builds the control plane once)"
-	@echo "make unit          unit tests only (seconds)"
-	@echo "make lint          ruff + mypy --strict + actionlint (.github/workflows)"
-	@echo "make demo          walk the seed story against a local control plane, then clean up"
-	@echo "make bench         benchmarks at 1k/15k/65k/130k nodes vs upstream (long); bench-quick: 1k/5k"
-	@echo "make bench-container  our image vs upstream's binary in a scratch image (podman; host lock)"
-	@echo "make image         build the multi-platform OCI image index (docs/container-image.md)"
-	@echo "make push IMAGE=registry/name:tag   push the index to any OCI registry"
-	@echo "make deploy IMAGE=... KUBECONFIG=... apply manifests/ with that image (WAIT=0: no rollout wait)"
-	@echo "make image-test    push to a local registry, pull and run amd64 + arm64 (+ quick checks of"
-	@echo "                   the others, under qemu) as a kubelet would (root; host lock)"
-	@echo "make image-reproducible  the code layer, manifests and index made again from a fresh"
-	@echo "                   wheel must give the same digests (the rest: image/lock.json)"
-	@echo "make image-zstd    the zstd variant of the index (about 20% smaller to pull)"
-	@echo "make image-lock    write image/lock.json from a build (an input changed on purpose)"
-	@echo "make sign IMAGE=name@sha256:... KEY=cosign.key  sign the index and every manifest, attest"
-	@echo "                   SBOM + SLSA provenance (cosign; no KEY: keyless, the release workflow)"
-	@echo "make verify IMAGE=... KEY=cosign.pub  cosign verify + verify-attestation, SBOM vs image"
-	@echo "make chart-publish CHART_REPO=oci://registry/path  push the chart as an OCI artifact"
-	@echo "make cluster-e2e   a real single-node cluster here (kubelet, containerd, kube-proxy, ...):"
-	@echo "                   the manifest and the chart as Pods scaling CoreDNS (root; docs/development.md)"
-	@echo "make dns-bench     DNS under a load spike on that node: upstream, ours, ours + load, an HPA (root)"
-	@echo "make kind-node-image  a kind node image built here (podman; root; cached by its inputs)"
-	@echo "make e2e           kind end-to-end: a cluster (Docker, or rootful podman with the image"
-	@echo "                   above), the manifest, CoreDNS scaled, a worker joins, host left clean"
-	@echo "make monitoring-test  the alert rules with promtool (built from its Go module once)"
+	@echo "The two commands (README.md: what they need, how long they take, cold and warm):"
+	@echo "  make demo          the real autoscaler against kube-apiserver + etcd built here, step by"
+	@echo "                     step (DEMO_ARGS=--steps=N: the first N steps); then it cleans up"
+	@echo "  make test          unit + integration tests; says first what it builds (once, from Go"
+	@echo "                     modules: the control plane, helm, promtool, kubectl)"
+	@echo "  make unit          tests/unit and tests/repo; builds nothing (the chart and alert-rule"
+	@echo "                     tests run once helm and promtool are built, else they skip)"
+	@echo "  make lint          ruff + mypy --strict + actionlint (.github/workflows)"
+	@echo ""
+	@echo "Developing:"
+	@echo "  make install       the venv $(VENV): made and filled (editable) when missing or stale;"
+	@echo "                     every target that needs the package runs it first"
+	@echo "  make integration   the integration tests only (a real kube-apiserver + etcd)"
+	@echo "  make apiserver     build kube-apiserver + etcd (what make demo and make test start)"
+	@echo "  make controlplane  the same, plus the upstream autoscaler the benchmarks compare with"
+	@echo "  make test-tools    build helm and promtool (make test builds them)"
+	@echo "  make chart-test    the Helm chart's tests (builds helm)"
+	@echo "  make monitoring-test  the alert rules with promtool (builds promtool)"
+	@echo "  make actionlint    lint .github/workflows (part of make lint)"
+	@echo "  make clean         remove build outputs and the test and lint caches (not $(VENV), .cache/)"
+	@echo ""
+	@echo "Variables:"
+	@echo "  TEST_WORKERS=N     test processes for make test / integration (default $(TEST_WORKERS); 0: one)"
+	@echo "  PYTEST_ARGS='...'  more pytest arguments (e.g. PYTEST_ARGS='-k explain -x')"
+	@echo "  DEMO_ARGS=--steps=N  walk only the demo's first N steps"
+	@echo "  PYTHON=PATH        an interpreter to use instead of $(VENV) (a venv is filled; any"
+	@echo "                     other must have everything already)"
+	@echo "  BASE_PYTHON=PATH   what $(VENV) is made from (default: the first Python >= 3.11 on PATH)"
+	@echo ""
+	@echo "Benchmarks, image, release, clusters:"
+	@echo "  make bench         benchmarks at 1k/15k/65k/130k nodes vs upstream (long); bench-quick: 1k/5k"
+	@echo "  make bench-container  our image vs upstream's binary in a scratch image (podman; host lock)"
+	@echo "  make image         build the multi-platform OCI image index (docs/container-image.md)"
+	@echo "  make push IMAGE=registry/name:tag   push the index to any OCI registry"
+	@echo "  make deploy IMAGE=... KUBECONFIG=...   apply manifests/ with that image (WAIT=0: no"
+	@echo "                     rollout wait); overlays and the chart: docs/migration.md"
+	@echo "  make image-test    push to a local registry, pull and run amd64 + arm64 (+ quick checks of"
+	@echo "                     the others, under qemu) as a kubelet would (root; host lock)"
+	@echo "  make image-reproducible  the code layer, manifests and index made again from a fresh"
+	@echo "                     wheel must give the same digests (the rest: image/lock.json)"
+	@echo "  make image-zstd    the zstd variant of the index (about 20% smaller to pull)"
+	@echo "  make image-lock    write image/lock.json from a build (an input changed on purpose)"
+	@echo "  make sign IMAGE=name@sha256:... KEY=cosign.key  sign the index and every manifest, attest"
+	@echo "                     SBOM + SLSA provenance (cosign; no KEY: keyless, the release workflow)"
+	@echo "  make verify IMAGE=... KEY=cosign.pub  cosign verify + verify-attestation, SBOM vs image"
+	@echo "  make chart-publish CHART_REPO=oci://registry/path  push the chart as an OCI artifact"
+	@echo "  make cluster-e2e   a real single-node cluster here (kubelet, containerd, kube-proxy, ...):"
+	@echo "                     the manifest and the chart as Pods scaling CoreDNS (root; docs/development.md)"
+	@echo "  make dns-bench     DNS under a load spike on that node: upstream, ours, ours + load, an HPA (root)"
+	@echo "  make kind-node-image  a kind node image built here (podman; root; cached by its inputs)"
+	@echo "  make e2e           kind end-to-end: a cluster (Docker, or rootful podman with the image"
+	@echo "                     above), the manifest, CoreDNS scaled, a worker joins, host left clean"
 
-# Every time (silent, ~0.1 s when ready): the stamp ($(VENV)/.cpa-installed) lives in the
+# Every time (silent and quick when ready): the stamp ($(VENV)/.cpa-installed) lives in the
 # venv it describes and is checked against it, so a removed or stale venv recovers.
 install:
 	@bash scripts/pyenv.sh "$(PYTHON)" "$(VENV)"
@@ -83,11 +107,17 @@ test-tools:
 	@bash scripts/install-helm.sh >/dev/null
 	@bash scripts/install-promtool.sh >/dev/null
 
-test: install test-tools
+# What make test will build and how long it took when measured (README.md), before it starts.
+test-plan:
+	@bash scripts/test-plan.sh "$(TEST_WORKERS)"
+
+test: test-plan install test-tools
 	$(TEST_PLANE)
 	$(PYTHON) -m pytest -q $(XDIST) --durations=30 $(PYTEST_ARGS)
 
-unit: install test-tools
+# Builds nothing: the chart (helm) and alert-rule (promtool) tests of tests/repo run when
+# those are built (make test, test-tools, chart-test, monitoring-test), else they skip.
+unit: install
 	$(PYTHON) -m pytest -q tests/unit tests/repo $(PYTEST_ARGS)
 
 integration: install
@@ -101,7 +131,7 @@ lint: install
 	@$(MAKE) --no-print-directory actionlint
 
 # The workflows (.github/workflows), with actionlint built from its Go module once
-# (scripts/pinned-tool.sh; seconds cold).
+# (scripts/pinned-tool.sh).
 actionlint:
 	"$$(bash scripts/pinned-tool.sh actionlint)" -no-color
 

@@ -153,10 +153,6 @@ def _main(args: list[str]) -> int:
     command, rest = args[0], args[1:]
     if command == "run":
         return run_daemon(rest, "cpa run")
-    if command == "explain" and "--vertical" in rest:
-        from cpa.tools.explain_vertical import explain_vertical_main
-
-        return explain_vertical_main([a for a in rest if a != "--vertical"])
     if command == "explain":
         from cpa.tools.explain import explain_main
 

@@ -4,8 +4,9 @@ Starts kube-apiserver + etcd on 127.0.0.1 (built once from Go modules), applies 
 autoscaler's ServiceAccount and RBAC from manifests/, creates a `coredns` Deployment, and runs
 the real autoscaler process with the flags of manifests/kube-dns-autoscaler.yaml (as its
 ServiceAccount identity). Then nodes join, the cluster grows, the ConfigMap switches to
-ladder and nodes are cordoned; after each step it prints the counts, the replicas the
-autoscaler wrote, and `cpa explain`'s reasoning. It ends by itself and cleans up.
+ladder and nodes are cordoned; after each step it prints the ConfigMap's data when it was
+written, every write the autoscaler made during the step, why the replicas are what they
+are, and `cpa explain`'s reasoning. It ends by itself and cleans up.
 
 If the autoscaler process stops, the demo says so at once with its exit code and the last
 lines it wrote (its own reason), not a harness's time-out. `--steps N` walks only the first
@@ -91,19 +92,38 @@ def manifest_args() -> list[str]:
     return command[1:]
 
 
-def show(plane: ControlPlane, proc: AutoscalerProcess, expected: int) -> None:
+def show(plane: ControlPlane, proc: AutoscalerProcess, expected: int, writes_before: int,
+         why: str) -> int:
+    """After a step: the replicas the autoscaler wrote, every write it made during the step
+    (Nodes change one API call at a time and it polls every second, so a step may pass
+    through intermediate counts), why, and `cpa explain`'s reasoning. Returns the writes
+    logged so far."""
     admin = plane.admin()
     wait_while_running(proc, f"deployment/coredns at {expected} replicas",
                        lambda: replicas(admin, NS, "deployment", "coredns") == expected, 60)
-    # Its events are held until the first poll is done (cpa.logs.hold): wait for them, so
-    # the log shown at the end has every write.
-    wait_while_running(proc, "the daemon's start-up events in its log",
-                       lambda: bool(proc.events("starting")), 10)
+    # Its events are held until the first poll is done (cpa.logs.hold), and a write's event
+    # follows the write: wait for it, so the writes shown are all there.
+    wait_while_running(proc, f"the write of {expected} replicas in the log", lambda: any(
+        e["new"] == expected for e in proc.events("scale.changed")[writes_before:]), 10)
+    writes = proc.events("scale.changed")
+    for event in writes[writes_before:]:
+        print(f"  scale.changed {event['old']} -> {event['new']} ({event['mode']}, "
+              f"{event['nodes']} nodes, {event['cores']} cores counted)")
+    print(f"  why: {why}")
     out = run_cli(["explain", "--from-cluster", f"--namespace={NS}", f"--configmap={CM}",
                    f"--kubeconfig={plane.autoscaler_kubeconfig}"])
     print("\n".join("    " + line for line in out.stdout.splitlines()))
     print(f"  -> the autoscaler wrote spec.replicas = "
           f"{replicas(admin, NS, 'deployment', 'coredns')} to deployment/coredns", flush=True)
+    return len(writes)
+
+
+def show_data(plane: ControlPlane, how: str) -> None:
+    """The ConfigMap's data as it is now, and who wrote it."""
+    cm = plane.admin().get(f"/api/v1/namespaces/{NS}/configmaps/{CM}")
+    print(f"  ConfigMap {NS}/{CM} ({how}):")
+    for key, value in cm["data"].items():
+        print(f"    {key}: {value}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     steps = parser.parse_args(argv).steps
     cached = find_binaries()
     banner("control plane: kube-apiserver + etcd from Go modules"
-           + (f" (cached in {cached})" if cached else " (first build: 10-20 min)"))
+           + (f" (cached in {cached})" if cached else
+              " (built once; the README's 'The two commands' says how long)"))
     bin_dir = cached or ensure_binaries()
     with tempfile.TemporaryDirectory(prefix="cpa-demo-") as tmp, \
             ControlPlane(bin_dir=bin_dir) as plane:
@@ -152,32 +173,55 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+LADDER = {"coresToReplicas": [[1, 1], [64, 3], [512, 5], [2048, 10]],
+          "nodesToReplicas": [[1, 1], [2, 2]]}
+CORDONED = 33
+"""Cordoned in step 4: 48 - 33 = 15 schedulable Nodes of 32 cores, 480 cores, below the
+ladder's 512-core step; after 32 cordons 512 cores still give 5. So only the last cordon
+changes the count, and the one write lands when the cordoning is complete."""
+
+
 def walk(plane: ControlPlane, proc: AutoscalerProcess, steps: int) -> None:
     """The story's first ``steps`` steps, then what the autoscaler logged."""
     admin = plane.admin()
     banner("step 1: 16 Nodes of 8 cores join")
     create_nodes(admin, "node", 16, cpu="8")
-    show(plane, proc, 2)
-    cm = admin.get(f"/api/v1/namespaces/{NS}/configmaps/{CM}")
-    print(f"  ConfigMap created from --default-params: {cm['data']}")
+    print("  (Nodes join one API call at a time and the autoscaler polls every second, so "
+          "a write may count part of a step's Nodes; each step lists its writes)")
+    wait_while_running(proc, "the ConfigMap the autoscaler creates", lambda: bool(
+        proc.events("configmap.created")), 60)
+    show_data(plane, "created by the autoscaler from its --default-params")
+    logged = show(plane, proc, 2, 0, (
+        "linear: 128 cores / 256 per replica and 16 nodes / 16 per replica give 1 each; "
+        "preventSinglePointFailure raises a cluster of more than one node to 2"))
     if steps >= 2:
         banner("step 2: the cluster grows to 48 Nodes of 32 allocatable cores")
         for i in range(16):
             admin.patch(f"/api/v1/nodes/node-{i:04d}/status",
                         {"status": {"allocatable": {"cpu": "32"}, "capacity": {"cpu": "32"}}})
         create_nodes(admin, "node", 32, cpu="32", start=16)
-        show(plane, proc, 6)
+        print("  (the ConfigMap is unchanged)")
+        logged = show(plane, proc, 6, logged, (
+            "linear: 1536 cores / 256 = 6 against 48 nodes / 16 = 3; the larger wins"))
     if steps >= 3:
-        banner("step 3: the ConfigMap's key becomes ladder (no restart)")
-        ladder = {"coresToReplicas": [[1, 1], [64, 3], [512, 5], [2048, 10]],
-                  "nodesToReplicas": [[1, 1], [2, 2]]}
-        put_configmap_data(admin, NS, CM, {"ladder": json.dumps(ladder)})
-        show(plane, proc, 5)
+        banner("step 3: the demo writes the ConfigMap's data as ladder (no restart)")
+        put_configmap_data(admin, NS, CM, {"ladder": json.dumps(LADDER)})
+        show_data(plane, "written by the demo; no includeUnschedulableNodes, so from now on "
+                         "only schedulable Nodes count")
+        logged = show(plane, proc, 5, logged, (
+            "ladder: 1536 cores reach the [512, 5] step, 48 nodes the [2, 2] step; the "
+            "larger wins"))
     if steps >= 4:
-        banner("step 4: 40 Nodes are cordoned (ladder counts schedulable Nodes only)")
-        for i in range(40):
+        banner(f"step 4: {CORDONED} of the 48 Nodes are cordoned")
+        for i in range(CORDONED):
             cordon(admin, f"node-{i:04d}")
-        show(plane, proc, 3)
+        print("  (the ConfigMap is unchanged: its ladder data has no "
+              "includeUnschedulableNodes, so cordoned Nodes do not count; until the last "
+              f"of the {CORDONED} cordons the schedulable Nodes keep 512 cores or more, so "
+              "the write lands once the cordoning is complete)")
+        show(plane, proc, 3, logged, (
+            f"ladder: {48 - CORDONED} schedulable Nodes have {(48 - CORDONED) * 32} cores, "
+            "below the [512, 5] step: [64, 3] gives 3"))
 
     banner("what the autoscaler logged (scale.changed events)")
     for event in proc.events("scale.changed"):

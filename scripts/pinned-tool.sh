@@ -4,7 +4,7 @@
 #   cosign      signs, attests and verifies the index (make sign / verify, make image-test)
 #               v2: `--tlog-upload=false` signs with a key and no network at all; v3
 #               fetches a signing config from the public TUF repository unless given one.
-#               ~10 min cold on 2 busy cores (module downloads included), seconds warm.
+#               Minutes cold (module downloads included), seconds warm.
 #   actionlint  lints .github/workflows (make lint); seconds cold.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The Python environment of every `make` target that needs the package (the Makefile runs
-# this first). Silent and ~0.1 s when the environment is ready.
+# this first). Silent, and quick, when the environment is ready.
 #
 #   scripts/pyenv.sh PYTHON VENV
+#
+# pip runs quietly, with a line a minute (scripts/heartbeat.sh) counting the packages so far.
 #
 # PYTHON is VENV/bin/python (the Makefile's default): the project's venv. Created on first
 # use from the first python3 >= 3.11 with the venv module found on PATH (python3,
@@ -24,6 +26,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
 say() { printf 'make: %s\n' "$*" >&2; }
+. "$repo/scripts/heartbeat.sh"
 
 # Python >= 3.11 that can make a venv (Debian/Ubuntu ship `venv` without ensurepip unless
 # python3-venv is installed).
@@ -73,10 +76,20 @@ install_if_needed() {   # install_if_needed STAMP
         return 0
     fi
     absent="$("$python" scripts/pyenv_check.py "$repo" "${extras[@]}" || true)"
-    say "installing the package and its test tools into $("$python" -c 'import sys; print(sys.prefix)')${absent:+ (missing: $absent)}"
-    local spec
+    local spec prefix
+    prefix="$("$python" -c 'import sys; print(sys.prefix)')"
     spec=".[$(IFS=,; echo "${extras[*]}")]"
+    say "installing the package and its test tools into $prefix${absent:+ (missing: $absent)}"
+    say "  (pip install -e '$spec': its packages from PyPI or pip's cache; a line a minute"
+    say "  until it is done; how long a cold one takes: README.md, The two commands)"
+    # pip's own output is one line per package, hundreds when they are already there: a
+    # line a minute with the packages installed so far says more.
+    trap heartbeat_stop EXIT
+    heartbeat_start "make: pip install" \
+        "echo \"\$(ls -d '$prefix'/lib/python3*/site-packages/*.dist-info 2>/dev/null | wc -l) packages in $prefix\""
     "$python" -m pip install --quiet --disable-pip-version-check -e "$spec"
+    heartbeat_stop
+    say "installed: $(ls -d "$prefix"/lib/python3*/site-packages/*.dist-info 2>/dev/null | wc -l) packages in $prefix"
     "$python" scripts/pyenv_check.py "$repo" "${extras[@]}" >/dev/null || {
         say "after pip install, still missing: $("$python" scripts/pyenv_check.py "$repo" "${extras[@]}" || true)"
         return 1

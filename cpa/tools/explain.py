@@ -63,7 +63,7 @@ def _parser() -> ToolParser:
         prog="cpa explain", allow_abbrev=False,
         description="Compute the replicas the autoscaler would write, step by step. "
                     "Nothing is written to the cluster.")
-    add_parameter_arguments(p)
+    add_parameter_arguments(p, from_cluster=True)
     cl = p.add_argument_group("cluster (--nodes and --cores, or --from-cluster)")
     cl.add_argument("--nodes", metavar="N", help="total nodes")
     cl.add_argument("--cores", metavar="CPU",
@@ -100,6 +100,9 @@ def _parser() -> ToolParser:
                     help="the target's Ready Pods (default: --current-replicas, or the "
                          "target's replicas)")
     p.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    p.add_argument("--vertical", action="store_true",
+                   help="explain what /cpvpa, the vertical autoscaler, would write instead: "
+                        "it takes /cpvpa's flags (cpa explain --vertical --help)")
     return p
 
 
@@ -396,7 +399,14 @@ def _decision_json(counts: ClusterCounts, params: Params, decision: Decision,
 
 def explain_main(argv: Sequence[str]) -> int:
     """Exit 0 with the answer; 1 with one line saying what is wrong (also when the
-    parameters give a count the API cannot hold: the answer then says why)."""
+    parameters give a count the API cannot hold: the answer then says why).
+
+    ``--vertical`` anywhere hands the command line to ``cpa explain --vertical``, whose
+    flags are /cpvpa's."""
+    if "--vertical" in argv:
+        from cpa.tools.explain_vertical import explain_vertical_main
+
+        return explain_vertical_main([a for a in argv if a != "--vertical"])
     args = parse_command_line(_parser(), argv)
     if isinstance(args, int):
         return args
@@ -442,8 +452,12 @@ def _measure(args: argparse.Namespace, params: Params, view: TargetView
         time.sleep(load.scrape_interval_seconds)
         sample = scraper.scrape_once()
     if sample is None:
+        where = ("its query's URL" if load.prometheus is not None
+                 else "its Pods, at their IPs,")
         raise InputError(f"cannot measure the load of {view.target}: "
-                         f"{scraper.status().fault}")
+                         f"{scraper.status().fault}; this scrape reaches {where} from where "
+                         "cpa explain runs, often out of reach outside the cluster: give the "
+                         "rate your monitoring shows instead, --stable-rate RATE")
     step = measured_step(scraper.status()) if load.prometheus is None else None
     return Reading(sample.rate, sample.rate, sample.ready, 1, 1, 0.0), step
 

@@ -18,12 +18,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from cpa.go.quantity import Format, Quantity
-from cpa.tools.inputs import InputError, ToolParser, UsageError, answer
+from cpa.tools.inputs import (
+    InputError,
+    ToolParser,
+    UsageError,
+    answer,
+    count,
+    unknown_argument,
+)
 from cpa.vertical import cpvpa_flags as options
 from cpa.vertical.decide.cpva_config import (
     ConfigError,
@@ -61,8 +69,9 @@ def _parser() -> ToolParser:
         description="Compute what /cpvpa would write, step by step; writes nothing. "
                     "Takes /cpvpa's flags too (--default-config, --config-file, --target, "
                     "--namespace, --kubeconfig, --resize-mode).")
-    p.add_argument("--nodes", type=int, help="the cluster's Node count")
-    p.add_argument("--cores", type=int, help="the cluster's cores (summed capacity cpu)")
+    p.add_argument("--nodes", metavar="N", help="the cluster's Node count")
+    p.add_argument("--cores", metavar="N",
+                   help="the cluster's cores (summed capacity cpu, a whole number)")
     p.add_argument("--from-cluster", action="store_true",
                    help="count the Nodes as /cpvpa does; with --target, compare the target "
                         "(read-only)")
@@ -266,22 +275,29 @@ def _line(d: Difference) -> str:
 def explain_vertical_main(argv: Sequence[str]) -> int:
     parser = _parser()
     try:
-        args, rest = parser.parse_known_args(list(argv))
-    except UsageError as exc:  # one line and exit 2, as the other commands
-        print(f"{PROG}: {exc} (see --help)", file=sys.stderr)
+        args, rest = parser.parse_flags(argv, rest=True)
+        opts = options.parse(rest)
+    except (UsageError, options.UsageError) as exc:  # one line and exit 2, as the others
+        print(f"{PROG}: {_nearest(str(exc), parser)} (see --help)", file=sys.stderr)
         return 2
-    if args.help:
+    if args.help or opts.help:
         print(_parser().format_help().rstrip())
         print("\n/cpvpa's flags:\n" + options.usage("cpvpa").split("\n", 1)[1])
         return 0
-    return answer(PROG, args.output, lambda: _explain(args, rest))
+    return answer(PROG, args.output, lambda: _explain(args, opts))
 
 
-def _explain(args: argparse.Namespace, rest: list[str]) -> tuple[str, int]:
-    try:
-        opts = options.parse(rest)
-    except options.UsageError as exc:
-        raise InputError(str(exc)) from exc
+def _nearest(message: str, parser: ToolParser) -> str:
+    """/cpvpa's parser names the nearest of its own flags for a mistyped one; this command
+    has a few more (--nodes, --cores, --from-cluster, --output): the nearest of all."""
+    typed = re.fullmatch(r"unknown flag: --(\S+)", message)
+    if typed is None:
+        return message
+    return unknown_argument(f"--{typed.group(1)}", [f.name for f in options.TABLE.flags]
+                            + parser.known_flags())
+
+
+def _explain(args: argparse.Namespace, opts: options.VerticalOptions) -> tuple[str, int]:
     if opts.target:
         problems = [p for p in options.validate(opts) if "target" in p]
         if problems:
@@ -295,9 +311,8 @@ def _explain(args: argparse.Namespace, rest: list[str]) -> tuple[str, int]:
         nodes, cores, _odd, api = _from_cluster(opts)
         source = "from the cluster: every Node, capacity cpu summed as CPVA sums it"
     else:
-        if args.nodes < 0 or args.cores < 0:
-            raise InputError("node and core counts cannot be negative")
-        nodes, cores, api = args.nodes, args.cores, None
+        nodes, cores = count(args.nodes, "--nodes"), count(args.cores, "--cores")
+        api = None
         source = "given"
     text, doc = _report(opts, config, origin, nodes, cores, source, api)
     return (json.dumps(doc, indent=2) if args.output == "json" else text), 0

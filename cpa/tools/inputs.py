@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, Final, NoReturn
 
 from cpa import redact
+from cpa.go.pflag import MAX_SUGGESTIONS, suggest
 from cpa.go.quantity import CpuQuantityError, cores_rounded_up, cpu_millicores
 from cpa.horizontal.decide.defaults import default_params_to_data
 from cpa.horizontal.decide.modes.mode import Params
@@ -31,9 +33,9 @@ from cpa.horizontal.decide.params import ParamsError
 from cpa.nodes.counts import ClusterCounts
 
 __all__ = ["COUNT_MAX", "REPLICAS_MAX", "InputError", "ToolParser", "UsageError",
-           "add_parameter_arguments", "answer", "cluster_counts", "data_from_file",
-           "data_from_json", "defaults", "explicit_params", "parameters_from_flags",
-           "parse_params", "read_text", "replica_count"]
+           "add_parameter_arguments", "answer", "cluster_counts", "count", "data_from_file",
+           "data_from_json", "defaults", "explicit_params", "flag_names", "parameters_from_flags",
+           "parse_params", "read_text", "replica_count", "unknown_argument"]
 
 COUNT_MAX: Final = 2**63 - 1
 """The most nodes or cores a hand-given count may name: Kubernetes reads a quantity as a
@@ -52,17 +54,126 @@ class UsageError(Exception):
 
 class ToolParser(argparse.ArgumentParser):
     """argparse with pflag's manners: a syntax error is one line (no usage block) and exit 2
-    (:class:`UsageError`, turned into that line by :func:`answer`'s caller)."""
+    (:class:`UsageError`, turned into that line by :func:`answer`'s caller), in our words:
+    an unknown flag names the nearest ones (as the daemons do), before any complaint about
+    a required flag (the typo is the real problem); a flag without its value, or a value
+    outside its choices, says so plainly.
+
+    ``required`` and ``choices`` given to :meth:`add_argument` are checked here, after the
+    whole command line is read, for that order and those words; the help shows them as
+    argparse would."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.required_flags: list[argparse.Action] = []
+        self.flag_choices: list[tuple[argparse.Action, tuple[str, ...]]] = []
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        choices = kwargs.pop("choices", None)
+        if choices is not None:
+            choices = tuple(choices)
+            kwargs.setdefault("metavar", "{" + ",".join(choices) + "}")
+        action = super().add_argument(*args, **kwargs)
+        if action.required:
+            self.required_flags.append(action)
+        if choices is not None:
+            self.flag_choices.append((action, choices))
+        return action
+
+    def parse_flags(self, argv: Sequence[str], *, rest: bool = False
+                    ) -> tuple[argparse.Namespace, list[str]]:
+        """The flags, and (``rest``: for another parser to read) what this one does not
+        know; without ``rest`` that is an error naming the nearest flags."""
+        try:
+            args, extra = self.parse_known_args(list(argv))
+        except UsageError:
+            if not self.required_flags:
+                raise
+            # A required flag is missing: read again without that rule, for a mistyped flag
+            # (--timline for --timeline) is the problem to name, else the missing one.
+            args, extra = self._without_required(argv)
+            if not extra or rest:
+                missing = [_long(a) for a in self.required_flags
+                           if getattr(args, a.dest) is None]
+                raise UsageError(f"{' and '.join(missing)} "
+                                 f"{'is' if len(missing) == 1 else 'are'} required") from None
+        if extra and not rest:
+            raise UsageError(unknown_argument(extra[0], self.known_flags()))
+        for action, choices in self.flag_choices:
+            value = getattr(args, action.dest)
+            if value is not None and value not in choices:
+                raise UsageError(f"{_long(action)} {_shown(value)!r}: give "
+                                 f"{', '.join(choices[:-1])} or {choices[-1]}")
+        return args, extra
+
+    def known_flags(self) -> list[str]:
+        """The long flags this parser defines, without dashes, in their order."""
+        return flag_names(self._without_required([])[0]) + (["help"] if self.add_help else [])
+
+    def _without_required(self, argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+        for action in self.required_flags:
+            action.required = False
+        try:
+            return self.parse_known_args(list(argv))
+        finally:
+            for action in self.required_flags:
+                action.required = True
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+        raise UsageError(_our_words(message))
+
+
+def _long(action: argparse.Action) -> str:
+    """The flag's long name (``--output`` of ``-o``/``--output``)."""
+    return next((o for o in action.option_strings if o.startswith("--")),
+                action.option_strings[0] if action.option_strings else action.dest)
+
+
+def flag_names(args: argparse.Namespace) -> list[str]:
+    """The long flags a parsed command line could have used (every flag has a value in the
+    namespace, its default when not given), in the order they were defined."""
+    return [name.replace("_", "-") for name in vars(args)]
+
+
+def unknown_argument(arg: str, names: Sequence[str]) -> str:
+    """What is wrong with an argument no flag takes: a flag nobody defined (with the
+    nearest ones, as the daemons suggest), or a word that is not a flag's value."""
+    if not arg.startswith("-") or arg == "-":
+        return (f"unexpected argument {_shown(arg)!r}: every input is a flag's value "
+                "(--flag VALUE or --flag=VALUE)")
+    typed = arg.lstrip("-").partition("=")[0]
+    found = suggest(typed, names)[:MAX_SUGGESTIONS]
+    hint = f" (did you mean {' or '.join('--' + n for n in found)}?)" if found else ""
+    return f"unknown flag: {_shown(arg.partition('=')[0])}{hint}"
+
+
+_MESSAGES: Final[tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...]] = (
+    # argparse's words (stable from Python 3.11 on) and ours.
+    (re.compile(r"argument (\S+): expected one argument"),
+     lambda m: f"flag needs an argument: {_flag_of(m.group(1))}"),
+    (re.compile(r"argument (\S+): ignored explicit argument (.*)"),
+     lambda m: f"{_flag_of(m.group(1))} takes no value (given {m.group(2)})"),
+)
+
+
+def _flag_of(names: str) -> str:
+    """``--output`` of argparse's ``--output/-o``."""
+    return next((n for n in names.split("/") if n.startswith("--")), names)
+
+
+def _our_words(message: str) -> str:
+    for pattern, words in _MESSAGES:
+        match = pattern.fullmatch(message)
+        if match:
+            return words(match)
+    return message
 
 
 def parse_command_line(parser: ToolParser, argv: Sequence[str]) -> argparse.Namespace | int:
     """The parsed arguments, or the exit code when there is nothing to run: 0 after
     ``--help``, 2 after a syntax error (one line on stderr)."""
     try:
-        return parser.parse_args(list(argv))
+        return parser.parse_flags(argv)[0]
     except UsageError as exc:
         print(f"{parser.prog}: {exc} (see --help)", file=sys.stderr)
         return 2
@@ -70,8 +181,9 @@ def parse_command_line(parser: ToolParser, argv: Sequence[str]) -> argparse.Name
         return exc.code if isinstance(exc.code, int) else 0
 
 
-def add_parameter_arguments(p: argparse.ArgumentParser) -> None:
-    """The parameter flags, shared by ``explain`` and ``simulate``."""
+def add_parameter_arguments(p: argparse.ArgumentParser, *, from_cluster: bool = False) -> None:
+    """The parameter flags, shared by ``explain`` and ``simulate``; ``from_cluster``: the
+    command also has ``--from-cluster`` (explain), which these flags' help then mentions."""
     src = p.add_argument_group("parameters (one of)")
     src.add_argument("--data", metavar="JSON",
                      help='the ConfigMap\'s data as a JSON object of strings, e.g. '
@@ -80,11 +192,13 @@ def add_parameter_arguments(p: argparse.ArgumentParser) -> None:
                      help="a file with the ConfigMap (YAML or JSON; in a multi-document "
                           "file, the ConfigMap named by --configmap when there are several)")
     src.add_argument("--default-params", metavar="JSON",
-                     help="the --default-params flag's value; with --from-cluster, used only "
-                          "when the ConfigMap does not exist (as the daemon would create it)")
+                     help="the --default-params flag's value"
+                          + ("; with --from-cluster, used only when the ConfigMap does not "
+                             "exist (as the daemon would create it)" if from_cluster else ""))
     src.add_argument("--configmap", default="", metavar="NAME",
-                     help="the ConfigMap's name: which one --configmap-file picks (and, for "
-                          "explain --from-cluster, which one is read)")
+                     help="the ConfigMap's name: which one --configmap-file picks"
+                          + (" (with --from-cluster: which one is read)" if from_cluster
+                             else ""))
 
 
 # ----------------------------------------------------------------------------- files
@@ -369,6 +483,11 @@ def cluster_counts(nodes: object, cores: object, schedulable_nodes: object = Non
     return ClusterCounts(total_nodes, cores_rounded_up(total_millis), sched_nodes,
                          cores_rounded_up(sched_millis), total_zones=total_zones,
                          schedulable_zones=sched_zones)
+
+
+def count(value: str, flag: str) -> int:
+    """A whole count typed on the command line (``--nodes 40``), 0 to ``COUNT_MAX``."""
+    return _whole(value, flag, COUNT_MAX)
 
 
 def replica_count(value: str, flag: str) -> int:

@@ -47,6 +47,7 @@ from cpa.horizontal.decide.windows import (
     scale,
     unavailable,
 )
+from cpa.namedtuple import NamedTuple
 from cpa.nodes.counts import ClusterCounts
 from cpa.tools.inputs import (
     InputError,
@@ -60,7 +61,8 @@ from cpa.tools.inputs import (
     replica_count,
 )
 
-__all__ = ["Row", "SimStep", "load_timeline", "render_text", "simulate", "simulate_main"]
+__all__ = ["Compared", "Row", "SimStep", "changed", "figure", "load_timeline", "render_text",
+           "simulate", "simulate_main"]
 
 REQUIRED: Final = ("t", "nodes", "cores")
 OPTIONAL: Final = ("schedulable_nodes", "schedulable_cores", "zones", "schedulable_zones",
@@ -302,24 +304,51 @@ def _cell(value: float | int | None) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def render_text(steps: Sequence[SimStep], start: int, without: Sequence[SimStep]) -> str:
+def changed(steps: Sequence[SimStep]) -> list[bool]:
+    """Which rows the text shows by default: the first, and each where the formula's count
+    (or a load axis's count, or the load's mode) or the written replicas differ from the
+    row before. The rest decide what the row above decided (a timeline of a day has
+    thousands of them, most with the same answer); ``--all-rows`` shows them too."""
+    def key(s: SimStep) -> tuple[object, ...]:
+        return (s.desired, s.replicas, s.proportional, s.load, s.panic)
+
+    return [i == 0 or key(s) != key(steps[i - 1]) for i, s in enumerate(steps)]
+
+
+class Compared(NamedTuple):
+    """What the replay is compared with, for the summary and the plot's panels."""
+
+    without: Sequence[SimStep]
+    """The same parameters without behavior."""
+    alone: Sequence[SimStep] | None = None
+    """With a load key: the proportional count alone (upstream's)."""
+
+
+def render_text(steps: Sequence[SimStep], start: int, compared: Compared, *,
+                all_rows: bool = False) -> str:
     zoned = any(s.zones is not None for s in steps)  # a zones column only when counted
     loaded = any(s.proportional is not None for s in steps)  # a load key
     load_header = ("qps", "proportional", "load", "mode") if loaded else ()
     header = ("t", "nodes", *(("zones",) if zoned else ()), "cores", *load_header, "desired",
               "replicas", "reason")
+    shown = [s for s, keep in zip(steps, changed(steps), strict=True) if keep or all_rows]
     table = [header] + [(f"{s.t:g}", str(s.nodes), *((str(s.zones),) if zoned else ()),
                          str(s.cores),
                          *((_cell(s.qps), _cell(s.proportional), _cell(s.load),
                             "panic" if s.panic else "stable") if loaded else ()),
                          str(s.desired), str(s.replicas), s.reason)
-                        for s in steps]
+                        for s in shown]
     numbers = len(header) - 1
     widths = [max(len(r[i]) for r in table) for i in range(numbers)]
     lines = ["  ".join(cell.rjust(w) for cell, w in zip(r[:numbers], widths, strict=False))
              + "  " + r[numbers] for r in table]
+    if len(shown) < len(steps):
+        lines.append(f"{len(shown)} of {len(steps)} rows shown: the first and those where the "
+                     "formula or the replicas changed (--all-rows: every row).")
+    alone = ("" if compared.alone is None else
+             f"; the proportional count alone, upstream's: {writes(compared.alone, start)}")
     lines.append(f"{writes(steps, start)} scale writes from {start} replicas "
-                 f"(without behavior: {writes(without, start)}).")
+                 f"(without behavior: {writes(compared.without, start)}{alone}).")
     if loaded:
         lines.append(f"{replica_seconds(steps) / 3600:.3g} replica-hours written; the "
                      f"proportional count alone: {proportional_seconds(steps) / 3600:.3g}.")
@@ -363,58 +392,107 @@ def plot_format(path: str) -> str:
     return suffix
 
 
-def plot(path: str, panels: Sequence[tuple[str, Sequence[SimStep]]], start: int) -> None:
-    """Nodes, the formula's count and the written replicas over time; one panel each."""
-    plot_format(path)
-    _matplotlib()
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
+Panel = tuple[str, Sequence[SimStep]]
+"""A replica panel of the plot: its title and the replay it draws."""
 
-    fig, axes = plt.subplots(len(panels), 1, sharex=True, squeeze=False,
-                             figsize=(10, 3.4 * len(panels)))
-    for ax, (title, steps) in zip(axes[:, 0], panels, strict=True):
-        minutes = [s.t / 60 for s in steps]
-        nodes_ax = ax.twinx()
-        loaded = any(s.proportional is not None for s in steps)
-        if loaded:  # the load's rate on the right, proportional and load on the left
-            nodes_ax.plot(minutes, [s.qps if s.qps is not None else math.nan for s in steps],
-                          color="0.6", linewidth=1, label="qps")
-            nodes_ax.set_ylabel("queries per second", color="0.45")
-            ax.step(minutes, [s.proportional for s in steps], where="post",
-                    color="tab:green", linestyle="--", linewidth=1.2, label="proportional")
-            ax.step(minutes, [s.load if s.load is not None else math.nan for s in steps],
-                    where="post", color="tab:red", linestyle=":", linewidth=1.5,
-                    label="load axis")
-        else:
-            nodes_ax.step(minutes, [s.nodes for s in steps], where="post", color="0.6",
-                          linewidth=1, label="nodes")
-            nodes_ax.set_ylabel("nodes", color="0.45")
-            ax.step(minutes, [s.desired for s in steps], where="post", color="tab:orange",
-                    linestyle="--", linewidth=1.2, label="desired (formula)")
-        ax.step(minutes, [s.replicas for s in steps], where="post", color="tab:blue",
-                linewidth=2, label="written replicas")
-        ax.set_zorder(nodes_ax.get_zorder() + 1)
-        ax.patch.set_visible(False)
-        ax.set_ylabel("replicas")
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        # Headroom above the lines for the legend.
-        ax.set_ylim(0, max(max(s.desired for s in steps), max(s.replicas for s in steps),
-                           start) * 1.4 + 1)
-        right = [s.qps or 0.0 for s in steps] if loaded else [s.nodes for s in steps]
-        nodes_ax.set_ylim(0, max(right) * 1.4 + 1)
-        ax.set_title(f"{title}: {writes(steps, start)} scale writes", loc="left")
-        handles = ax.get_legend_handles_labels()
-        extra = nodes_ax.get_legend_handles_labels()
-        ax.legend(handles[0] + extra[0], handles[1] + extra[1], loc="upper left",
-                  fontsize="small")
-    axes[-1, 0].set_xlabel("time (minutes)")
-    fig.tight_layout()
+# Lines over the written replicas (drawn wide and pale below them), so that a line equal to
+# the written count still shows, and only lines with something to draw are in a legend.
+_OVER: Final = (("desired", "desired (formula)", "tab:orange", "--"),
+                ("proportional", "proportional", "tab:green", "--"),
+                ("load", "load axis", "tab:red", ":"))
+_HELD: Final = (("window", "held by a stabilization window", "tab:orange"),
+                ("polic", "limited by a rate policy", "tab:purple"))
+
+
+def plot(path: str, panels: Sequence[Panel], start: int) -> None:
+    """Draw :func:`figure` into ``path`` (its extension names the format)."""
+    plot_format(path)
+    import matplotlib.pyplot as plt
+
+    fig = figure(panels, start)
     try:
         fig.savefig(path, dpi=100)
     except OSError as exc:
         raise InputError(f"--plot: cannot write {path}: {exc.strerror or exc}") from None
     finally:
         plt.close(fig)
+
+
+def figure(panels: Sequence[Panel], start: int) -> Any:
+    """The timeline's input on top (nodes, or the load's rate), then one panel per replay:
+    the formula's count (or the load's two axes), the written replicas and the stretches
+    where a stabilization window held them or a rate policy limited them. The replica
+    panels share one scale, so a comparison is read at a glance."""
+    _matplotlib()
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = plt.subplots(len(panels) + 1, 1, sharex=True, squeeze=False,
+                             figsize=(10, 1.6 + 3.0 * len(panels)),
+                             gridspec_kw={"height_ratios": [0.45] + [1.0] * len(panels)})
+    _draw_input(axes[0, 0], panels[0][1])
+    top = max(max(max(s.desired, s.replicas, s.load or 0) for s in steps)
+              for _title, steps in panels)
+    for ax, (title, steps) in zip(axes[1:, 0], panels, strict=True):
+        _draw_replicas(ax, steps)
+        ax.set_ylim(0, max(top, start) * 1.45 + 1)  # the same scale, headroom for the legend
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_title(f"{title}: {writes(steps, start)} scale writes", loc="left")
+    axes[-1, 0].set_xlabel("time (minutes)")
+    fig.tight_layout()
+    return fig
+
+
+def _draw_input(ax: Any, steps: Sequence[SimStep]) -> None:
+    """The timeline itself: the load's rate with a load key, else the nodes."""
+    minutes = [s.t / 60 for s in steps]
+    if any(s.proportional is not None for s in steps):
+        ax.plot(minutes, [s.qps if s.qps is not None else math.nan for s in steps],
+                color="0.35", linewidth=1)
+        ax.set_ylabel("queries/s")
+        ax.set_ylim(0, max((s.qps or 0.0) for s in steps) * 1.15 + 1)
+    else:
+        ax.step(minutes, [s.nodes for s in steps], where="post", color="0.35", linewidth=1)
+        ax.set_ylabel("nodes")
+        ax.set_ylim(0, max(s.nodes for s in steps) * 1.15 + 1)
+    ax.set_title("the timeline", loc="left")
+
+
+def _draw_replicas(ax: Any, steps: Sequence[SimStep]) -> None:
+    minutes = [s.t / 60 for s in steps]
+    for _key, label, color, start, end in _held_spans(steps):
+        ax.axvspan(start / 60, end / 60, color=color, alpha=0.12, linewidth=0, label=label)
+    ax.step(minutes, [s.replicas for s in steps], where="post", color="tab:blue",
+            linewidth=4, alpha=0.45, label="written replicas")
+    for field, label, color, style in _OVER:
+        values = [getattr(s, field) for s in steps]
+        if field == "desired" and any(s.proportional is not None for s in steps):
+            continue  # with a load key desired is the larger axis: both are drawn
+        if all(v is None for v in values):
+            continue
+        ax.step(minutes, [math.nan if v is None else v for v in values], where="post",
+                color=color, linestyle=style, linewidth=1.4, label=label)
+    ax.set_ylabel("replicas")
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles, strict=True))  # one entry per kind of span
+    ax.legend(unique.values(), unique.keys(), loc="upper left", fontsize="small",
+              ncol=2)
+
+
+def _held_spans(steps: Sequence[SimStep]) -> list[tuple[str, str, str, float, float]]:
+    """The stretches of the timeline where the behavior kept the written replicas from the
+    formula's count, by what held them (a row lasts until the next one)."""
+    spans: list[tuple[str, str, str, float, float]] = []
+    for i, step in enumerate(steps):
+        kind = next((k for k in _HELD if k[0] in step.reason), None)
+        if kind is None or step.replicas == step.desired:
+            continue
+        end = steps[i + 1].t if i + 1 < len(steps) else step.t
+        if spans and spans[-1][0] == kind[0] and spans[-1][4] == step.t:
+            spans[-1] = (*spans[-1][:4], end)
+        else:
+            spans.append((kind[0], kind[1], kind[2], step.t, end))
+    return spans
 
 
 # ----------------------------------------------------------------------------- the command
@@ -437,8 +515,12 @@ def _parser() -> ToolParser:
                    help="with a load key: rows are scrapes, and a poll decides only when "
                         "this long has passed since the last one (default: every row)")
     p.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    p.add_argument("--all-rows", action="store_true",
+                   help="print every row (default: the first and those where the formula's "
+                        "count or the written replicas changed; -o json has every row)")
     p.add_argument("--plot", metavar="FILE.png",
-                   help="draw nodes, desired and written replicas over time (matplotlib)")
+                   help="draw the timeline, the formula's count, the written replicas and "
+                        "where the behavior held them, over time (matplotlib)")
     p.add_argument("--compare", action="store_true",
                    help="with --plot: add a panel for the same timeline without behavior "
                         "(with a load key: the proportional count alone, upstream's)")
@@ -465,24 +547,33 @@ def _run(args: argparse.Namespace) -> str:
     rows = load_timeline(args.timeline)
     steps = simulate(params, rows, given_start, poll_period=poll_period)
     start = given_start if given_start is not None else steps[0].desired
-    without = simulate(params, rows, start, with_behavior=False, poll_period=poll_period)
+    compared = Compared(
+        simulate(params, rows, start, with_behavior=False, poll_period=poll_period),
+        None if params.shared.load is None else
+        simulate(params, rows, start, with_behavior=False, poll_period=poll_period,
+                 with_load=False))
     if args.plot:
-        label = ("with behavior" if params.shared.behavior is not None
-                 else "no behavior in the parameters")
-        if params.shared.load is not None:
-            label = "with the load axis" + (" and behavior" if params.shared.behavior
-                                            is not None else "")
-        panels: list[tuple[str, Sequence[SimStep]]] = [(label, steps)]
-        if args.compare and params.shared.load is not None:
-            panels.append(("the proportional count alone (upstream)",
-                           simulate(params, rows, start, with_behavior=False,
-                                    poll_period=poll_period, with_load=False)))
-        elif args.compare:
-            panels.append(("without behavior (upstream)", without))
-        plot(args.plot, panels, start)
+        plot(args.plot, _panels(params, steps, compared, args.compare), start)
     if args.output == "json":
         return json.dumps({"steps": [_json_step(s) for s in steps]}, indent=2)
-    return render_text(steps, start, without)
+    return render_text(steps, start, compared, all_rows=args.all_rows)
+
+
+def _panels(params: Params, steps: Sequence[SimStep], compared: Compared, compare: bool
+            ) -> list[Panel]:
+    """The replay's panel, and with ``--compare`` upstream's: without the behavior, or
+    with a load key the proportional count alone (the summary line names both)."""
+    label = ("with behavior" if params.shared.behavior is not None
+             else "no behavior in the parameters")
+    if params.shared.load is not None:
+        label = "with the load axis" + (" and behavior" if params.shared.behavior
+                                        is not None else "")
+    panels: list[Panel] = [(label, steps)]
+    if compare and compared.alone is not None:
+        panels.append(("the proportional count alone (upstream)", compared.alone))
+    elif compare:
+        panels.append(("without behavior (upstream)", compared.without))
+    return panels
 
 
 def _poll_period(text: str | None) -> float:

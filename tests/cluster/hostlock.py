@@ -18,10 +18,18 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import IO
 
-from tests.cluster.host import HostSnapshot, pids_with_arg, run, unmount_under
+from tests.cluster.host import (
+    CGROUP_ROOT,
+    CGROUP_ROOTS,
+    HostSnapshot,
+    pids_with_arg,
+    run,
+    unmount_under,
+)
 
 LOCK_PATH = Path("/run/cpa-test-cluster.lock")
 WORKDIR_PREFIX = "cpa-cluster-"
@@ -83,8 +91,17 @@ def reap(bridge: str, keep: Path) -> list[str]:
         removed += [f"unmounted {m}" for m in unmount_under(workdir)]
         shutil.rmtree(workdir, ignore_errors=True)
         removed.append(f"removed {workdir}")
+    for link in _dangling_container_logs():
+        link.unlink(missing_ok=True)
+        removed.append(f"removed {link}, a log link into a dead run's dir")
     if run("ip", "link", "show", bridge, check=False).returncode != 0:
         return removed
+    killed = _pod_processes()
+    for pid in killed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 9)
+            removed.append(f"killed pid {pid} of a dead run's Pod")
+    _wait_gone(killed)
     for line in run("ip", "-o", "link", "show", "master", bridge).stdout.splitlines():
         veth = line.split(":")[1].strip().split("@")[0]
         run("ip", "link", "del", veth, check=False)
@@ -100,6 +117,36 @@ def reap(bridge: str, keep: Path) -> list[str]:
     removed += nothing.remove_iptables_additions()
     removed += [f"removed cgroup {c} of a dead run" for c in nothing.remove_new_cgroups()]
     return removed
+
+
+def _pod_processes() -> list[int]:
+    """The processes in the kubelet's and containerd's cgroups: a dead run's containers
+    outlive its shims (they are reparented, and their command lines name no temp dir)."""
+    pids: set[int] = set()
+    for root in CGROUP_ROOTS:
+        for procs in CGROUP_ROOT.glob(f"*/{root}/**/cgroup.procs"):
+            with contextlib.suppress(OSError):
+                pids.update(int(p) for p in procs.read_text().split())
+        for procs in CGROUP_ROOT.glob(f"{root}/**/cgroup.procs"):  # the unified hierarchy
+            with contextlib.suppress(OSError):
+                pids.update(int(p) for p in procs.read_text().split())
+    return sorted(pids)
+
+
+def _dangling_container_logs() -> list[Path]:
+    """The kubelet's links in /var/log/containers whose Pod log is gone with its run's dir."""
+    logs = Path("/var/log/containers")
+    if not logs.is_dir():
+        return []
+    return sorted(p for p in logs.iterdir() if p.is_symlink() and not p.exists())
+
+
+def _wait_gone(pids: list[int], timeout: float = 10.0) -> None:
+    """Until the killed processes have left (a network namespace with one still in it is
+    not empty yet)."""
+    deadline = time.monotonic() + timeout
+    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _empty_cni_netns() -> list[str]:

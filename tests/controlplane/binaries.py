@@ -76,7 +76,7 @@ def upstream_autoscaler_binary() -> Path | None:
 
 
 def ensure_binaries() -> Path:
-    """Return the bin dir, running build.sh first if needed (a cold build takes 10-20 min).
+    """Return the bin dir, running build.sh first if needed (once: a cold build is long).
 
     Build progress goes to this process's stderr. Raises RuntimeError with the reason when the
     binaries cannot be had (override dir incomplete, no Go, build failure).
@@ -96,7 +96,7 @@ def ensure_binaries() -> Path:
         )
     print(
         f"[controlplane] building kube-apiserver {K8S_VERSION} + etcd {ETCD_VERSION} "
-        "(cold build ~10-20 minutes, cached afterwards)",
+        "(once, cached afterwards; how long: README.md, The two commands)",
         file=sys.stderr,
         flush=True,
     )

@@ -12,6 +12,8 @@ suffix (test_manifests_apply.relocate), the daemon's --namespace follows.
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -169,3 +171,31 @@ def test_migration_replaces_the_distributions_autoscaler(
         assert proc.last_poll()[0] == 200
     finally:
         proc.stop()
+
+
+def _own_image_recipe() -> str:
+    """The kustomization docs/migration.md ("Your own image") tells a user to write."""
+    text = (REPO / "docs" / "migration.md").read_text()
+    section = text[text.index("## Your own image"):]
+    match = re.search(r"<<'EOF'\n(.*?)\nEOF\n", section, re.S)
+    assert match, "docs/migration.md: no kustomization in 'Your own image'"
+    return match.group(1)
+
+
+@pytest.mark.parametrize("overlay", ["migrations/dns-addon", "migrations/kops",
+                                     "migrations/kubespray", "migrations/eks", "manifests"])
+def test_your_own_image_with_each_overlay(overlay: str, tmp_path: Path) -> None:
+    """The documented kustomization over each overlay (in a checkout: mine/ beside
+    migrations/) runs the given image in every container, and the published one nowhere."""
+    recipe = _own_image_recipe()
+    assert "resources: [../migrations/kops]" in recipe
+    digest = "sha256:" + "ab" * 32
+    mine = tmp_path / "mine"
+    for name in ("migrations", "manifests"):
+        shutil.copytree(REPO / name, tmp_path / name)
+    mine.mkdir()
+    (mine / "kustomization.yaml").write_text(
+        recipe.replace("../migrations/kops", f"../{overlay}").replace("sha256:...", digest))
+    images = {c["image"] for doc in kustomize(mine) if doc["kind"] == "Deployment"
+              for c in doc["spec"]["template"]["spec"]["containers"]}
+    assert images == {f"registry.example.com/you/cpa@{digest}"}, images

@@ -35,7 +35,8 @@ def find_helm() -> str | None:
 HELM = find_helm()
 if HELM is None:
     pytest.skip(
-        "helm not installed (run scripts/install-helm.sh, or set $HELM)", allow_module_level=True
+        "helm not built yet: make test-tools (make test and make chart-test build it), or "
+        "set $HELM", allow_module_level=True
     )
 
 Doc = dict[str, Any]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cpa.horizontal.cpa_flags import flag_names
+from tests.repo import test_image_build_choice as image_build_choice
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -98,7 +99,8 @@ def test_the_readme_is_short_and_keeps_its_sections() -> None:
     size = len(README.read_bytes())
     assert size < 15_000, f"README.md is {size} bytes; move detail into docs/"
     headings = {slug(h) for h in re.findall(r"^## (.+)$", README.read_text(), re.MULTILINE)}
-    for section in ("the-two-commands", "quickstart", "flags", "configmap-formats",
+    for section in ("try-it-first-no-cluster-needed", "the-two-commands", "quickstart", "flags",
+                    "configmap-formats",
                     "health-and-metrics", "differences-from-upstream", "documentation"):
         assert section in headings, section
 
@@ -122,13 +124,16 @@ def _section(text: str, heading: str) -> str:
     return match.group(1)
 
 
-def test_the_readme_starts_with_the_two_commands_ci_runs() -> None:
-    """A newcomer's two commands on the first screen, exactly as CI runs them (on its
-    clean clone, nothing activated), with what they need as the project says it."""
+def test_the_readme_leads_with_the_quick_path_then_the_two_commands_ci_runs() -> None:
+    """A newcomer's first screen: the quick path (no cluster), then the two commands,
+    exactly as CI runs them (on its clean clone, nothing activated), with what they need
+    as the project says it and how long they took, measured."""
     text = README.read_text()
-    first_screen = text.splitlines()[:40]
+    first_screen = text.splitlines()[:60]
+    assert "## Try it first: no cluster needed" in first_screen
     assert "## The two commands" in first_screen
-    assert text.index("## The two commands") < text.index("## Quickstart")
+    assert text.index("## Try it first") < text.index("## The two commands") \
+        < text.index("## Quickstart")
     section = _section(text, "The two commands")
     block = re.search(r"```sh\n(.*?)```", section, re.S)
     assert block
@@ -149,18 +154,47 @@ def test_the_readme_starts_with_the_two_commands_ci_runs() -> None:
     assert python and go
     assert f"Python >= {python.group(1)}" in section
     assert f"Go >= {go.group(1)}" in section
-    for fact in ("Cold:", "warm:", "GB of disk", "`cpa explain`"):
-        assert fact in section, fact
+    assert "GB of disk" in section and "Measured on a fresh clone" in section
+    for command in commands:  # | `make demo` | cold | warm |, both with a figure
+        row = re.search(rf"^\| `{command}` \|([^|]+)\|([^|]+)\|$", section, re.M)
+        assert row, f"no measured row for {command}"
+        assert all(_DURATION.search(cell) for cell in row.groups()), row.group(0)
 
 
-def test_the_quickstart_installs_in_a_venv_with_the_plot_extra() -> None:
-    quickstart = _section(README.read_text(), "Quickstart")
-    lines = quickstart.splitlines()
-    pip = next(i for i, line in enumerate(lines) if "pip install" in line)
-    assert any("-m venv" in line for line in lines[:pip]), "pip install outside a venv"
-    assert "'.[plot]'" in lines[pip]
+def quick_path() -> list[str]:
+    """The quick path's commands, one per line (continuations joined, comments cut)."""
+    section = _section(README.read_text(), "Try it first: no cluster needed")
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block, "the quick path is a sh block"
+    joined = re.sub(r"\\\n\s*", "", block.group(1))
+    return [re.sub(r"\s+#.*$", "", line).strip() for line in joined.splitlines()
+            if line.strip()]
+
+
+def test_the_quick_path_clones_and_makes_the_venv_make_uses() -> None:
+    lines = quick_path()
+    clone = re.fullmatch(r"git clone (https://github\.com/[\w.-]+/([\w.-]+))", lines[0])
+    assert clone, lines[0]
+    assert lines[1] == f"cd {clone.group(2)}", "cd into the clone: the paths are relative"
+    makefile = (REPO / "Makefile").read_text()
+    venv = re.search(r"^VENV \?= (\S+)$", makefile, re.M)
+    assert venv
+    assert lines[2] == f"python3 -m venv {venv.group(1)} && . {venv.group(1)}/bin/activate", \
+        "the venv is the one make reuses"
+    assert lines[3] == "pip install -e '.[plot]'", "editable: make's stamp accepts it"
     assert re.search(r"^plot = ", (REPO / "pyproject.toml").read_text(), re.M)
-    assert any("cpa simulate" in line for line in lines) and "--plot " in quickstart
+    assert lines[4].startswith("cpa explain ")
+    assert lines[5].startswith("cpa simulate ") and " --compare" in lines[5]
+    plot = re.search(r"--plot (\S+)", lines[5])
+    assert plot and "/" not in plot.group(1), "the picture lands in the clone, not docs/"
+    assert len(lines) == 6
+
+
+def test_no_example_writes_into_the_docs() -> None:
+    """A reader who copies an example must not overwrite a tracked file."""
+    for page in PAGES:
+        for block in re.findall(r"^```.*?\n(.*?)^```", page.read_text(), re.S | re.M):
+            assert not re.search(r"(--plot|>)\s*docs/", block), (page.name, block)
 
 
 _DURATION = re.compile(r"\b\d+(?:[-.]\d+)?\s?(?:min|s)\b")
@@ -183,16 +217,28 @@ def test_no_page_counts_the_tests(page: Path) -> None:
 
 
 def test_the_two_commands_times_are_written_once() -> None:
-    """The README states how long `make demo` and `make test` take; development.md and
-    `make help` point there instead of repeating (and contradicting) the figures."""
+    """The README states how long `make demo` and `make test` take; docs/ and `make help`
+    point there instead of repeating (and contradicting) the figures, and the scripts
+    that say how long (make test's plan, the demo's banner) read them from the README."""
     figures = set(_DURATION.findall(_section(README.read_text(), "The two commands")))
     assert figures, "the README's two commands say how long they take"
-    development = set(_DURATION.findall((REPO / "docs" / "development.md").read_text()))
-    assert not figures & development, figures & development
+    for page in DOCS:  # no time for a build, a venv or the two commands
+        text = page.read_text()
+        if page.name == "container-image.md":
+            # The image build's measured comparison: each figure there is checked against
+            # its results file (test_image_build_choice.py), so it cannot drift.
+            text = text.replace(image_build_choice.section(text, image_build_choice.HEADING), "")
+        for paragraph in re.split(r"\n\s*\n", text):
+            if re.search(r"make demo|make test|\bcold\b|\bwarm\b|\bvenv\b", paragraph):
+                assert not _DURATION.findall(paragraph), (page.name, paragraph)
     help_lines = [line for line in (REPO / "Makefile").read_text().splitlines()
-                  if line.lstrip().startswith("@echo \"make ")]
-    assert help_lines
+                  if line.lstrip().startswith("@echo ")]
+    assert len(help_lines) > 20
     assert not [line for line in help_lines if _DURATION.search(line)]
+    for script in ("scripts/test-plan.sh", "scripts/demo.py", "scripts/pyenv.sh",
+                   "scripts/install-helm.sh", "scripts/install-promtool.sh",
+                   "tests/controlplane/binaries.py"):
+        assert not _DURATION.findall((REPO / script).read_text()), script
 
 
 def test_the_checks_find_counts_and_times() -> None:

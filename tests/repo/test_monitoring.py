@@ -30,8 +30,8 @@ from tests.monitoring import (
 
 PROMTOOL = find_promtool()
 needs_promtool = pytest.mark.skipif(
-    PROMTOOL is None, reason="promtool not built (run scripts/install-promtool.sh, or set "
-                             "$PROMTOOL)")
+    PROMTOOL is None, reason="promtool not built yet: make test-tools (make test and make "
+                             "monitoring-test build it), or set $PROMTOOL")
 
 ALERTS = {"ProportionalAutoscalerPollsFailing", "ProportionalAutoscalerNoSuccessfulPoll",
           "ProportionalAutoscalerStaleNodeCounts", "ProportionalAutoscalerAnotherWriter",

@@ -75,6 +75,85 @@ def test_flag_syntax_errors_are_one_line_exit_2(argv: list[str],
     assert line.startswith("cpa") and "see --help" in line
 
 
+# Python's and argparse's own phrases: a message in them is not in the project's words.
+PYTHONS_WORDS = ("invalid literal", "invalid int value", "invalid choice", "unrecognized "
+                 "arguments", "the following arguments", "expected one argument",
+                 "ignored explicit argument", "argument --")
+
+
+@pytest.mark.parametrize(("argv", "nearest"), [
+    (["explain", "--node", "40"], "--nodes"),
+    (["explain", "--cor=4", "--nodes=3"], "--cores"),
+    (["explain", "--verticl"], "--vertical"),
+    (["simulate", "--timline", "x"], "--timeline"),  # before "--timeline is required"
+    (["simulate", "--timeline", "x", "--all-row"], "--all-rows"),
+    (["advise", "--max-per-replca", "3"], "--max-per-replica"),
+    (["advise", "--hepl"], "--help"),
+    (["explain", "--vertical", "--nodse", "3"], "--nodes"),  # explain's own flag
+    (["explain", "--vertical", "--targt", "x"], "--target"),  # /cpvpa's flag
+    (["run", "--node", "3"], "--nodelabels"),
+])
+def test_every_command_names_the_nearest_flag(argv: list[str], nearest: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "unknown flag: " in line and "did you mean" in line, line
+    assert nearest in line.split("did you mean", 1)[1], line
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["explain", "-o", "yaml"], "--output 'yaml': give text or json"),
+    (["simulate", "--timeline", "x", "--output=csv"], "--output 'csv': give text or json"),
+    (["explain", "--nodes"], "flag needs an argument: --nodes"),
+    (["explain", "--vertical", "--cores"], "flag needs an argument: --cores"),
+    (["advise", "--timeline"], "flag needs an argument: --timeline"),
+    (["explain", "--from-cluster=yes"], "--from-cluster takes no value (given 'yes')"),
+    (["simulate", "--data", "{}"], "--timeline is required"),
+    (["explain", "nodes=3"], "unexpected argument 'nodes=3'"),
+])
+def test_flag_errors_are_in_our_words(argv: list[str], words: str,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    line = one_line(capsys.readouterr().err)
+    assert words in line
+    assert not [phrase for phrase in PYTHONS_WORDS if phrase in line], line
+
+
+def test_vertical_counts_are_checked_in_our_words(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", "--vertical", "--nodes=abc", "--cores=1",
+                 "--default-config={}"]) == 1
+    line = one_line(capsys.readouterr().err)
+    assert "--nodes is 'abc', not a number" in line
+    assert not [phrase for phrase in PYTHONS_WORDS if phrase in line], line
+
+
+@pytest.mark.parametrize("command", ["explain", "simulate", "advise"])
+def test_help_lists_every_flag_and_only_those(command: str, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The help is the parser's own, and no flag's help names a flag the command lacks
+    (simulate's once named explain's --from-cluster)."""
+    import re
+
+    from cpa.tools import advise, simulate
+    from cpa.tools import explain as explain_module
+    module = {"explain": explain_module, "simulate": simulate, "advise": advise}[command]
+    known = {f"--{name}" for name in module._parser().known_flags()} - {"--help"}
+    monkeypatch.setenv("COLUMNS", "1000")  # no flag name broken at its hyphen
+    assert main([command, "--help"]) == 0
+    text = capsys.readouterr().out
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*[a-z]", text)) - {"--help"}
+    # Help may name the daemon's flag --default-params and explain's --vertical mode.
+    assert named - known == set(), named - known
+    assert known - named == set(), known - named
+
+
+def test_explain_help_lists_vertical(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", "--help"]) == 0
+    assert "--vertical" in capsys.readouterr().out
+    assert main(["explain", "--vertical", "--help"]) == 0
+    assert "--default-config" in capsys.readouterr().out
+
+
 # --- input errors: one line, exit 1 --------------------------------------------------
 
 

@@ -147,10 +147,10 @@ EXPLAIN = ["--data", "--configmap-file", "--default-params", "--configmap", "--n
            "--cores", "--schedulable-nodes", "--schedulable-cores", "--zones",
            "--schedulable-zones", "--from-cluster", "--namespace", "--nodelabels",
            "--kubeconfig", "--context", "--current-replicas", "--target", "--output", "-o",
-           "--stable-rate", "--panic-rate", "--ready-pods"]
+           "--stable-rate", "--panic-rate", "--ready-pods", "--vertical"]
 SIMULATE = ["--timeline", "--data", "--configmap-file", "--default-params", "--configmap",
             "--start-replicas", "--output", "-o", "--plot", "--compare",
-            "--poll-period-seconds"]
+            "--poll-period-seconds", "--all-rows"]
 ADVISE = ["--timeline", "--prometheus-url", "--query", "--hours", "--step",
           "--max-per-replica", "--min-replicas", "--poll-period-seconds", "--startup-seconds",
           "--tolerance-percent", "--top", "--output", "-o"]

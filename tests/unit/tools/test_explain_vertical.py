@@ -59,7 +59,8 @@ def test_the_config_file_is_decoded_over_the_default(tmp_path: Path,
       '{"base": "9E"}}}}'], "milli-units"),
     (["--nodes=1", "--cores=1", "--default-config={}", "--target=statefulset/x"],
      "Unknown target format"),
-    (["--nodes=1", "--cores=1", "--bogus"], "unknown flag: --bogus"),
+    (["--nodes=1", "--cores=-1", "--default-config={}"], "--cores is -1; it cannot be"),
+    (["--nodes=x", "--cores=1", "--default-config={}"], "--nodes is 'x', not a number"),
 ])
 def test_errors_are_one_line(argv: list[str], fragment: str,
                              capsys: pytest.CaptureFixture[str]) -> None:

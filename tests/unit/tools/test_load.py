@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cpa.kube.targets import Current, parse_targets
 from cpa.tools.advise import Series, advise, advise_main
 from cpa.tools.explain import explain_main
 from cpa.tools.simulate import load_timeline, simulate, simulate_main
@@ -44,7 +45,7 @@ def test_simulate_poll_period_and_gaps(tmp_path: Path,
     path = timeline(tmp_path, ["100", "", "300", "300", "", "300", "300", "300"])
     data = json.dumps({"linear": linear()})
     assert simulate_main(["--timeline", path, "--data", data,
-                          "--poll-period-seconds", "4"]) == 0
+                          "--poll-period-seconds", "4", "--all-rows"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["t", "nodes", "cores", "qps", "proportional", "load", "mode",
                               "desired", "replicas", "reason"]
@@ -84,6 +85,40 @@ def test_explain_shows_the_load_axis(capsys: pytest.CaptureFixture[str]) -> None
     assert explain_main(["--data", plain, "--nodes", "1", "--cores", "1",
                          "--stable-rate", "5"]) == 1
     assert "parameters with a load key" in capsys.readouterr().err
+
+
+def test_explain_says_what_to_do_when_the_pods_are_out_of_reach(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """From a workstation the measuring scrape cannot reach the Pods' IPs: the message says
+    that and names --stable-rate, which measures nothing."""
+    import argparse
+
+    from cpa.horizontal.scrape import scraper as scraper_module
+    from cpa.tools import explain as explain_module
+    from cpa.tools.inputs import InputError, parse_params
+
+    class Unreachable:
+        def __init__(self, *_args: object) -> None:
+            pass
+
+        def scrape_once(self) -> None:
+            return None
+
+        def status(self) -> object:
+            return argparse.Namespace(fault="no Ready Pod answered (2 timed out)")
+
+    monkeypatch.setattr(scraper_module, "Scraper", Unreachable)
+    monkeypatch.setattr(explain_module, "_connect", lambda _args: None)
+    monkeypatch.setattr("time.sleep", lambda _seconds: None)
+    params = parse_params({"linear": linear()}, "test")
+    view = explain_module.TargetView(parse_targets("deployment/coredns")[0][0],
+                                     Current(3))
+    args = argparse.Namespace(namespace="kube-system")
+    with pytest.raises(InputError) as caught:
+        explain_module._measure(args, params, view)
+    message = str(caught.value)
+    assert "no Ready Pod answered (2 timed out)" in message
+    assert "outside the cluster" in message and "--stable-rate RATE" in message
 
 
 # --- cpa advise ----------------------------------------------------------------------------
