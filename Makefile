@@ -29,7 +29,7 @@ endif
 
 .PHONY: help install controlplane apiserver test-tools test-plan test unit integration api-paths lint demo bench bench-quick bench-container e2e \
 	chart-test image image-test image-reproducible image-lock image-zstd sign verify actionlint \
-	chart-publish push deploy cluster-e2e kind-node-image monitoring-test clean
+	chart-publish push deploy cluster-e2e dns-bench kind-node-image monitoring-test clean
 
 help:
 	@echo "The two commands (README.md: what they need, how long they take, cold and warm):"
@@ -84,6 +84,7 @@ help:
 	@echo "  make chart-publish CHART_REPO=oci://registry/path  push the chart as an OCI artifact"
 	@echo "  make cluster-e2e   a real single-node cluster here (kubelet, containerd, kube-proxy, ...):"
 	@echo "                     the manifest and the chart as Pods scaling CoreDNS (root; docs/development.md)"
+	@echo "  make dns-bench     DNS under a load spike on that node: upstream, ours, ours + load, an HPA (root)"
 	@echo "  make kind-node-image  a kind node image built here (podman; root; cached by its inputs)"
 	@echo "  make e2e           kind end-to-end: a cluster (Docker, or rootful podman with the image"
 	@echo "                     above), the manifest, CoreDNS scaled, a worker joins, Kubernetes'"
@@ -215,6 +216,11 @@ verify: install
 # `make test`: it needs root and changes the host while it runs, then puts it back).
 cluster-e2e: install
 	bash tests/cluster/run.sh
+
+# DNS served under a spike on cluster-e2e's node, four ways of scaling CoreDNS one after
+# another (root; minutes; not part of `make test`; docs/performance.md).
+dns-bench: install
+	bash scripts/dns-bench.sh
 
 # Podman's image store: run it under the host lock on a shared machine (docs/kind.md).
 kind-node-image: install

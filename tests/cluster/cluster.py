@@ -158,8 +158,11 @@ def _stop_at_exit(ref: weakref.ref[Cluster]) -> None:
 class Cluster:
     """The control plane, controllers, containerd, kubelet and kube-proxy of one node."""
 
-    def __init__(self, bin_dir: Path | None = None, log: Callable[[str], None] = print
-                 ) -> None:
+    def __init__(self, bin_dir: Path | None = None, log: Callable[[str], None] = print,
+                 *, aggregation: bool = False) -> None:
+        """``aggregation``: the API server's aggregation layer as kubeadm configures it
+        (tests/controlplane/frontproxy.py), for metrics-server behind an HPA."""
+        self.aggregation = aggregation
         self.bin_dir = bin_dir or ensure_node_binaries()
         self.layouts = read_layouts()
         # AUTOSCALER_IMAGE, PAUSE_IMAGE, STANDIN_IMAGE, COREDNS_IMAGE (the real CoreDNS):
@@ -234,7 +237,8 @@ class Cluster:
             self._make_bridge()
             step = time.monotonic()
             self.plane = ControlPlane(bin_dir=self.bin_dir, workdir=self.workdir / "plane",
-                                      bind_address=GATEWAY, for_nodes=True)
+                                      bind_address=GATEWAY, for_nodes=True,
+                                      aggregation=self.aggregation)
             self.plane.start()
             self._timed("control plane (etcd + apiserver) ready", step)
             self._start_controllers()

@@ -20,6 +20,7 @@ from pathlib import Path
 import urllib3
 import yaml
 
+from tests.controlplane import frontproxy
 from tests.controlplane.binaries import KEEP_ENV, _has_binaries, ensure_binaries
 from tests.controlplane.client import AdminClient, ApiError
 from tests.controlplane.processes import die_with_parent, free_port, generate_sa_key, tail
@@ -53,7 +54,8 @@ class ControlPlane:
     """
 
     def __init__(self, bin_dir: Path | None = None, workdir: Path | None = None,
-                 bind_address: str = "127.0.0.1", *, for_nodes: bool = False) -> None:
+                 bind_address: str = "127.0.0.1", *, for_nodes: bool = False,
+                 aggregation: bool = False) -> None:
         """``bind_address`` is where the apiserver listens and what it advertises (its
         self-signed certificate is valid for it): 127.0.0.1 unless a test gives it an
         address on a bridge it created, so that containers in other network namespaces
@@ -65,9 +67,15 @@ class ControlPlane:
         default endpoint reconciler points the ``kubernetes`` Service at ``bind_address``,
         and the apiserver reaches kubelets at their InternalIP. Without it (the integration
         tests) nothing creates ServiceAccounts or removes the not-ready taint, so both
-        plugins are off, and the ``kubernetes`` Service gets no endpoints."""
+        plugins are off, and the ``kubernetes`` Service gets no endpoints.
+
+        ``aggregation`` configures the aggregation layer as kubeadm does (front-proxy CA and
+        client certificate, requestheader flags: ``frontproxy.py``), for extension API
+        servers such as metrics-server."""
         self.bind_address = bind_address
         self.for_nodes = for_nodes
+        self.aggregation = aggregation
+        self.front_proxy: frontproxy.FrontProxy | None = None
         self.bin_dir = Path(bin_dir) if bin_dir is not None else ensure_binaries()
         if not _has_binaries(self.bin_dir):
             raise RuntimeError(f"{self.bin_dir} does not contain kube-apiserver and etcd")
@@ -155,6 +163,8 @@ class ControlPlane:
             self.cert_dir.mkdir(parents=True, exist_ok=True)
             self.etcd_data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             generate_sa_key(self.sa_key, self.sa_pub)
+            if self.aggregation:
+                self.front_proxy = frontproxy.generate(self.cert_dir / "front-proxy")
         try:
             self.start_etcd()
             self.start_apiserver()
@@ -271,6 +281,8 @@ class ControlPlane:
         else:
             args += ["--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
                      "--endpoint-reconciler-type=none"]
+        if self.front_proxy is not None:
+            args += frontproxy.apiserver_flags(self.front_proxy)
         self._apiserver = self._spawn(args, self.apiserver_log)
         self._wait_apiserver_ready()
 

@@ -172,9 +172,34 @@ def placement(path: Path) -> str:
     return _table([f"{d['nodes']:,} Nodes", "without the key", "with `targetPlacement`"], body)
 
 
+def _p99_in_spike(run: dict[str, Any], jump: int, end: int) -> str:
+    values = [w["p99_ms"] for w in run["windows"]
+              if jump <= w["start"] < end and w["p99_ms"] is not None]
+    return f"{max(values):.0f}" if values else "-"
+
+
+_DNS_SETUPS = {"upstream": "(a) upstream v1.10.3", "ours": "(b) ours",
+               "ours_load": "(c) ours, `load` key", "hpa": "(d) HPA, CPU 50 %"}
+
+
+def dns_spike(path: Path) -> str:
+    """bench.dns: the spike profile's four runs, one row each."""
+    doc = _load(path)
+    prof = doc["profiles"]["spike"]
+    jump, end = prof["jump"], prof["jump"] + prof["phases"][1][0]
+    body = []
+    for key, run in prof["runs"].items():
+        body.append([_DNS_SETUPS.get(key, key), f"{run['sent']:,}",
+                     f"{run['lost']:,} ({run['lost_percent']:.1f} %)", f"{run['late']:,}",
+                     _p99_in_spike(run, jump, end), f"{run['replica_seconds']:.0f}",
+                     str(run["peak_replicas"]), _fmt(run["capacity_seconds"], "d")])
+    return _table([f"base {doc['base_qps']:,}/s", "sent", "lost", "late",
+                   "p99, worst 10 s, ms", "replica-seconds", "peak", "to capacity, s"], body)
+
+
 RENDERERS: dict[str, Callable[[Path], str]] = {
     f.__name__: f for f in (full_run, reaction, pollcost, container, load_scrape,
-                            load_reaction, placement)}
+                            load_reaction, placement, dns_spike)}
 
 
 def rendered(text: str) -> str:
