@@ -117,6 +117,11 @@ class ObjectWatch:
         if self._thread is not None:
             self._thread.join(timeout)
 
+    def list_once(self) -> int:
+        """List once (``cpa explain --from-cluster``), no watch: the count."""
+        self._list()
+        return self.tally.count
+
     def run(self) -> None:
         """List, then watch until stopped; every failure is logged and retried."""
         delay = BACKOFF_START

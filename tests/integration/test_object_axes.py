@@ -21,6 +21,7 @@ from tests.integration.support import (
     create_configmap,
     create_workload,
     put_configmap_data,
+    run_cli,
     wait_replicas,
     wait_until,
 )
@@ -129,6 +130,12 @@ def test_replicas_follow_the_pods_and_services(
                   proc=proc, timeout=120)
     wait_until("cpa_cluster_objects{kind=\"pods\"}", lambda: proc.metrics().get(
         'cpa_cluster_objects{kind="pods"}') == pods, timeout=30)
+    explained = run_cli(["explain", "--from-cluster", f"--namespace={namespace}",
+                         f"--configmap={CM}", f"--kubeconfig={controlplane.admin_kubeconfig}",
+                         "-o", "json"])
+    assert explained.returncode == 0, explained.stderr
+    doc = json.loads(explained.stdout)
+    assert doc["counts"]["pods"] == pods and doc["replicas"] == math.ceil(pods / 100)
 
     # The Services axis in a ladder: headless Services count as any other.
     services = [f"{namespaces[i % 4]}/s-{i:05d}" for i in range(1500)]
