@@ -236,8 +236,9 @@ def gather(args: argparse.Namespace
     """Resolve the counts and the parameters from the arguments (with ``targetPlacement``
     and ``--from-cluster``: the target's own counts, and its placement)."""
     if not args.from_cluster:
+        counts = _given_counts(args)
         params, origin = parameters_from_flags(args)
-        counts = _given_objects(args, params, _given_counts(args))
+        counts = _given_objects(args, params, counts)
         if params.shared.zones is not None and counts.total_zones is None:
             raise InputError("the parameters have a zones key: give --zones N (the zones the "
                              "Nodes are in), or use --from-cluster")
