@@ -11,6 +11,7 @@ import math
 import secrets
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,12 @@ from tests.integration.support import (
     run_cli,
     wait_replicas,
     wait_until,
+)
+from tests.integration.test_vertical import (  # noqa: F401  (cpvpa: the fixture)
+    config_dir,
+    cpvpa,
+    create_target,
+    template_resources,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -46,9 +53,10 @@ def _pod(namespace: str, name: str) -> dict[str, Any]:
 
 
 def _service(key: str) -> dict[str, Any]:
-    """A Service ``namespace/name``; headless unless its name ends in 0."""
+    """A Service ``namespace/name``; headless unless its name ends in 00 (the test control
+    plane has a few hundred cluster IPs)."""
     namespace, name = key.split("/")
-    headless = not name.endswith("0")
+    headless = not name.endswith("00")
     spec: dict[str, Any] = {"ports": [{"port": 53, "protocol": "UDP"}],
                             "selector": {"app": name}}
     if headless:
@@ -158,3 +166,52 @@ def test_replicas_follow_the_pods_and_services(
         e["kind"] for e in proc.events("objects.watch_stopped")} >= {"pods", "services"} or None,
         timeout=30)
     assert not any(series.startswith("cpa_cluster_objects{") for series in proc.metrics())
+
+
+# --- the vertical autoscaler: podsPerStep, servicesPerStep --------------------------------
+
+
+def _memory(pods: int, services: int) -> str:
+    """The example's memory: 54M + 2M per 1,000 of the larger count, as /cpvpa writes it."""
+    steps = max(math.ceil(pods / 1000), math.ceil(services / 1000))
+    return f"{54 + 2 * steps}M"
+
+
+def test_cpvpa_sizes_memory_by_the_pods_and_services(
+        controlplane: ControlPlane, namespace: str, namespaces: list[str], no_nodes: None,
+        cpvpa: Any, tmp_path: Path) -> None:  # noqa: F811  (the fixture imported above)
+    admin = controlplane.admin()
+    create_target(admin, namespace, "deployment", "coredns")
+    memory = {"base": "54M", "step": "2M", "podsPerStep": 1000, "servicesPerStep": 1000}
+    config, update = config_dir(tmp_path, {"c": {"requests": {"memory": memory}}})
+    pods0 = _count(admin, f"/api/v1/pods?{NOT_FINISHED}")
+    services0 = _count(admin, "/api/v1/services")
+    proc = cpvpa("--target=deployment/coredns", f"--namespace={namespace}",
+                 f"--config-file={config}", "--logtostderr=true")
+
+    def memory_is(pods: int, services: int) -> Callable[[], bool]:
+        want = _memory(pods, services)
+        return lambda: template_resources(admin, namespace, "deployment", "coredns").get(
+            "requests", {}).get("memory") == want
+
+    wait_until("memory for the Pods and Services there are", memory_is(pods0, services0), 60)
+    pods = [f"{namespaces[i % 4]}/vp-{i:05d}" for i in range(2500)]
+    _parallel(lambda key: admin.post(f"/api/v1/namespaces/{key.split('/')[0]}/pods",
+                                     _pod(*key.split("/"))), pods)
+    wait_until("memory for 2,500 more Pods", memory_is(pods0 + 2500, services0), 120)
+    # Services outgrow the Pods: 1,500 finish, 3,100 Services are made.
+    _parallel(lambda key: admin.patch(f"/api/v1/namespaces/{key.split('/')[0]}/pods/"
+                                      f"{key.split('/')[1]}/status",
+                                      {"status": {"phase": "Failed"}}), pods[:1500])
+    services = [f"{namespaces[i % 4]}/vs-{i:05d}" for i in range(3100)]
+    _parallel(lambda key: admin.post(f"/api/v1/namespaces/{key.split('/')[0]}/services",
+                                     _service(key)), services)
+    wait_until("memory for the Services", memory_is(pods0 + 1000, services0 + 3100), 120)
+    assert proc.events("objects.synced")
+    # Without the keys the watches stop; the template follows the plain config.
+    update({"c": {"requests": {"memory": {"base": "54M"}}}})
+    wait_until("memory without the counts", lambda: template_resources(
+        admin, namespace, "deployment", "coredns")["requests"]["memory"] == "54M", 60)
+    wait_until("both watches stopped", lambda: {
+        e["kind"] for e in proc.events("objects.watch_stopped")} >= {"pods", "services"} or None,
+        timeout=30)
