@@ -43,6 +43,8 @@ class Watch(Protocol):
 
     def stop(self, timeout: float = ...) -> None: ...
 
+    def wait_synced(self, timeout: float | None = None) -> bool: ...
+
 
 class _Counted:
     """An :class:`ObjectWatch` seen as a :class:`Watch`."""
@@ -69,6 +71,9 @@ class _Counted:
     def start(self) -> None:
         self.watch.start()
 
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        return self.watch.wait_synced(timeout)
+
     def stop(self, timeout: float = 1.0) -> None:
         self.watch.stop(timeout)
 
@@ -78,7 +83,12 @@ class ObjectCounters:
 
     def __init__(self, api: StreamingApi, *,
                  make: Callable[[Kind], Watch] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 first_list_wait: float = 0.0) -> None:
+        """``first_list_wait``: how long the first poll that needs a kind waits for its
+        first list (the daemon's poll period), rather than failing at once."""
+        self._first_wait = first_list_wait
+        self._fresh: set[str] = set()  # started, and no poll has waited for them yet
         self._make = make or (lambda kind: _Counted(
             ObjectWatch(api, kind, clock=clock, rng=random.Random())))
         self._watches: dict[str, Watch] = {}
@@ -93,10 +103,12 @@ class ObjectCounters:
         """Watch exactly ``kinds`` from now on."""
         for name in sorted(set(self._watches) - kinds):
             self._watches.pop(name).stop()
+            self._fresh.discard(name)
             self._log.info("objects.watch_stopped", kind=name)
         for name in sorted(kinds - set(self._watches)):
             watch = self._watches[name] = self._make(KINDS[name])
             watch.start()
+            self._fresh.add(name)
             self._log.info("objects.watch_started", kind=name)
 
     def count(self, kind: str) -> int:
@@ -105,6 +117,9 @@ class ObjectCounters:
         watch = self._watches.get(kind)
         if watch is None:
             raise CountUnavailable(f"the {kind} are not watched")
+        if kind in self._fresh:
+            self._fresh.discard(kind)
+            watch.wait_synced(self._first_wait)
         if watch.forbidden and watch.error:
             raise CountUnavailable(watch.error)
         if not watch.synced:

@@ -146,7 +146,7 @@ def _autoscaler(opts: flags.Options, instance: str, config: LoopConfig,
                 api: KubeApi) -> Autoscaler:
     """The poll loop, its observers, the node store's changes and the load's scrapes
     handed to it; the Pods and Services counted (ours) while the parameters name them."""
-    objects = ObjectCounters(api)
+    objects = ObjectCounters(api, first_list_wait=float(opts.poll_period_seconds))
     loop = Autoscaler(config, writer, store.counts,
                       observers=[_written_after_the_first_poll, health.observe,
                                  metrics.observe],

@@ -76,7 +76,8 @@ def _run(argv: list[str], prog: str) -> int:
         election = Election(api, opts, opts.namespace, opts.lease_name)
         if metrics is not None:
             metrics.watch_lease(election.status)
-    objects = ObjectCounters(api)  # ours: only while a config counts Pods or Services
+    # ours: only while a config counts Pods or Services
+    objects = ObjectCounters(api, first_list_wait=float(opts.poll_period_seconds))
     autoscaler = _autoscaler(opts, election.writer if election else api, nodes, health,
                              metrics, election, objects)
     if election is not None:

@@ -126,12 +126,17 @@ class FakeWatch:
         self.forbidden = False
         self.synced = False
         self.count = 0
+        self.waited: list[float | None] = []
 
     def start(self) -> None:
         self.started = True
 
     def stop(self, timeout: float = 1.0) -> None:
         self.stopped = True
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        self.waited.append(timeout)
+        return self.synced
 
 
 def test_counters_start_and_stop_watches_with_the_parameters() -> None:
@@ -141,7 +146,7 @@ def test_counters_start_and_stop_watches_with_the_parameters() -> None:
         made.append(FakeWatch(kind))
         return made[-1]
 
-    counters = ObjectCounters(ScriptedApi([]), make=make)
+    counters = ObjectCounters(ScriptedApi([]), make=make, first_list_wait=7.0)
     counters.use(frozenset({"pods"}))
     assert [w.kind.name for w in made] == ["pods"] and made[0].started
     try:
@@ -150,8 +155,10 @@ def test_counters_start_and_stop_watches_with_the_parameters() -> None:
         assert "not counted yet" in str(exc)
     else:
         raise AssertionError("an unsynced count must not be read as 0")
+    assert made[0].waited == [7.0], "the first poll waits for the first list, once"
     made[0].synced, made[0].count = True, 42
     assert counters.count("pods") == 42
+    assert made[0].waited == [7.0]
     made[0].forbidden, made[0].error = True, "counting pods: 403: grant it"
     try:
         counters.count("pods")
