@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cpa.cli import main
+from cpa.tools.explain_vertical import explain_vertical_main
 
 CONFIG = json.dumps({"c": {"requests": {
     "cpu": {"base": "10m", "step": "1m", "coresPerStep": 1, "max": "30m"},
@@ -88,8 +89,6 @@ def test_explain_vertical_shows_the_step_each_count_gave(
     """Ours: podsPerStep and servicesPerStep, given by --pods and --services."""
     config = ('{"coredns": {"requests": {"memory": {"base": "54M", "step": "2M", '
               '"podsPerStep": 1000, "servicesPerStep": 1000}}}}')
-    from cpa.tools.explain_vertical import explain_vertical_main
-
     code = explain_vertical_main([f"--default-config={config}", "--nodes", "10", "--cores",
                                   "40", "--pods", "150000", "--services", "20000"])
     out, err = capsys.readouterr()

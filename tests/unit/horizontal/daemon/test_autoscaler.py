@@ -18,6 +18,8 @@ from cpa.horizontal.cpa_flags import parse_args, validate
 from cpa.horizontal.daemon.cpa_loop import Autoscaler
 from cpa.horizontal.daemon.cpa_main import loop_config
 from cpa.nodes.counts import ClusterCounts
+from cpa.objects.counters import ObjectCounters
+from cpa.objects.watch import Kind
 from cpa.runtime.health import HealthState
 from tests.fakes import FakeApi
 
@@ -770,3 +772,58 @@ def test_an_unexpected_error_in_one_target_is_that_target_alone(
     result = a.poll_once()
     assert result.error == "deployment/a: unexpected KeyError: 'boom'"
     assert api.replicas(scale_path("deployments", "b")) == 3
+
+
+# --- ours: the Pods and Services axes ---------------------------------------------------------
+
+
+class _Watch:
+    def __init__(self, count: int) -> None:
+        self.error: str | None = None
+        self.forbidden = False
+        self.synced = True
+        self.count = count
+        self.running = False
+
+    def start(self) -> None:
+        self.running = True
+
+    def stop(self, timeout: float = 1.0) -> None:
+        self.running = False
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        return self.synced
+
+
+def test_the_object_axes_start_their_watches_and_stop_them_with_the_keys() -> None:
+    watches: dict[str, _Watch] = {}
+
+    def watch(kind: Kind) -> _Watch:
+        made = watches[kind.name] = _Watch({"pods": 2501, "services": 40}[kind.name])
+        return made
+
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    objects = ObjectCounters(api, make=watch)  # type: ignore[arg-type]
+    a = make(api, counts(16, 128), "--default-params="
+             '{"linear":{"nodesPerReplica":16,"podsPerReplica":100}}', objects=objects)
+    result = a.poll_once()
+    assert result.error is None and api.objects[COREDNS]["spec"]["replicas"] == 26
+    assert result.counts is not None and result.counts.pods == 2501
+    assert set(watches) == {"pods"} and watches["pods"].running
+    # A version without the key: the watch stops, the count is upstream's again.
+    api.objects[CM]["data"] = {"linear": '{"nodesPerReplica":16}'}
+    api.objects[CM]["metadata"]["resourceVersion"] = "2"
+    result = a.poll_once()
+    assert result.error is None and api.objects[COREDNS]["spec"]["replicas"] == 1
+    assert not watches["pods"].running and objects.kinds == frozenset()
+
+
+def test_an_object_axis_without_a_counter_fails_the_poll() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    a = make(api, counts(16, 128), "--default-params="
+             '{"ladder":{"servicesToReplicas":[[0,1]]}}')
+    result = a.poll_once()
+    assert result.error is not None and "counts no Pods or Services" in result.error
+    assert api.objects[COREDNS]["spec"]["replicas"] == 1
