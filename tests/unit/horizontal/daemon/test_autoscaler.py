@@ -827,3 +827,22 @@ def test_an_object_axis_without_a_counter_fails_the_poll() -> None:
     result = a.poll_once()
     assert result.error is not None and "counts no Pods or Services" in result.error
     assert api.objects[COREDNS]["spec"]["replicas"] == 1
+
+
+def test_react_leaves_the_object_axes_to_the_polls() -> None:
+    """The node counts alone cannot say what a Pods axis gives: a Node change checks the
+    decision, finds it cannot, and polls no earlier (before, it read the Pods as 0 and
+    polled early for nothing)."""
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":16,"podsPerReplica":100}'})
+    objects = ObjectCounters(api, make=lambda kind: _Watch(2501))  # type: ignore[arg-type]
+    now = [counts(17, 17)]
+    a = _reacting(api, lambda: now[0], objects=objects)
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: api.replicas(COREDNS) == 26)
+    now[0] = counts(18, 18)
+    a.nodes_changed()
+    _until("the decision's check", lambda: a.decision_checks == 1)
+    assert (a.polls, a.early_polls) == (1, 0)
+    _stopped(a, stop, thread, codes)
