@@ -36,6 +36,12 @@ class ClusterCounts(NamedTuple):
     without the label is in the zone ""); None when no zone is counted."""
     schedulable_zones: int | None = None
     """The same among the schedulable counted Nodes."""
+    pods: int | None = None
+    """Ours, opt-in: the Pods in the cluster that are not finished and not being deleted;
+    None when not counted (no parameters in force count them, or not listed yet)."""
+    services: int | None = None
+    """Ours, opt-in: the Services in the cluster, headless ones included; None when not
+    counted."""
 
 
 class CountingPolicy(NamedTuple):

@@ -44,6 +44,7 @@ from cpa.nodes.counts import ClusterCounts
 from cpa.nodes.placement import Placement, placement_of
 from cpa.nodes.store import NodeStore
 from cpa.nodes.watch import NodeReflector
+from cpa.objects.watch import KINDS, ObjectWatch, rule
 from cpa.tools.explain_vertical import explain_vertical_main
 from cpa.tools.inputs import (
     InputError,
@@ -51,6 +52,7 @@ from cpa.tools.inputs import (
     add_parameter_arguments,
     answer,
     cluster_counts,
+    count,
     defaults,
     explicit_params,
     parameters_from_flags,
@@ -85,6 +87,10 @@ def _parser() -> ToolParser:
                     help="zones the Nodes are in (for parameters with a zones key)")
     cl.add_argument("--schedulable-zones", metavar="N",
                     help="zones the schedulable Nodes are in (default: --zones)")
+    cl.add_argument("--pods", metavar="N",
+                    help="Pods in the cluster, not finished (for parameters with a Pods axis)")
+    cl.add_argument("--services", metavar="N",
+                    help="Services in the cluster (for parameters with a Services axis)")
     cl.add_argument("--from-cluster", action="store_true",
                     help="read Nodes and the ConfigMap from the cluster (read-only)")
     cl.add_argument("--namespace", default="", help="with --from-cluster")
@@ -124,8 +130,34 @@ def _connect(args: argparse.Namespace) -> KubeApi:
         raise InputError(str(exc)) from None
 
 
+def _given_objects(args: argparse.Namespace, params: Params,
+                   counts: ClusterCounts) -> ClusterCounts:
+    """Ours: ``--pods``/``--services``, required when the parameters have that axis."""
+    given: dict[str, int] = {}
+    for kind in ("pods", "services"):
+        value = getattr(args, kind)
+        if value is not None:
+            given[kind] = count(value, f"--{kind}")
+        elif kind in params.object_kinds():
+            raise InputError(f"the parameters have a {kind} axis: give --{kind} N (the "
+                             f"{kind} in the cluster), or use --from-cluster")
+    return counts._replace(**given)
+
+
+def _listed_objects(api: KubeApi, params: Params) -> dict[str, int]:
+    """Ours: the Pods and Services the parameters count, listed once (metadata only)."""
+    listed: dict[str, int] = {}
+    for kind in sorted(params.object_kinds()):
+        try:
+            listed[kind] = ObjectWatch(api, KINDS[kind]).list_once()
+        except ApiError as exc:
+            grant = f": grant it with {rule(kind)}" if exc.forbidden else ""
+            raise InputError(f"counting {kind}: {exc}{grant}") from None
+    return listed
+
+
 def _from_cluster(args: argparse.Namespace, source: tuple[dict[str, str] | None, str] | None
-                  ) -> tuple[NodeStore, Params, str]:
+                  ) -> tuple[NodeStore, Params, str, dict[str, int]]:
     """The parameters (``source``, else the ConfigMap, else the defaults the daemon would
     create it with), then the Nodes from a one-off list, counted as those parameters say
     (the list reads the zones' label when there is one). Reads only."""
@@ -151,7 +183,7 @@ def _from_cluster(args: argparse.Namespace, source: tuple[dict[str, str] | None,
         if placement is not None:
             store.set_placements([placement])  # every label and taint read by the list
         NodeReflector(api, store, args.nodelabels).list_once()
-        return store, params, source[1]
+        return store, params, source[1], _listed_objects(api, params)
     except ApiError as exc:
         raise InputError(str(exc)) from None
 
@@ -206,18 +238,20 @@ def gather(args: argparse.Namespace
     if not args.from_cluster:
         counts = _given_counts(args)
         params, origin = parameters_from_flags(args)
+        counts = _given_objects(args, params, counts)
         if params.shared.zones is not None and counts.total_zones is None:
             raise InputError("the parameters have a zones key: give --zones N (the zones the "
                              "Nodes are in), or use --from-cluster")
         return counts, params, origin, None
     if any(v is not None for v in (args.nodes, args.cores, args.schedulable_nodes,
                                    args.schedulable_cores, args.zones,
-                                   args.schedulable_zones)):
-        raise InputError("--from-cluster reads the counts; drop --nodes/--cores/--zones and "
-                         "the --schedulable ones")
-    store, params, origin = _from_cluster(args, explicit_params(args))
+                                   args.schedulable_zones, args.pods, args.services)):
+        raise InputError("--from-cluster reads the counts; drop --nodes/--cores/--zones, "
+                         "--pods/--services and the --schedulable ones")
+    store, params, origin, objects = _from_cluster(args, explicit_params(args))
     view = placed(store, params)
-    return (store.counts() if view is None else view.counts), params, origin, view
+    counts = (store.counts() if view is None else view.counts)._replace(**objects)
+    return counts, params, origin, view
 
 
 class TargetView(NamedTuple):
@@ -289,7 +323,7 @@ def render_text(counts: ClusterCounts, decision: Decision, origin: str,
     lines = [
         f"Cluster: {counts.total_nodes} nodes with {counts.total_cores} cores in total; "
         f"{counts.schedulable_nodes} schedulable nodes with {counts.schedulable_cores} cores."
-        + zones,
+        + zones + _objects_text(counts),
         f"Parameters: {decision.mode} mode, from {origin}.",
     ]
     lines += [f"{i}. {step.text}" for i, step in enumerate(decision.steps, 1)]
@@ -323,6 +357,14 @@ def render_text(counts: ClusterCounts, decision: Decision, origin: str,
     else:
         lines.append(f"=> {written} {unit}")
     return "\n".join(lines)
+
+
+def _objects_text(counts: ClusterCounts) -> str:
+    """Ours: the Pods and Services counted, when the parameters count them."""
+    parts = [f"{value} {kind}" for kind, value in (("Pods", counts.pods),
+                                                   ("Services", counts.services))
+             if value is not None]
+    return f" Counted: {' and '.join(parts)}." if parts else ""
 
 
 def render_json(counts: ClusterCounts, params: Params, decision: Decision,
@@ -382,6 +424,9 @@ def _decision_json(counts: ClusterCounts, params: Params, decision: Decision,
     if decision.proportional is not None:  # ours, with a load key shown
         doc["proportional"] = decision.proportional
         doc["load"] = decision.load
+    for kind, value in (("pods", counts.pods), ("services", counts.services)):
+        if value is not None:  # ours, with a Pods or Services axis
+            doc["counts"][kind] = value
     if counts.total_zones is not None:  # ours, with a zones key
         doc["counts"]["total_zones"] = counts.total_zones
         doc["counts"]["schedulable_zones"] = counts.schedulable_zones

@@ -30,6 +30,7 @@ from cpa.kube.clientconfig import ConfigError as KubeConfigError
 from cpa.kube.clientconfig import load
 from cpa.nodes.records import NodeInfo
 from cpa.nodes.watch import NodeReflector
+from cpa.objects.watch import KINDS, ObjectWatch, rule
 from cpa.tools.inputs import (
     InputError,
     ToolParser,
@@ -45,9 +46,11 @@ from cpa.vertical.decide.cpva_config import (
     ScaleConfig,
     config_string,
     decode_config,
+    object_kinds,
 )
 from cpa.vertical.decide.formula import (
     CoresError,
+    CountsUnavailable,
     MilliRangeError,
     Steps,
     cluster_cores,
@@ -79,6 +82,10 @@ def _parser() -> ToolParser:
     p.add_argument("--nodes", metavar="N", help="the cluster's Node count")
     p.add_argument("--cores", metavar="N",
                    help="the cluster's cores (summed capacity cpu, a whole number)")
+    p.add_argument("--pods", metavar="N",
+                   help="Pods in the cluster, not finished (for a config with podsPerStep)")
+    p.add_argument("--services", metavar="N",
+                   help="Services in the cluster (for a config with servicesPerStep)")
     p.add_argument("--from-cluster", action="store_true",
                    help="count the Nodes as /cpvpa does; with --target, compare the target "
                         "(read-only)")
@@ -185,33 +192,49 @@ def _step_lines(s: Steps, rc: ResourceScaleConfig, resource: str) -> list[str]:
     fmt = guess_format(resource)
     why = ("memory and storage print in plain units, bytes" if fmt is Format.DECIMAL_SI
            else "every resource but memory and storage; Ki, Mi... only for multiples of 1024")
-    lines.append(f"the larger: {q(s.want)} ({fmt.value}: {why})")
+    for o in s.by_objects:  # ours: podsPerStep, servicesPerStep
+        lines.append(f"by {o.kind}: {o.increments} step{'s' if o.increments != 1 else ''} "
+                     f"(ceil of {o.count} {o.kind} / {o.per_step}) -> base + "
+                     f"{o.increments} x step = {q(s.base + s.step * o.increments)}"
+                     + (f", capped at max {q(s.max)}" if o.capped else ""))
+    which = "the largest" if s.by_objects else "the larger"
+    lines.append(f"{which}: {q(s.want)} ({fmt.value}: {why})")
     return lines
 
 
+def _steps_json(s: Steps) -> dict[str, Any]:
+    out: dict[str, Any] = {f: getattr(s, f) for f in s.__slots__ if f != "by_objects"}
+    if s.by_objects:  # ours
+        out["by_objects"] = [{f: getattr(o, f) for f in o.__slots__} for o in s.by_objects]
+    return out
+
+
 def _report(opts: options.VerticalOptions, config: ScaleConfig | None, origin: str,
-            nodes: int, cores: int, source: str, api: Any) -> tuple[str, dict[str, Any]]:
+            nodes: int, cores: int, source: str, api: Any,
+            objects: dict[str, int]) -> tuple[str, dict[str, Any]]:
     try:
-        computed = compute(config, nodes, cores)
-    except MilliRangeError as exc:
+        computed = compute(config, nodes, cores, objects)
+    except (MilliRangeError, CountsUnavailable) as exc:
         raise InputError(str(exc)) from exc
     doc: dict[str, Any] = {"nodes": nodes, "cores": cores, "counts_from": source,
                            "config_from": origin, "config": config_string(config),
                            "values": []}
-    text = [f"cluster: {nodes} nodes, {cores} cores ({source})",
+    counted = "".join(f", {n} {kind}" for kind, n in sorted(objects.items()))
+    doc.update(objects)
+    text = [f"cluster: {nodes} nodes, {cores} cores{counted} ({source})",
             f"config ({origin}): {config_string(config)}"]
     for name, container in (config or {}).items():
         for kind, resources in (("requests", container.requests or {}),
                                 ("limits", container.limits or {})):
             for res, rc in resources.items():
-                s = steps(rc, nodes, cores)
+                s = steps(rc, nodes, cores, objects)
                 value = computed[name].requests[res] if kind == "requests" else (
                     computed[name].limits[res])
                 text.append(f"{name} {kind}[{res}] = {value}")
                 text.extend(f"    {line}" for line in _step_lines(s, rc, res))
                 doc["values"].append({"container": name, "kind": kind, "resource": res,
                                       "value": str(value), "format": guess_format(res).value,
-                                      "steps": {f: getattr(s, f) for f in s.__slots__}})
+                                      "steps": _steps_json(s)})
     target = opts.patch_target or PatchTarget("Deployment", "name")
     body = patch_body(target, computed)
     doc["patch"] = json.loads(body)
@@ -295,6 +318,31 @@ def _nearest(message: str, parser: ToolParser) -> str:
                             + parser.known_flags())
 
 
+def _given(args: argparse.Namespace, kinds: frozenset[str]) -> dict[str, int]:
+    """Ours: ``--pods``/``--services``, required when the config counts them."""
+    given: dict[str, int] = {}
+    for kind in ("pods", "services"):
+        value = getattr(args, kind)
+        if value is not None:
+            given[kind] = count(value, f"--{kind}")
+        elif kind in kinds:
+            raise InputError(f"the config has {kind[:-1]}sPerStep: give --{kind} N (the "
+                             f"{kind} in the cluster), or use --from-cluster")
+    return given
+
+
+def _listed(api: KubeApi, kinds: frozenset[str]) -> dict[str, int]:
+    """Ours: the Pods and Services the config counts, listed once (metadata only)."""
+    listed: dict[str, int] = {}
+    for kind in sorted(kinds):
+        try:
+            listed[kind] = ObjectWatch(api, KINDS[kind]).list_once()
+        except ApiError as exc:
+            grant = f": grant it with {rule(kind)}" if exc.forbidden else ""
+            raise InputError(f"counting {kind}: {exc}{grant}") from None
+    return listed
+
+
 def _explain(args: argparse.Namespace, opts: options.VerticalOptions) -> tuple[str, int]:
     if opts.target:
         problems = [p for p in options.validate(opts) if "target" in p]
@@ -303,14 +351,18 @@ def _explain(args: argparse.Namespace, opts: options.VerticalOptions) -> tuple[s
     if not args.from_cluster and (args.nodes is None or args.cores is None):
         raise InputError("give --nodes and --cores (or --from-cluster)")
     config, origin = _config(opts)
+    kinds = object_kinds(config)
     if args.from_cluster:
-        if args.nodes is not None or args.cores is not None:
-            raise InputError("--from-cluster reads the counts; drop --nodes/--cores")
+        if any(v is not None for v in (args.nodes, args.cores, args.pods, args.services)):
+            raise InputError("--from-cluster reads the counts; drop --nodes/--cores/--pods/"
+                             "--services")
         nodes, cores, _odd, api = _from_cluster(opts)
+        objects = _listed(api, kinds)
         source = "from the cluster: every Node, capacity cpu summed as CPVA sums it"
     else:
         nodes, cores = count(args.nodes, "--nodes"), count(args.cores, "--cores")
+        objects = _given(args, kinds)
         api = None
         source = "given"
-    text, doc = _report(opts, config, origin, nodes, cores, source, api)
+    text, doc = _report(opts, config, origin, nodes, cores, source, api, objects)
     return (json.dumps(doc, indent=2) if args.output == "json" else text), 0

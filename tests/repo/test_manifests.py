@@ -306,6 +306,26 @@ def test_example_configmap_data_is_valid_params(name: str, configmap: Doc) -> No
     parse_configmap_data(data)
 
 
+def test_only_the_axes_example_grants_pods_and_services() -> None:
+    """Counting Pods and Services (ours, opt-in) needs list/watch on them cluster-wide: in
+    the example that uses the axes, nowhere else."""
+    docs = example("pods-services.yaml")
+    (role,) = of_kind(docs, "ClusterRole")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods", "services"],
+                              "verbs": ["list", "watch"]}]
+    (binding,) = of_kind(docs, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    (cm,) = of_kind(docs, "ConfigMap")
+    assert "podsPerReplica" in cm["data"]["linear"]
+    for path in [MAIN, *EXAMPLE_FILES]:
+        if path.name == "pods-services.yaml":
+            continue
+        for doc in load(path):
+            for rule in doc.get("rules") or ():
+                assert not {"pods", "services"} & set(rule.get("resources", ())) or (
+                    "watch" not in rule.get("verbs", ())), path.name
+
+
 def example_deployments() -> list[tuple[str, Doc]]:
     return [(p.name, d) for p in EXAMPLE_FILES for d in of_kind(load(p), "Deployment")]
 

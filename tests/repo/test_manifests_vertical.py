@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from cpa.vertical import cpvpa_flags as options
-from cpa.vertical.decide.cpva_config import decode_config
+from cpa.vertical.decide.cpva_config import decode_config, object_kinds
 from tests.repo.test_manifests import granted_to, load, of_kind, one
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +38,8 @@ def deployment_flags(docs: list[dict[str, Any]]) -> tuple[dict[str, Any],
 
 
 def test_there_are_both_examples() -> None:
-    assert {p.name for p in FILES} == {"cpvpa.yaml", "cpvpa-in-place.yaml"}
+    assert {p.name for p in FILES} == {"cpvpa.yaml", "cpvpa-in-place.yaml",
+                                       "cpvpa-coredns-memory.yaml"}
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -79,6 +80,9 @@ def test_rbac_is_cpvas_plus_what_the_flags_need(path: Path) -> None:
     want = CPVA_NODES | WATCH | {("apps", plural, "patch")}
     if opts.resize_mode == "in-place":
         want |= IN_PLACE | {("apps", plural, "get")}
+    configmap = one(docs, "ConfigMap")
+    counted = object_kinds(decode_config(next(iter(configmap["data"].values()))))
+    want |= {("", kind, verb) for kind in counted for verb in ("list", "watch")}
     sa = deployment["spec"]["template"]["spec"]["serviceAccountName"]
     assert granted_to(docs, deployment["metadata"]["namespace"], sa) == want
     # The target's rights are namespaced and name the one object.
@@ -87,4 +91,4 @@ def test_rbac_is_cpvas_plus_what_the_flags_need(path: Path) -> None:
             if rule["apiGroups"] == ["apps"]:
                 assert rule["resourceNames"] == [opts.patch_target.name]
     assert not [r for r in of_kind(docs, "ClusterRole") for rule in r["rules"]
-                if rule["resources"] != ["nodes"]]
+                if rule["resources"] not in (["nodes"], sorted(counted))]

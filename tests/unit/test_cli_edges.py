@@ -295,7 +295,7 @@ def test_every_project_manifest_with_parameters_explains(
     text = path.read_text()
     has_params = "kind: ConfigMap" in text or "--default-params" in text
     code, out, err = explain(["--configmap-file", str(path), "--nodes", "40", "--cores",
-                              "160"], capsys)
+                              "160", "--pods", "3000", "--services", "400"], capsys)
     if not has_params:
         assert code == 1 and "has no ConfigMap" in one_line(err)
         return

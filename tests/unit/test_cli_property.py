@@ -145,7 +145,8 @@ _contents = st.one_of(st.binary(max_size=64), st.text(max_size=64), _json_text,
 
 EXPLAIN = ["--data", "--configmap-file", "--default-params", "--configmap", "--nodes",
            "--cores", "--schedulable-nodes", "--schedulable-cores", "--zones",
-           "--schedulable-zones", "--from-cluster", "--namespace", "--nodelabels",
+           "--schedulable-zones", "--pods", "--services", "--from-cluster", "--namespace",
+           "--nodelabels",
            "--kubeconfig", "--context", "--current-replicas", "--target", "--output", "-o",
            "--stable-rate", "--panic-rate", "--ready-pods", "--vertical"]
 SIMULATE = ["--timeline", "--data", "--configmap-file", "--default-params", "--configmap",

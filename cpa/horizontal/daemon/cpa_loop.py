@@ -26,6 +26,7 @@ from cpa import logs
 from cpa.horizontal.daemon.configdir import ConfigDir, ConfigDirError
 from cpa.horizontal.daemon.configmapsource import ConfigMapSource, DefaultsReport
 from cpa.horizontal.daemon.loopconfig import LoopConfig
+from cpa.horizontal.daemon.objectstage import with_objects
 from cpa.horizontal.daemon.paramscache import InvalidParams, ParamsCache
 from cpa.horizontal.daemon.placements import PlacementCounts, TargetPlacements
 from cpa.horizontal.daemon.react import EarlyPolls
@@ -39,6 +40,7 @@ from cpa.kube.targets import ScaleResult, Target
 from cpa.kube.targetselector import matching_targets
 from cpa.nodes.counts import ClusterCounts, CountingPolicy
 from cpa.nodes.watch import WatchStatus
+from cpa.objects.counters import ObjectCounters
 from cpa.runtime.polls import PollRecord, report
 from cpa.runtime.stalecounts import StaleCounts
 from cpa.runtime.ticker import Ticker
@@ -128,6 +130,7 @@ class Autoscaler:
                  load: LoadAxes | None = None,
                  placements: PlacementCounts | None = None,
                  placement_wait: float = 0.0,
+                 objects: ObjectCounters | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``may_write`` (leader election) is asked before every poll: a follower does not
         poll at all, it only keeps its node watch warm, and ``on_follower`` is called on
@@ -135,8 +138,10 @@ class Autoscaler:
         the parameters' counting policy to the node store (True when that changed the
         counts); ``placements`` (the node store) keeps the totals per placement for
         ``targetPlacement``, whose list with every label is waited for ``placement_wait``
-        seconds at most."""
+        seconds at most. ``objects`` (ours) counts the Pods and Services while the
+        parameters in force have an axis of them."""
         self._config = config
+        self._objects = objects
         self._api = api
         self._counts = counts
         self._count_by = count_by
@@ -181,6 +186,11 @@ class Autoscaler:
     def behavior(self) -> BehaviorStage:
         """Ours: the windows' and policies' history, per target."""
         return self._behavior
+
+    def stop_counting_objects(self) -> None:
+        """Ours: stop the Pod and Service watches."""
+        if self._objects is not None:
+            self._objects.stop()
 
     def add_observer(self, observer: Observer) -> None:
         self._observers.append(observer)
@@ -236,8 +246,9 @@ class Autoscaler:
             counts = self._cluster_status(result)
             params = self._sync_params(result)
             counts = self._count_as(params, counts, result)
+            counts = result.counts = with_objects(self._objects, params.object_kinds(), counts)
             targets, unmatched = targets_now(self._api, self._config)
-            placed = self._placed_counts(params, result, targets)
+            placed = self._placed_counts(params, result, targets, counts)
             decision = self._expected_replicas(params, counts, result)
             with_load = self._load_axes(params, counts, result, placed, targets)
             if params.shared.behavior is None:
@@ -287,9 +298,11 @@ class Autoscaler:
         return counts
 
     def _placed_counts(self, params: Params, result: PollResult,
-                       targets: tuple[Target, ...]) -> dict[Target, ClusterCounts]:
+                       targets: tuple[Target, ...], cluster: ClusterCounts
+                       ) -> dict[Target, ClusterCounts]:
         """Ours, ``targetPlacement``: the counts of the Nodes each target's Pod template fits
-        on (one GET of each workload); empty without the key."""
+        on (one GET of each workload); empty without the key. The Pods and Services are the
+        cluster's for every target."""
         if self._placements is None:
             if params.shared.target_placement:
                 raise PollError("targetPlacement: this process keeps no per-placement Node "
@@ -300,7 +313,8 @@ class Autoscaler:
             if counts is None:
                 raise PollError("targetPlacement: the Node list with every label and taint "
                                 "is not complete yet; the next poll tries again")
-            result.target_counts[target] = counts
+            result.target_counts[target] = counts._replace(pods=cluster.pods,
+                                                           services=cluster.services)
         return result.target_counts
 
     def _decide_placed(self, target: Target, params: Params,

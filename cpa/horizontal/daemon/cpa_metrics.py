@@ -143,6 +143,7 @@ class Metrics:
         self._counts_shown: ClusterCounts | None = None  # what the count gauges hold
         self._shown: dict[Gauge, float] = {}  # the last value set, for a few steady gauges
         self._placed = False  # whether target_nodes has series (targetPlacement in force)
+        self._objects: set[str] = set()  # the kinds cluster_objects has a series of
         self._writes: dict[Target, Counter] = {}
         self._replicas: dict[Target, Gauge] = {}  # made at a target's first replica count
 
@@ -164,6 +165,10 @@ class Metrics:
         self.cluster_zones = Gauge(
             "cpa_cluster_zones", "Zones the counted Nodes are in (scope as nodes); only "
             "with a zones key in the parameters.", ["scope"], registry=reg)
+        self.cluster_objects = Gauge(
+            "cpa_cluster_objects", "Ours: Pods (not finished, not being deleted) or Services "
+            "counted in the cluster; only while the parameters have an axis of that kind.",
+            ["kind"], registry=self.registry)
         self.target_nodes = Gauge(
             "cpa_target_nodes", "Nodes counted for each target by its Pod template's "
             "placement (set: all, or schedulable only); only with targetPlacement in the "
@@ -270,6 +275,8 @@ class Metrics:
             elif self._zones:
                 self.cluster_zones.clear()  # no zones key: no series, rather than a 0
                 self._zones = False
+        if counts is not None:
+            self._observe_objects(counts)
         if result.target_counts:
             for target, placed in result.target_counts.items():
                 self.target_nodes.labels(str(target), "all").set(placed.total_nodes)
@@ -301,6 +308,17 @@ class Metrics:
         for overwrite in result.overwritten:
             self.overwritten.labels(str(overwrite.target)).inc()
         self._observe_defaults(result)
+
+    def _observe_objects(self, counts: ClusterCounts) -> None:
+        """Ours: a series per kind of object counted, none for a kind not counted (rather
+        than a 0)."""
+        for kind, count in (("pods", counts.pods), ("services", counts.services)):
+            if count is not None:
+                self.cluster_objects.labels(kind).set(count)
+                self._objects.add(kind)
+            elif kind in self._objects:
+                self.cluster_objects.remove(kind)
+                self._objects.discard(kind)
 
     def _params_in_force(self, params: Params, version: str | None) -> None:
         """The parameters of a new ConfigMap version: the bounds are read from every new

@@ -26,6 +26,7 @@ from cpa.kube.discovery import ResolveError, resolve_all
 from cpa.kube.targets import Target
 from cpa.nodes.store import NodeStore
 from cpa.nodes.watch import NodeReflector
+from cpa.objects.counters import ObjectCounters
 from cpa.runtime.election import Election
 from cpa.runtime.health import HealthState
 from cpa.runtime.process import Stopper
@@ -84,7 +85,7 @@ def _run(prog: str, instance: str, opts: flags.Options, config: LoopConfig,
         metrics.watch_lease(election.status)
         health.record(None)  # a follower has no poll of its own to report
     autoscaler = _autoscaler(opts, instance, ready, election.writer if election else api,
-                             store, watch, health, metrics, election, load)
+                             store, watch, health, metrics, election, load, api)
     stopper.also_interrupt(autoscaler.interrupt)
     code = _poll(autoscaler, stopper.event, health, metrics, election, load)
     server.shutdown()
@@ -105,6 +106,7 @@ def _poll(autoscaler: Autoscaler, stop: threading.Event, health: HealthState,
 
         election.start(on_change, metrics.set_leader)
     code = autoscaler.run(stop)
+    autoscaler.stop_counting_objects()
     load.retire()
     if election is not None:
         election.stop()
@@ -142,9 +144,11 @@ def _ready(config: LoopConfig, api: Api, watch: NodeReflector, stop: threading.E
 
 def _autoscaler(opts: flags.Options, instance: str, config: LoopConfig,
                 writer: RawApi, store: NodeStore, watch: NodeReflector, health: HealthState,
-                metrics: LateMetrics, election: Election | None, load: LoadStage) -> Autoscaler:
+                metrics: LateMetrics, election: Election | None, load: LoadStage,
+                api: KubeApi) -> Autoscaler:
     """The poll loop, its observers, the node store's changes and the load's scrapes
-    handed to it."""
+    handed to it; the Pods and Services counted (ours) while the parameters name them."""
+    objects = ObjectCounters(api, first_list_wait=float(opts.poll_period_seconds))
     loop = Autoscaler(config, writer, store.counts,
                       observers=[_written_after_the_first_poll, health.observe,
                                  metrics.observe],
@@ -153,7 +157,8 @@ def _autoscaler(opts: flags.Options, instance: str, config: LoopConfig,
                       on_follower=(lambda: election.follower_report(
                           health.record, metrics.failed_lease)) if election else None,
                       count_by=lambda policy: store.set_policy(policy, LABEL_LIST_WAIT),
-                      load=load, placements=store, placement_wait=LABEL_LIST_WAIT)
+                      load=load, placements=store, placement_wait=LABEL_LIST_WAIT,
+                      objects=objects)
     load.wake = loop.wake  # a scrape that makes a panic likely polls now
     store.on_change = loop.node_listener
     if opts.events:

@@ -128,9 +128,12 @@ class EarlyPolls:
             return False
         self.decision_checks += 1
         try:
-            replicas = decide(params, self._counts()).replicas
+            decision = decide(params, self._counts())
         except Exception:  # the next regular poll reports whatever this is
             return False
+        if decision.error is not None:  # e.g. the Pods or Services, which only polls count
+            return False
+        replicas = decision.replicas
         if logs.v(5):  # at most ten a second: not even --v=4's every-poll level
             self._log.info("nodes.checked", replicas=replicas, desired_before=last,
                            moved=replicas != last)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from cpa.horizontal.decide.modes.mode import Params
+from cpa.horizontal.decide.modes.mode import Axes, Params
 from cpa.horizontal.decide.steps import Step, plural, show
 from cpa.nodes.counts import ClusterCounts
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from cpa.horizontal.decide.windows import LoadAxis
 
 __all__ = ["INT32_MAX", "ClusterCounts", "Decision", "combine", "counts_step", "decide",
-           "range_error"]
+           "range_error", "uncounted_error"]
 
 INT32_MAX: Final = 2**31 - 1
 
@@ -70,7 +70,9 @@ def decide(params: Params, counts: ClusterCounts, load: LoadAxis | None = None) 
     nodes, cores, first = counts_step(shared.include_unschedulable_nodes, counts)
     steps.append(first)
     steps.extend(shared.counting.count_steps(counts.excluded_nodes, counts.capped_nodes))
-    replicas = params.replicas(nodes, cores, steps)
+    kinds = params.object_kinds()
+    replicas = params.replicas(
+        Axes(nodes, cores, counts.pods or 0, counts.services or 0), steps)
     proportional: int | None = None
     if load is not None:
         proportional = replicas
@@ -85,7 +87,7 @@ def decide(params: Params, counts: ClusterCounts, load: LoadAxis | None = None) 
                      f'read the label "{shared.zones.topology_key}"; nothing is written '
                      "until they are")
     replicas = shared.counting.cap_replicas(replicas, nodes, steps)
-    error = error or range_error(replicas, steps)
+    error = error or uncounted_error(kinds, counts) or range_error(replicas, steps)
     return Decision(mode=params.name, replicas=replicas, nodes=nodes, cores=cores,
                     steps=tuple(steps), error=error, floor=min(floor, replicas), zones=zones,
                     proportional=proportional, load=None if load is None else load.replicas)
@@ -128,6 +130,17 @@ def counts_step(include: bool, counts: ClusterCounts) -> tuple[int, int, Step]:
         f"{counts.schedulable_cores} of {plural(counts.total_cores, 'core')}."
     )
     return counts.schedulable_nodes, counts.schedulable_cores, Step("counts.schedulable", text)
+
+
+def uncounted_error(kinds: frozenset[str], counts: ClusterCounts) -> str | None:
+    """Ours: parameters with a Pods or Services axis decide nothing on a count not taken
+    (the watch not listed yet): writing the axis as 0 could shrink the target."""
+    missing = [kind for kind, count in (("pods", counts.pods), ("services", counts.services))
+               if kind in kinds and count is None]
+    if not missing:
+        return None
+    return (f"the {' and '.join(missing)} are not counted yet (their list is not complete); "
+            "nothing is written until they are")
 
 
 def range_error(replicas: int, steps: list[Step]) -> str | None:

@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from cpa import logs
 from cpa.kube.api import ApiError
+from cpa.objects.counters import CountUnavailable, ObjectCounters
 from cpa.runtime.polls import PollRecord, report
 from cpa.runtime.ticker import Ticker
 from cpa.vertical.daemon.configfile import ConfigFile
@@ -38,7 +39,7 @@ from cpa.vertical.daemon.inplace import InPlaceOutcome, InPlaceResizer
 from cpa.vertical.daemon.target import TargetLoop, TargetPollResult
 from cpa.vertical.daemon.writer import TemplateWriter
 from cpa.vertical.decide.budget import FallbackBudget
-from cpa.vertical.decide.formula import CoresError, Requirements
+from cpa.vertical.decide.formula import CoresError, CountsUnavailable, Requirements
 from cpa.vertical.decide.patch import Difference
 from cpa.vertical.decide.state import Plan, VerticalState
 
@@ -115,13 +116,16 @@ class VerticalAutoscaler:
                  on_follower: Callable[[], None] | None = None,
                  more_targets: Sequence[TargetLoop] = (),
                  budget: FallbackBudget | None = None,
+                 objects: ObjectCounters | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``state``, ``writer``, ``resizer`` and ``budget`` (the fallback's) are the first
         target's, CPVA's only one; ``more_targets`` the others of a comma list.
         ``may_write`` (leader election) is asked before every poll: a follower does not
         poll, it calls ``warm`` instead (the Node counts get ready for a takeover) and
-        ``on_follower`` (to report a Lease it cannot read)."""
+        ``on_follower`` (to report a Lease it cannot read). ``objects`` (ours) counts the
+        Pods and Services while a config in force has ``podsPerStep``/``servicesPerStep``."""
         self._config = config
+        self._objects = objects
         self._warm = warm
         self._on_follower = on_follower
         self._counts = counts
@@ -180,18 +184,38 @@ class VerticalAutoscaler:
         if logs.v(4):
             self._log.info("poll.counts", nodes=nodes, cores=cores)
         file = self._file.poll()
+        wanted: set[str] = set()  # the kinds of object the configs in force count
         for target in self.targets:
             share = TargetPollResult(target.key)
             result.targets.append(share)
             try:
-                target.poll(nodes, cores, file, share)
+                target.poll(nodes, cores, file, share, self._counted(wanted))
             except Exception as exc:  # one target's bug must not stop the others
                 share.error = f"unexpected {type(exc).__name__}: {exc}"
+        if self._objects is not None:
+            self._objects.use(frozenset(wanted))
         failed = [t for t in result.targets if t.error is not None]
         if len(self.targets) == 1:
             result.error = result.targets[0].error
         elif failed:
             result.error = "; ".join(f"{t.target}: {t.error}" for t in failed)
+
+    def _counted(self, wanted: set[str]
+                 ) -> Callable[[frozenset[str]], dict[str, int]] | None:
+        """Ours: what a target's config asks of the Pod and Service counts (their watches
+        started as it asks; those no config asked for are stopped after the poll)."""
+        objects = self._objects
+        if objects is None:
+            return None
+
+        def counted(kinds: frozenset[str]) -> dict[str, int]:
+            wanted.update(kinds)
+            objects.use(objects.kinds | kinds)
+            try:
+                return {kind: objects.count(kind) for kind in kinds}
+            except CountUnavailable as exc:
+                raise CountsUnavailable(str(exc)) from None
+        return counted
 
     # --- the loop -----------------------------------------------------------------------
     def run(self, stop: threading.Event) -> int:

@@ -21,6 +21,7 @@ from cpa import VERTICAL_VERSION_TEXT, __version__, logs
 from cpa.go.pflag import EXIT_INVALID
 from cpa.kube.api import RawApi
 from cpa.kube.clientconfig import Connection
+from cpa.objects.counters import ObjectCounters
 from cpa.runtime.election import Election
 from cpa.runtime.event_sink import EventSink
 from cpa.runtime.health import HealthServer, HealthState
@@ -75,8 +76,10 @@ def _run(argv: list[str], prog: str) -> int:
         election = Election(api, opts, opts.namespace, opts.lease_name)
         if metrics is not None:
             metrics.watch_lease(election.status)
+    # ours: only while a config counts Pods or Services
+    objects = ObjectCounters(api, first_list_wait=float(opts.poll_period_seconds))
     autoscaler = _autoscaler(opts, election.writer if election else api, nodes, health,
-                             metrics, election)
+                             metrics, election, objects)
     if election is not None:
         def on_change(leading: bool) -> None:
             if leading:
@@ -90,6 +93,7 @@ def _run(argv: list[str], prog: str) -> int:
     if election is not None:
         election.stop()
     nodes.stop()
+    objects.stop()
     if server is not None:
         server.shutdown()
     logs.get_logger("main").info("stopped", exit_code=code, signal=stopper.signal_name)
@@ -122,7 +126,7 @@ def _serve(opts: VerticalOptions, health: HealthState, nodes: NodeCounts
 
 def _autoscaler(opts: VerticalOptions, writer: RawApi, nodes: NodeCounts,
                 health: HealthState, metrics: VerticalMetrics | None,
-                election: Election | None) -> VerticalAutoscaler:
+                election: Election | None, objects: ObjectCounters) -> VerticalAutoscaler:
     """The poll loop and what it writes through (``writer``: guarded by the Lease)."""
     period = float(opts.poll_period_seconds)
     watchdog = StaleCounts(nodes.status, time.monotonic, period)
@@ -141,7 +145,7 @@ def _autoscaler(opts: VerticalOptions, writer: RawApi, nodes: NodeCounts,
     return VerticalAutoscaler(
         VerticalLoopConfig(period, opts.resize_mode == "in-place"), nodes.counts,
         ConfigFile(opts.config_file), first.state, first.writer, resizer=first.resizer,
-        budget=first.budget,
+        budget=first.budget, objects=objects,
         observers=observers, stale=stale, more_targets=more,
         may_write=election.is_leader if election is not None else None, warm=nodes.warm,
         on_follower=(lambda: election.follower_report(

@@ -11,7 +11,7 @@ budget. One target's failure is its own result: the loop goes on to the next tar
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from cpa import logs
@@ -66,11 +66,14 @@ class TargetLoop:
         self._fallen_back: dict[str, Requirements] = {}  # reason -> logged for these
 
     def poll(self, nodes: int, cores: int, file: FileRead,
-             result: TargetPollResult | None = None) -> TargetPollResult:
-        """Plan, resize, write; the outcome carries any error (it raises only on a bug)."""
+             result: TargetPollResult | None = None,
+             objects: Callable[[frozenset[str]], Mapping[str, int]] | None = None
+             ) -> TargetPollResult:
+        """Plan, resize, write; the outcome carries any error (it raises only on a bug).
+        ``objects`` (ours): the Pods and Services counts, for a config that names them."""
         result = result or TargetPollResult(self.key)
         result.kind, result.name = self.writer.target.kind, self.writer.target.name
-        plan = result.plan = self.state.plan(nodes, cores, file)
+        plan = result.plan = self.state.plan(nodes, cores, file, objects)
         if plan.config_set:
             self._log.info("config.set", config=config_string(plan.config),
                            **self._labels())

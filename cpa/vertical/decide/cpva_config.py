@@ -52,6 +52,7 @@ __all__ = [
     "ScaleConfig",
     "config_string",
     "decode_config",
+    "object_kinds",
     "target_blocks",
 ]
 
@@ -69,6 +70,10 @@ class ResourceScaleConfig:
     step: Quantity | None = None
     cores_per_step: int | None = None
     nodes_per_step: int | None = None
+    pods_per_step: int | None = None
+    """Ours, opt-in: one ``step`` per this many Pods in the cluster (None: off)."""
+    services_per_step: int | None = None
+    """Ours, opt-in: one ``step`` per this many Services (None: off)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +88,9 @@ ScaleConfig: TypeAlias = Mapping[str, ContainerScaleConfig]
 """Container name -> its config. A decoded top-level ``null`` is ``None`` instead."""
 
 _CONTAINER_FIELDS: Final = ("Requests", "Limits")
-_RESOURCE_FIELDS: Final = ("Base", "Max", "Step", "CoresPerStep", "NodesPerStep")
+_RESOURCE_FIELDS: Final = ("Base", "Max", "Step", "CoresPerStep", "NodesPerStep",
+                            "PodsPerStep", "ServicesPerStep")
+_OBJECT_FIELDS: Final = ("PodsPerStep", "ServicesPerStep")  # ours: whole numbers > 0
 
 # In a valid JSON text every '"' outside a string opens one, so this finds every string
 # token (keys included) in document order.
@@ -254,6 +261,9 @@ class _Decoder:
                 self._skip(member)
             elif field in ("CoresPerStep", "NodesPerStep"):
                 fields[field] = self.integer(member, f"{where}.{key}")
+            elif field in _OBJECT_FIELDS:
+                fields[field] = _positive(self.integer(member, f"{where}.{key}"),
+                                          f"{where}.{key}")
             else:
                 fields[field] = self.quantity(member, f"{where}.{key}")
         return ResourceScaleConfig(
@@ -262,6 +272,8 @@ class _Decoder:
             step=_quantity_or_none(fields.get("Step")),
             cores_per_step=_int_or_none(fields.get("CoresPerStep")),
             nodes_per_step=_int_or_none(fields.get("NodesPerStep")),
+            pods_per_step=_int_or_none(fields.get("PodsPerStep")),
+            services_per_step=_int_or_none(fields.get("ServicesPerStep")),
         )
 
     def quantity(self, value: JsonValue, where: str) -> Quantity | None:
@@ -296,6 +308,27 @@ class _Decoder:
             raise ConfigError(f"{exc} (a whole number of cores or nodes per step)") from exc
 
 
+def _positive(value: int | None, where: str) -> int | None:
+    """Ours: a Pods or Services per step is a whole number > 0 (null: the count is off)."""
+    if value is not None and value <= 0:
+        raise ConfigError(f"{where}: {value}; it must be a whole number greater than 0 "
+                          "(remove the key to leave that count out)")
+    return value
+
+
+def object_kinds(config: ScaleConfig | None) -> frozenset[str]:
+    """Ours: the kinds of object (``"pods"``, ``"services"``) a config counts."""
+    kinds: set[str] = set()
+    for container in (config or {}).values():
+        for resources in (container.requests, container.limits):
+            for rc in (resources or {}).values():
+                if rc.pods_per_step is not None:
+                    kinds.add("pods")
+                if rc.services_per_step is not None:
+                    kinds.add("services")
+    return frozenset(kinds)
+
+
 def _quantity_or_none(value: Quantity | int | None) -> Quantity | None:
     return value if isinstance(value, Quantity) else None
 
@@ -319,6 +352,10 @@ def _resource_string(rc: ResourceScaleConfig) -> str:
         parts.append(f"cores_incr={rc.cores_per_step} ")
     if rc.nodes_per_step is not None:
         parts.append(f"nodes_incr={rc.nodes_per_step} ")
+    if rc.pods_per_step is not None:  # ours
+        parts.append(f"pods_incr={rc.pods_per_step} ")
+    if rc.services_per_step is not None:  # ours
+        parts.append(f"services_incr={rc.services_per_step} ")
     parts.append("}")
     return "".join(parts)
 

@@ -25,7 +25,9 @@ from cpa.vertical.decide.cpva_config import ResourceScaleConfig, ScaleConfig
 __all__ = [
     "ContainerRequirements",
     "CoresError",
+    "CountsUnavailable",
     "MilliRangeError",
+    "ObjectStep",
     "Requirements",
     "Steps",
     "calculate",
@@ -96,11 +98,48 @@ class Steps:
     by_nodes: int
     capped_by_cores: bool
     capped_by_nodes: bool
-    want: int  # the larger of the two, milli-units
+    want: int  # the larger of the two (or more, ours), milli-units
+    by_objects: tuple[ObjectStep, ...] = ()
+    """Ours: the Pods and Services counts' steps, for those the config counts."""
 
 
-def steps(config: ResourceScaleConfig, nodes: int, cores: int) -> Steps:
-    """``calculate``, showing its work. Raises :class:`MilliRangeError` where CPVA panics."""
+@dataclass(frozen=True, slots=True)
+class ObjectStep:
+    """Ours: what one count of objects gave (``podsPerStep``, ``servicesPerStep``)."""
+
+    kind: str  # "pods" or "services"
+    count: int
+    per_step: int
+    increments: int
+    value: int  # milli-units, after the max cap
+    capped: bool
+
+
+class CountsUnavailable(ValueError):
+    """Ours: a count the config needs is not there (not listed yet, or refused)."""
+
+
+def _object_steps(config: ResourceScaleConfig, base: int, cap: int, step: int,
+                  objects: Mapping[str, int]) -> tuple[ObjectStep, ...]:
+    """Ours: ``base + step * ceil(count / perStep)`` for each count the config names,
+    capped by ``max`` as the others."""
+    out: list[ObjectStep] = []
+    for kind, per in (("pods", config.pods_per_step), ("services", config.services_per_step)):
+        if per is None:
+            continue
+        if kind not in objects:
+            raise CountsUnavailable(f"the {kind} are not counted yet")
+        inc = increments(objects[kind], per)
+        value = wrap_int64(base + wrap_int64(step * inc))
+        capped = cap > 0 and value > cap
+        out.append(ObjectStep(kind, objects[kind], per, inc, cap if capped else value, capped))
+    return tuple(out)
+
+
+def steps(config: ResourceScaleConfig, nodes: int, cores: int,
+          objects: Mapping[str, int] | None = None) -> Steps:
+    """``calculate``, showing its work. Raises :class:`MilliRangeError` where CPVA panics;
+    ``objects`` (ours): the Pods and Services counted, for a config that names them."""
     base = milli_units(config.base) if config.base is not None else 0
     cap = milli_units(config.max) if config.max is not None else 0
     step = milli_units(config.step) if config.step is not None else 0
@@ -116,13 +155,16 @@ def steps(config: ResourceScaleConfig, nodes: int, cores: int) -> Steps:
     capped_nodes = cap > 0 and by_nodes > cap
     if capped_nodes:
         by_nodes = cap
+    by_objects = _object_steps(config, base, cap, step, objects or {})
+    want = max([by_cores, by_nodes, *(o.value for o in by_objects)])
     return Steps(base, cap, step, cores_per, nodes_per, cores_inc, nodes_inc, by_cores,
-                 by_nodes, capped_cores, capped_nodes, max(by_cores, by_nodes))
+                 by_nodes, capped_cores, capped_nodes, want, by_objects)
 
 
-def calculate(config: ResourceScaleConfig, nodes: int, cores: int) -> int:
+def calculate(config: ResourceScaleConfig, nodes: int, cores: int,
+              objects: Mapping[str, int] | None = None) -> int:
     """``calculate``: the wanted amount in milli-units (an int64)."""
-    return steps(config, nodes, cores).want
+    return steps(config, nodes, cores, objects).want
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,23 +182,25 @@ class ContainerRequirements:
 Requirements: TypeAlias = Mapping[str, ContainerRequirements]
 
 
-def compute(config: ScaleConfig | None, nodes: int, cores: int) -> dict[str, ContainerRequirements]:
+def compute(config: ScaleConfig | None, nodes: int, cores: int,
+            objects: Mapping[str, int] | None = None) -> dict[str, ContainerRequirements]:
     """``pollAPIServer``'s loop: every configured container and resource, formatted by
-    resource name. A resource configured with nothing computes to 0."""
+    resource name. A resource configured with nothing computes to 0. ``objects`` (ours):
+    the Pods and Services counted, for a config with ``podsPerStep``/``servicesPerStep``."""
     result: dict[str, ContainerRequirements] = {}
     for name, container in (config or {}).items():
-        requests = {res: _quantity(res, rc, nodes, cores, name, "requests")
+        requests = {res: _quantity(res, rc, nodes, cores, name, "requests", objects)
                     for res, rc in (container.requests or {}).items()}
-        limits = {res: _quantity(res, rc, nodes, cores, name, "limits")
+        limits = {res: _quantity(res, rc, nodes, cores, name, "limits", objects)
                   for res, rc in (container.limits or {}).items()}
         result[name] = ContainerRequirements(requests, limits)
     return result
 
 
 def _quantity(resource: str, config: ResourceScaleConfig, nodes: int, cores: int,
-              container: str, kind: str) -> Quantity:
+              container: str, kind: str, objects: Mapping[str, int] | None) -> Quantity:
     try:
-        want = calculate(config, nodes, cores)
+        want = calculate(config, nodes, cores, objects)
     except MilliRangeError as exc:
         raise MilliRangeError(
             f"container {container!r} {kind}[{resource!r}]: {exc}; keep base, max and step "

@@ -24,12 +24,19 @@ PATCH, and calls :meth:`VerticalState.written` after a successful (or dry-run) w
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from cpa.vertical.decide.cpva_config import ConfigError, ScaleConfig, decode_config
+from cpa.vertical.decide.cpva_config import (
+    ConfigError,
+    ScaleConfig,
+    decode_config,
+    object_kinds,
+)
 from cpa.vertical.decide.formula import (
     ContainerRequirements,
+    CountsUnavailable,
     MilliRangeError,
     Requirements,
     compute,
@@ -92,8 +99,12 @@ class VerticalState:
         self.last_written: Requirements | None = None  # Go's s.lastReqs
         self.config_error: str | None = None  # REFUSE: the invalid file's error
 
-    def plan(self, nodes: int, cores: int, file: FileRead = UNCHANGED) -> Plan:
-        """Decide this poll from the cluster counts and the config file's news."""
+    def plan(self, nodes: int, cores: int, file: FileRead = UNCHANGED,
+             objects: Callable[[frozenset[str]], Mapping[str, int]] | None = None) -> Plan:
+        """Decide this poll from the cluster counts and the config file's news.
+        ``objects`` (ours): the Pods and Services counts of the kinds asked for, for a
+        config that names them; it raises :class:`CountsUnavailable` when they are not
+        counted."""
         if file.error is not None:
             return Plan(None, False, error=f"failed to read the config file: {file.error}",
                         config=self.current)
@@ -123,8 +134,10 @@ class VerticalState:
                 f'config file, e.g. {{"{self.target}": {{"<container>": {{"requests": ...}}}}}}'),
                 config_set=config_set, config=self.current)
         try:
-            computed = compute(self.current, nodes, cores)
-        except MilliRangeError as exc:
+            kinds = object_kinds(self.current)
+            counted = (objects(kinds) if kinds and objects is not None else {})
+            computed = compute(self.current, nodes, cores, counted)
+        except (MilliRangeError, CountsUnavailable) as exc:
             return Plan(None, False, error=str(exc), config_set=config_set,
                         config=self.current)
         return Plan(computed, should_write(self.last_written, computed),

@@ -89,3 +89,32 @@ def test_no_traceback_from_the_console_script() -> None:
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     assert "out of range" in proc.stderr
+
+
+# --- ours: the Pods and Services axes -------------------------------------------------------
+
+POD_AXIS = json.dumps({"linear": '{"nodesPerReplica":16,"podsPerReplica":100,'
+                                 '"servicesPerReplica":50}'})
+
+
+def test_explain_shows_a_step_for_each_object_axis(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(["--data", POD_AXIS, *NODES, "--pods", "2501", "--services", "30",
+                          "-o", "json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["replicas"] == 26
+    assert doc["counts"]["pods"] == 2501 and doc["counts"]["services"] == 30
+    keys = [step["key"] for step in doc["steps"]]
+    assert {"pods.ceil", "pods.winner", "services.ceil", "services.winner"} <= set(keys)
+
+
+@pytest.mark.parametrize(("extra", "fragment"), [
+    ([], "give --pods N"),
+    (["--pods", "-1", "--services", "1"], "cannot be negative"),
+    (["--pods", "many", "--services", "1"], "not a number"),
+    (["--pods", "1.5", "--services", "1"], "whole number"),
+])
+def test_explain_object_counts_given_wrong(extra: list[str], fragment: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["--data", POD_AXIS, *NODES, *extra], capsys)
+    assert code != 0 and fragment in err and "Traceback" not in err

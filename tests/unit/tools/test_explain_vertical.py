@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cpa.cli import main
+from cpa.tools.explain_vertical import explain_vertical_main
 
 CONFIG = json.dumps({"c": {"requests": {
     "cpu": {"base": "10m", "step": "1m", "coresPerStep": 1, "max": "30m"},
@@ -81,3 +82,20 @@ def test_several_targets_show_the_first_ones_block(capsys: pytest.CaptureFixture
         assert doc["target"] == order[0]
         assert doc["patch"]["spec"]["template"]["spec"]["containers"] == [
             {"name": container, "resources": {"requests": {"cpu": cpu}}}]
+
+
+def test_explain_vertical_shows_the_step_each_count_gave(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Ours: podsPerStep and servicesPerStep, given by --pods and --services."""
+    config = ('{"coredns": {"requests": {"memory": {"base": "54M", "step": "2M", '
+              '"podsPerStep": 1000, "servicesPerStep": 1000}}}}')
+    code = explain_vertical_main([f"--default-config={config}", "--nodes", "10", "--cores",
+                                  "40", "--pods", "150000", "--services", "20000"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "by pods: 150 steps (ceil of 150000 pods / 1000)" in out
+    assert "by services: 20 steps" in out and "the largest: 354M" in out
+    code = explain_vertical_main([f"--default-config={config}", "--nodes", "10", "--cores",
+                                  "40"])
+    _, err = capsys.readouterr()
+    assert code == 1 and "give --pods N" in err

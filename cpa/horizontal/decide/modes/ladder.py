@@ -4,7 +4,10 @@ controller).
 ``{"coresToReplicas": [[1, 1], [64, 3]], "nodesToReplicas": [[1, 1], [2, 2]]}``: each
 count is looked up in its table (the last step whose threshold is <= the count; the FIRST
 step when the count is below every threshold; 0 for an empty table) and the larger wins.
-No min, max or floor: a ladder may give 0 (``[[0, 0], [6, 1]]`` scales from zero).
+No min, max or floor: a ladder may give 0 (``[[0, 0], [6, 1]]`` scales from zero). Ours,
+opt-in: ``podsToReplicas`` and ``servicesToReplicas`` are two more tables of the same
+lookup, on the cluster's Pods and Services (absent, null or empty: off); the largest
+lookup wins.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Final, NamedTuple, overload
 
 from cpa.go.json import GoJsonError, JsonValue, describe, go_int
-from cpa.horizontal.decide.modes.mode import Mode, larger_reading
+from cpa.horizontal.decide.modes.mode import NO_OBJECTS, Axes, Mode, larger_reading
 from cpa.horizontal.decide.steps import Step, plural
 
 __all__ = ["MODE", "LadderParams", "Table", "replicas"]
@@ -84,14 +87,24 @@ class LadderParams(NamedTuple):
 
     cores_to_replicas: Table = _EMPTY
     nodes_to_replicas: Table = _EMPTY
+    pods_to_replicas: Table = _EMPTY
+    """Ours, opt-in: the Pods table (empty: off)."""
+    services_to_replicas: Table = _EMPTY
+    """Ours, opt-in: the Services table (empty: off)."""
 
     def fields(self) -> dict[str, object]:
         """The parameters as the ConfigMap spells them, for logs and ``explain``."""
-        return {"coresToReplicas": [list(p) for p in self.cores_to_replicas],
-                "nodesToReplicas": [list(p) for p in self.nodes_to_replicas]}
+        out: dict[str, object] = {
+            "coresToReplicas": [list(p) for p in self.cores_to_replicas],
+            "nodesToReplicas": [list(p) for p in self.nodes_to_replicas]}
+        for key, table in (("podsToReplicas", self.pods_to_replicas),
+                           ("servicesToReplicas", self.services_to_replicas)):
+            if table:
+                out[key] = [list(p) for p in table]
+        return out
 
 
-KEYS: Final = ("coresToReplicas", "nodesToReplicas")
+KEYS: Final = ("coresToReplicas", "nodesToReplicas", "podsToReplicas", "servicesToReplicas")
 
 
 class _GoPairSlice:
@@ -205,8 +218,38 @@ def _lookup(axis: str, noun: str, count: int, table: Table, steps: list[Step]) -
     return replicas
 
 
-def replicas(params: LadderParams, nodes: int, cores: int, steps: list[Step]) -> int:
-    """upstream's ladder controller: one lookup per table, the larger."""
+def _object_tables(params: LadderParams, axes: Axes, upstream: int, steps: list[Step]) -> int:
+    """Ours: the Pods and Services tables that are on, each looked up as upstream's, and
+    the largest of them and upstream's count."""
+    result = upstream
+    for axis, noun, count, table in (("pods", "Pod", axes.pods, params.pods_to_replicas),
+                                     ("services", "Service", axes.services,
+                                      params.services_to_replicas)):
+        if not table:
+            continue
+        reading = _lookup(axis, noun, count, table, steps)
+        verdict = (f"is more than the {result} so far, so the expected replica count is "
+                   f"{reading}." if reading > result else
+                   f"is not more than the {result} so far, so the expected replica count "
+                   f"stays {result}.")
+        steps.append(Step(f"{axis}.winner", f"The {noun}s table's {reading} {verdict}"))
+        result = max(result, reading)
+    return result
+
+
+def object_kinds(params: LadderParams) -> frozenset[str]:
+    """Ours: the kinds of object whose table is on."""
+    if not params.pods_to_replicas and not params.services_to_replicas:
+        return NO_OBJECTS
+    return frozenset(kind for kind, table in (("pods", params.pods_to_replicas),
+                                              ("services", params.services_to_replicas))
+                     if table)
+
+
+def replicas(params: LadderParams, axes: Axes, steps: list[Step]) -> int:
+    """upstream's ladder controller: one lookup per table, the larger; then (ours) the Pods
+    and Services tables that are on."""
+    nodes, cores = axes.nodes, axes.cores
     from_cores = _lookup("cores", "core", cores, params.cores_to_replicas, steps)
     from_nodes = _lookup("nodes", "Node", nodes, params.nodes_to_replicas, steps)
     replicas, winner = larger_reading(from_cores, from_nodes, "table", "tables",
@@ -215,9 +258,11 @@ def replicas(params: LadderParams, nodes: int, cores: int, steps: list[Step]) ->
         winner = Step(winner.key, winner.text + " A ladder may name 0 replicas, which linear "
                                                 "may not.")
     steps.append(winner)
-    return replicas
+    if not params.pods_to_replicas and not params.services_to_replicas:
+        return replicas
+    return _object_tables(params, axes, replicas, steps)
 
 
 MODE: Final[Mode[LadderParams]] = Mode(
     name="ladder", keys=KEYS, example='{"nodesToReplicas":[[1,1],[2,2]]}',
-    decoder=_Decoder, replicas=replicas)
+    decoder=_Decoder, replicas=replicas, objects=object_kinds)

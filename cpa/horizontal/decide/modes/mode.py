@@ -31,7 +31,21 @@ from cpa.horizontal.decide.params import (
 )
 from cpa.horizontal.decide.steps import Step, show
 
-__all__ = ["Configured", "Decoder", "Mode", "ModeParams", "Params", "larger_reading"]
+__all__ = ["NO_OBJECTS", "Axes", "Configured", "Decoder", "Mode", "ModeParams", "Params",
+           "larger_reading"]
+
+
+class Axes(NamedTuple):
+    """The counts a formula reads: the Nodes and cores upstream reads, and (ours, opt-in)
+    the Pods and Services in the cluster, 0 when not counted."""
+
+    nodes: int
+    cores: int
+    pods: int = 0
+    services: int = 0
+
+
+NO_OBJECTS: frozenset[str] = frozenset()
 
 
 class ModeParams(Protocol):
@@ -69,11 +83,14 @@ class Mode(NamedTuple, Generic[P]):
     example: str
     """A minimal value, shown when the key is empty."""
     decoder: Callable[[], Decoder[P]]
-    replicas: Callable[[P, int, int, list[Step]], int]
-    """(params, nodes, cores, steps) -> replicas, appending the reasoning to ``steps``."""
+    replicas: Callable[[P, Axes, list[Step]], int]
+    """(params, counts, steps) -> replicas, appending the reasoning to ``steps``."""
     ceiling: Callable[[P], int] = lambda _params: 0
     """The mode's cap on any count (linear's ``max``; 0: none), which also caps the load
     axis (ours) before it meets the formula's count."""
+    objects: Callable[[P], frozenset[str]] = lambda _params: NO_OBJECTS
+    """Ours: the kinds of object the parameters count (``"pods"``, ``"services"``): the
+    daemon watches those, and only while some parameters in force use them."""
 
     def parse(self, text: str) -> Configured[P]:
         """The key's JSON value -> validated parameters; :class:`ParamsError` lists every
@@ -109,9 +126,13 @@ class Configured(NamedTuple, Generic[P]):
     def name(self) -> str:
         return self.mode.name
 
-    def replicas(self, nodes: int, cores: int, steps: list[Step]) -> int:
+    def replicas(self, axes: Axes, steps: list[Step]) -> int:
         """The mode's formula on its own parameters: the one dispatch site."""
-        return self.mode.replicas(self.params, nodes, cores, steps)
+        return self.mode.replicas(self.params, axes, steps)
+
+    def object_kinds(self) -> frozenset[str]:
+        """Ours: the kinds of object (``"pods"``, ``"services"``) these parameters count."""
+        return self.mode.objects(self.params)
 
     def ceiling(self) -> int:
         """The mode's cap (linear's ``max``), 0 for none."""
@@ -135,8 +156,12 @@ class Params(Protocol):
         """The keys every mode has: which Nodes count, and the behavior."""
         ...
 
-    def replicas(self, nodes: int, cores: int, steps: list[Step]) -> int:
+    def replicas(self, axes: Axes, steps: list[Step]) -> int:
         """The mode's formula for these counts, its reasoning appended to ``steps``."""
+        ...
+
+    def object_kinds(self) -> frozenset[str]:
+        """Ours: the kinds of object (``"pods"``, ``"services"``) these parameters count."""
         ...
 
     def ceiling(self) -> int:

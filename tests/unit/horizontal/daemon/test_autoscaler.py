@@ -18,6 +18,8 @@ from cpa.horizontal.cpa_flags import parse_args, validate
 from cpa.horizontal.daemon.cpa_loop import Autoscaler
 from cpa.horizontal.daemon.cpa_main import loop_config
 from cpa.nodes.counts import ClusterCounts
+from cpa.objects.counters import ObjectCounters
+from cpa.objects.watch import Kind
 from cpa.runtime.health import HealthState
 from tests.fakes import FakeApi
 
@@ -793,3 +795,77 @@ def test_target_selectors_list_their_targets_every_poll() -> None:
     assert a.poll_once().error is None
     assert api.replicas(other) == 3
     assert [c for c in api.calls if c[0] == "PUT"] == [("PUT", COREDNS), ("PUT", other)]
+
+
+# --- ours: the Pods and Services axes ---------------------------------------------------------
+
+
+class _Watch:
+    def __init__(self, count: int) -> None:
+        self.error: str | None = None
+        self.forbidden = False
+        self.synced = True
+        self.count = count
+        self.running = False
+
+    def start(self) -> None:
+        self.running = True
+
+    def stop(self, timeout: float = 1.0) -> None:
+        self.running = False
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        return self.synced
+
+
+def test_the_object_axes_start_their_watches_and_stop_them_with_the_keys() -> None:
+    watches: dict[str, _Watch] = {}
+
+    def watch(kind: Kind) -> _Watch:
+        made = watches[kind.name] = _Watch({"pods": 2501, "services": 40}[kind.name])
+        return made
+
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    objects = ObjectCounters(api, make=watch)  # type: ignore[arg-type]
+    a = make(api, counts(16, 128), "--default-params="
+             '{"linear":{"nodesPerReplica":16,"podsPerReplica":100}}', objects=objects)
+    result = a.poll_once()
+    assert result.error is None and api.objects[COREDNS]["spec"]["replicas"] == 26
+    assert result.counts is not None and result.counts.pods == 2501
+    assert set(watches) == {"pods"} and watches["pods"].running
+    # A version without the key: the watch stops, the count is upstream's again.
+    api.objects[CM]["data"] = {"linear": '{"nodesPerReplica":16}'}
+    api.objects[CM]["metadata"]["resourceVersion"] = "2"
+    result = a.poll_once()
+    assert result.error is None and api.objects[COREDNS]["spec"]["replicas"] == 1
+    assert not watches["pods"].running and objects.kinds == frozenset()
+
+
+def test_an_object_axis_without_a_counter_fails_the_poll() -> None:
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    a = make(api, counts(16, 128), "--default-params="
+             '{"ladder":{"servicesToReplicas":[[0,1]]}}')
+    result = a.poll_once()
+    assert result.error is not None and "counts no Pods or Services" in result.error
+    assert api.objects[COREDNS]["spec"]["replicas"] == 1
+
+
+def test_react_leaves_the_object_axes_to_the_polls() -> None:
+    """The node counts alone cannot say what a Pods axis gives: a Node change checks the
+    decision, finds it cannot, and polls no earlier (before, it read the Pods as 0 and
+    polled early for nothing)."""
+    api = FakeApi()
+    api.add_scale(COREDNS, 1)
+    api.set_configmap(CM, {"linear": '{"nodesPerReplica":16,"podsPerReplica":100}'})
+    objects = ObjectCounters(api, make=lambda kind: _Watch(2501))  # type: ignore[arg-type]
+    now = [counts(17, 17)]
+    a = _reacting(api, lambda: now[0], objects=objects)
+    stop, thread, codes = _running(a)
+    _until("the first poll", lambda: api.replicas(COREDNS) == 26)
+    now[0] = counts(18, 18)
+    a.nodes_changed()
+    _until("the decision's check", lambda: a.decision_checks == 1)
+    assert (a.polls, a.early_polls) == (1, 0)
+    _stopped(a, stop, thread, codes)

@@ -115,6 +115,25 @@ def test_zones_are_a_gauge_only_while_counted() -> None:
     assert "cpa_cluster_zones{" not in m.exposition().decode()
 
 
+def test_pods_and_services_are_a_gauge_only_while_counted() -> None:
+    m = Metrics([COREDNS])
+    m.observe(result())
+    assert "cpa_cluster_objects{" not in m.exposition().decode()
+    counted = result()
+    counted.counts = ClusterCounts(40, 160, 38, 152, pods=150000, services=20000)
+    m.observe(counted)
+    text = m.exposition().decode()
+    assert value(text, 'cpa_cluster_objects{kind="pods"}') == 150000
+    assert value(text, 'cpa_cluster_objects{kind="services"}') == 20000
+    pods_only = result()
+    pods_only.counts = ClusterCounts(40, 160, 38, 152, pods=10)
+    m.observe(pods_only)
+    text = m.exposition().decode()
+    assert 'cpa_cluster_objects{kind="services"}' not in text
+    m.observe(result())  # the keys were removed from the ConfigMap
+    assert "cpa_cluster_objects{" not in m.exposition().decode()
+
+
 def test_an_edit_within_a_mode_moves_the_bounds() -> None:
     """Issue 27 #6: a new ConfigMap version whose mode is still linear but whose max
     changed moves cpa_params_max_replicas (it was set only when the mode's name
