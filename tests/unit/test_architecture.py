@@ -210,7 +210,7 @@ def documented_tree() -> set[str]:
     stack = ["cpa"]
     files = set()
     for line in lines[1:]:
-        match = re.search(r"[├└]── (\S+)", line)
+        match = re.search(r"[|`]-- (\S+)", line)
         if match is None:
             continue
         depth = match.start() // 4 + 1
