@@ -10,6 +10,7 @@ only the in-cluster configuration), until it has created its ConfigMap from its
   ``kubectl-edit``, owns ``f:data.f:linear``) is left as it is, and the log names the editor.
 
 Needs root (``unshare -m``) and upstream's fixed health port 8080 free; skipped otherwise.
+The second test judges ConfigMaps written under upstream's manager name, and runs always.
 """
 
 from __future__ import annotations
@@ -138,6 +139,32 @@ def test_upstreams_untouched_configmap_follows_and_an_edited_one_stays(
     coredns_and_nodes(admin, namespace, "upcm", 16)
     upstream(namespace, "untouched")
     upstream(namespace, "edited")
+    _judged(controlplane, namespace, start)
+
+
+def test_a_configmap_written_under_upstreams_manager_name_is_judged_the_same(
+        controlplane: ControlPlane, namespace: str, no_nodes: None,
+        start: Callable[..., AutoscalerProcess]) -> None:
+    """The same judgement where upstream's binary cannot be built (its module is refused by
+    the Go module proxy, so CI has none): the ConfigMaps created as upstream creates them,
+    under the manager name the API server records for it (the test above checks that name
+    against the real binary), so that the rule runs in every CI."""
+    admin = controlplane.admin()
+    coredns_and_nodes(admin, namespace, "upcm", 16)
+    for name in ("untouched", "edited"):
+        admin.post(f"/api/v1/namespaces/{namespace}/configmaps"
+                   "?fieldManager=cluster-proportional-autoscaler",
+                   {"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "data": {"linear": json.dumps(OLD["linear"])}})
+    _judged(controlplane, namespace, start)
+
+
+def _judged(controlplane: ControlPlane, namespace: str,
+            start: Callable[..., AutoscalerProcess]) -> None:
+    """Upstream's ConfigMaps "untouched" and "edited" are in place: the first follows our
+    new defaults, the second, once ``kubectl edit`` changed it, stays as it is."""
+    admin = controlplane.admin()
     created = configmap(admin, namespace, "untouched")
     assert _data_managers(created) == {"cluster-proportional-autoscaler"}
     assert DEFAULTS_ANNOTATION not in (created["metadata"].get("annotations") or {})
