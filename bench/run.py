@@ -47,6 +47,7 @@ from tests.controlplane import (  # noqa: E402
     AdminClient,
     ControlPlane,
     ensure_binaries,
+    inpod,
     upstream_autoscaler_binary,
 )
 from tests.integration.support import free_port, log_events  # noqa: E402
@@ -60,7 +61,6 @@ FULL_SIZES = (1_000, 15_000, 65_000, 130_000)
 QUICK_SIZES = (1_000, 5_000)
 RSS_BUDGET_MIB = 64.0
 CHURN_MIN_NODES = 15_000  # churn windows at these sizes and up (full runs)
-SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 REACT_FLAG = "--react-to-node-changes"
 UPSTREAM_HEALTH_PORT = 8080
 
@@ -159,7 +159,7 @@ def ours(plane: ControlPlane, period: int, workdir: Path | None = None, *,
         if in_pod and token is not None:
             env.update(KUBERNETES_SERVICE_HOST="127.0.0.1",
                        KUBERNETES_SERVICE_PORT=plane.server.rsplit(":", 1)[1])
-            return Launch(_in_pod(token, plane.ca_file), [*run, *flags], env)
+            return Launch(inpod.in_pod(token, plane.ca_file), [*run, *flags], env)
         return Launch([], [*run, f"--kubeconfig={plane.autoscaler_kubeconfig}", *flags], env)
 
     def polls(proc: measure.Process) -> int:
@@ -200,37 +200,11 @@ def upstream_problem() -> tuple[Path | None, str]:
         return None, UPSTREAM_HOWTO
     if shutil.which("unshare") is None or os.geteuid() != 0:
         return None, (f"binary {binary} found but not runnable here: it reads its token from "
-                      f"{SA_DIR}, which needs root and `unshare -m` for a private mount")
+                      f"{inpod.SA_DIR}, which needs root and `unshare -m` for a private mount")
     if not _port_free(UPSTREAM_HEALTH_PORT):
         return None, (f"binary {binary} found but port {UPSTREAM_HEALTH_PORT} (its fixed "
                       "health port) is in use")
     return binary, ""
-
-
-# Runs in a private mount namespace (both implementations, as in a Pod): a tmpfs over the
-# ServiceAccount dir (or over /var/run
-# when that dir does not exist, so nothing is created on the real filesystem), the token and
-# CA copied in, then exec the binary (same PID as the Popen: unshare and sh both exec).
-_UPSTREAM_SH = r"""
-set -e
-sa="$1"; token="$2"; ca="$3"; shift 3
-if [ -d "$sa" ]; then
-  mount -t tmpfs -o size=1m,mode=0755 bench-sa "$sa"
-else
-  base=$(readlink -f /var/run)
-  mount -t tmpfs -o size=1m,mode=0755 bench-run "$base"
-  mkdir -p "$sa"
-fi
-cp "$token" "$sa/token"
-cp "$ca" "$sa/ca.crt"
-exec "$@"
-"""
-
-
-def _in_pod(token: Path, ca_file: Path) -> list[str]:
-    """The argv prefix that runs a command with the ServiceAccount files in place."""
-    return ["unshare", "-m", "--propagation", "private", "sh", "-c", _UPSTREAM_SH, "sh",
-            SA_DIR, str(token), str(ca_file)]
 
 
 def upstream(plane: ControlPlane, binary: Path, period: int, workdir: Path) -> Impl:
@@ -246,7 +220,7 @@ def upstream(plane: ControlPlane, binary: Path, period: int, workdir: Path) -> I
                    "--logtostderr=true", "--v=4"]  # v=4: the counts of each poll, as ours
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "MY_POD_NAMESPACE")}
         env.update(KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT=port)
-        return Launch(_in_pod(token, plane.ca_file), program, env)
+        return Launch(inpod.in_pod(token, plane.ca_file), program, env)
 
     def polls(_proc: measure.Process) -> int:
         # One ConfigMap GET per poll (counted the same way whatever it logs).

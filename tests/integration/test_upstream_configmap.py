@@ -29,6 +29,7 @@ import pytest
 from cpa.kube.configmap import DEFAULTS_ANNOTATION, data_hash
 from tests.controlplane import ControlPlane, upstream_autoscaler_binary
 from tests.controlplane.client import ApiError
+from tests.controlplane.inpod import in_pod
 from tests.integration.support import (
     AutoscalerProcess,
     configmap,
@@ -40,25 +41,8 @@ from tests.integration.support import (
 
 pytestmark = pytest.mark.integration
 
-SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 OLD = {"linear": {"nodesPerReplica": 16}}
 NEW = {"linear": {"nodesPerReplica": 4}}
-# The ServiceAccount files mounted over SA_DIR (or over /var/run when it does not exist) in a
-# private mount namespace, then upstream exec'd: the same PID as the Popen.
-IN_POD = r"""
-set -e
-sa="$1"; token="$2"; ca="$3"; shift 3
-if [ -d "$sa" ]; then
-  mount -t tmpfs -o size=1m,mode=0755 cpa-sa "$sa"
-else
-  base=$(readlink -f /var/run)
-  mount -t tmpfs -o size=1m,mode=0755 cpa-run "$base"
-  mkdir -p "$sa"
-fi
-cp "$token" "$sa/token"
-cp "$ca" "$sa/ca.crt"
-exec "$@"
-"""
 
 
 def _port_free(port: int) -> bool:
@@ -93,8 +77,7 @@ def upstream(controlplane: ControlPlane, tmp_path: Path) -> Iterator[Callable[[s
                    KUBERNETES_SERVICE_PORT=controlplane.server.rsplit(":", 1)[1])
         log = (tmp_path / f"upstream-{name}.log").open("wb")
         proc = subprocess.Popen(
-            ["unshare", "-m", "--propagation", "private", "sh", "-c", IN_POD, "sh", SA_DIR,
-             str(token), str(controlplane.ca_file), str(binary), f"--namespace={namespace}",
+            [*in_pod(token, controlplane.ca_file), str(binary), f"--namespace={namespace}",
              f"--configmap={name}", "--target=deployment/coredns",
              f"--default-params={json.dumps(OLD)}", "--poll-period-seconds=1",
              "--logtostderr=true", "--v=2"], stdout=log, stderr=subprocess.STDOUT, env=env)
