@@ -20,7 +20,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -50,7 +49,7 @@ from tests.controlplane import (  # noqa: E402
     inpod,
     upstream_autoscaler_binary,
 )
-from tests.integration.support import free_port, log_events  # noqa: E402
+from tests.integration.support import free_port, log_events, port_is_free  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MANIFEST = REPO / "manifests" / "kube-dns-autoscaler.yaml"
@@ -125,15 +124,6 @@ def _set_replicas(admin: AdminClient, value: int) -> None:
                "metadata": {"name": TARGET, "namespace": NS}, "spec": {"replicas": value}})
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-        return True
-
-
 def ours(plane: ControlPlane, period: int, workdir: Path | None = None, *,
          command: Sequence[str] | None = None, extra: Sequence[str] = (),
          name: str = "ours") -> Impl:
@@ -201,7 +191,7 @@ def upstream_problem() -> tuple[Path | None, str]:
     if shutil.which("unshare") is None or os.geteuid() != 0:
         return None, (f"binary {binary} found but not runnable here: it reads its token from "
                       f"{inpod.SA_DIR}, which needs root and `unshare -m` for a private mount")
-    if not _port_free(UPSTREAM_HEALTH_PORT):
+    if not port_is_free(UPSTREAM_HEALTH_PORT):
         return None, (f"binary {binary} found but port {UPSTREAM_HEALTH_PORT} (its fixed "
                       "health port) is in use")
     return binary, ""

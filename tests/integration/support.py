@@ -57,6 +57,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def port_is_free(port: int) -> bool:
+    """Whether ``port`` can be bound on every interface now (upstream's fixed health port
+    8080 must be free for its binary to start)."""
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+        return True
+
+
 def console_script(name: str) -> str | None:
     """The console script ``name`` of this interpreter's environment (beside
     ``sys.executable``: the venv the tests run in, whatever PATH says), else PATH's."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,6 +33,7 @@ from tests.integration.support import (
     AutoscalerProcess,
     configmap,
     coredns_and_nodes,
+    port_is_free,
     service_account,
     wait_replicas,
     wait_until,
@@ -43,15 +43,6 @@ pytestmark = pytest.mark.integration
 
 OLD = {"linear": {"nodesPerReplica": 16}}
 NEW = {"linear": {"nodesPerReplica": 4}}
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
 
 
 @pytest.fixture
@@ -70,7 +61,7 @@ def upstream(controlplane: ControlPlane, tmp_path: Path) -> Iterator[Callable[[s
     procs: list[subprocess.Popen[bytes]] = []
 
     def run(namespace: str, name: str) -> None:
-        if not _port_free(8080):
+        if not port_is_free(8080):
             pytest.skip("port 8080 (upstream's fixed health port) is in use")
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "MY_POD_NAMESPACE")}
         env.update(KUBERNETES_SERVICE_HOST="127.0.0.1",
