@@ -135,12 +135,9 @@ def _workload(api: Api, namespace: str, target: Target) -> dict[str, Any]:
         return api.get_json(object_path(namespace, target))
     except ApiError as exc:
         if exc.forbidden:
-            kind = target.api
-            group = kind.api_version.rpartition("/")[0] or '""'
             raise ApiError(exc.status, exc.reason,
                            f"managePodDisruptionBudget reads the selector of {target} and may "
-                           f"not: add the RBAC rule apiGroups [{group}] resources "
-                           f"[{kind.plural}] verbs [get]; {exc.message}") from None
+                           f"not: {target.api.rbac_rule('get')}; {exc.message}") from None
         raise
 
 

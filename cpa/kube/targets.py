@@ -39,6 +39,11 @@ class Kind(NamedTuple):
     def api_version(self) -> str:
         return self.api_prefix.removeprefix("/apis/").removeprefix("/api/")
 
+    def rbac_rule(self, verb: str) -> str:
+        """What a 403 tells the operator to grant for ``verb`` on this kind."""
+        group = self.api_version.rpartition("/")[0] or '""'
+        return f"add the RBAC rule apiGroups [{group}] resources [{self.plural}] verbs [{verb}]"
+
 
 HPA: Final = Kind("HorizontalPodAutoscaler", "/apis/autoscaling/v2", "horizontalpodautoscalers",
                   False, floor=True)

@@ -52,12 +52,10 @@ def parse_target_selector(text: str) -> tuple[TargetSelector | None, str | None]
 
 def _forbidden(exc: ApiError, sel: TargetSelector, namespace: str) -> ApiError:
     kind = KINDS[sel.kind]
-    group = kind.api_version.rpartition("/")[0] or '""'
     return ApiError(exc.status, exc.reason,
                     f"--target-selector={sel} lists the {kind.plural} of namespace "
-                    f"{namespace} and may not: add the RBAC rule apiGroups [{group}] "
-                    f"resources [{kind.plural}] verbs [list] to the autoscaler's Role "
-                    f"({exc.message})")
+                    f"{namespace} and may not: {kind.rbac_rule('list')} to the autoscaler's "
+                    f"Role ({exc.message})")
 
 
 def _names(answer: dict[str, Any], sel: TargetSelector) -> list[str]:

@@ -34,11 +34,9 @@ def _kind_of(ref: dict[str, Any]) -> Kind | None:
 
 
 def _forbidden(exc: ApiError, kind: Kind, namespace: str, name: str) -> ApiError:
-    group = kind.api_version.rpartition("/")[0] or '""'
     return ApiError(exc.status, exc.reason,
                     f"targetPlacement reads the Pod template of {kind.name} {namespace}/{name}"
-                    f" and may not: add the RBAC rule apiGroups [{group}] resources "
-                    f"[{kind.plural}] verbs [get] to the autoscaler's Role "
+                    f" and may not: {kind.rbac_rule('get')} to the autoscaler's Role "
                     f"(manifests/examples/target-placement.yaml; {exc.message})")
 
 
