@@ -233,12 +233,14 @@ def schedstat_round(variant: Variant, plane: ControlPlane, args: argparse.Namesp
         t1, ns1, th1, rq1 = time.monotonic(), measure.cpu_ns(proc.pid), _thread_ns(proc.pid), \
             _requests(plane)
         polls = variant.impl.polls(proc) - p0
+        peak_kib = measure.proc_status(proc.pid).get("VmHWM", 0)
     finally:
         proc.stop()
     reqs = split_requests(measure.delta(rq0, rq1))
     out: dict[str, Any] = {
         "polls": polls, "seconds": round(t1 - t0, 2),
         "cpu_ms_per_poll": round((ns1 - ns0) / 1e6 / polls, 3),
+        "peak_rss_mib": round(peak_kib / 1024, 1),
         "requests_per_poll": {k: round(v / polls, 3) for k, v in reqs.items()},
         "load_average": round(os.getloadavg()[0], 2)}
     if variant.python is not None:
@@ -445,7 +447,8 @@ def main(argv: list[str] | None = None) -> int:
             for v in order:
                 got = schedstat_round(v, plane, args, work, f"r{r}")
                 rounds[v.name].append(got)
-                log(f"round {r + 1}/{args.rounds} {v.name}: {got['cpu_ms_per_poll']} ms/poll "
+                log(f"round {r + 1}/{args.rounds} {v.name}: {got['cpu_ms_per_poll']} ms/poll, "
+                    f"peak RSS {got['peak_rss_mib']} MiB "
                     f"(load {got['load_average']})"
                     + (f" main {got['main_thread_ms_per_poll']} other "
                        f"{got['other_threads_ms_per_poll']}" if "main_thread_ms_per_poll" in got
@@ -453,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         for v in vs:
             entry: dict[str, Any] = {"rounds": rounds[v.name]}
             if rounds[v.name]:
-                for key in ("cpu_ms_per_poll", "main_thread_ms_per_poll",
+                for key in ("cpu_ms_per_poll", "peak_rss_mib", "main_thread_ms_per_poll",
                             "other_threads_ms_per_poll"):
                     values = [x[key] for x in rounds[v.name] if key in x]
                     if values:

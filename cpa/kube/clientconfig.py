@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cpa import redact
 from cpa.http.message import field_value_problem
 from cpa.kube import execplugin
@@ -138,6 +136,17 @@ def _kind(value: object) -> str:
     if isinstance(value, list):
         return "list"
     return "map" if isinstance(value, dict) else type(value).__name__
+
+
+def _parse_yaml(text: str, shown: Path) -> Any:
+    """A kubeconfig's document. PyYAML loads here, not at the top: a Pod reads its
+    ServiceAccount files and never a kubeconfig, and the parser is a large part of the
+    daemon's memory (docs/architecture.md, Measured exceptions)."""
+    import yaml
+    try:
+        return yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"cannot read kubeconfig {shown}: {yaml_problem(exc)}") from None
 
 
 def yaml_problem(exc: Exception) -> str:
@@ -294,11 +303,9 @@ def from_kubeconfig(path: str, context_name: str = "") -> Connection:
     instead)."""
     file = Path(os.path.expanduser(path.split(os.pathsep)[0]))
     try:
-        doc = yaml.safe_load(file.read_text()) or {}
+        doc = _parse_yaml(file.read_text(), file)
     except OSError as exc:
         raise ConfigError(f"cannot read kubeconfig {file}: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"cannot read kubeconfig {file}: {yaml_problem(exc)}") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"kubeconfig {file} is not a map of fields ({_describe(doc)})")
     top = _Fields(doc, "", file)
@@ -514,9 +521,7 @@ def kubectl_paths(explicit: str, environ: Mapping[str, str], home: Path) -> list
 
 def _read_doc(path: Path) -> dict[str, Any]:
     try:
-        doc = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"cannot read kubeconfig {path}: {yaml_problem(exc)}") from None
+        doc = _parse_yaml(path.read_text(), path)
     except (OSError, ValueError) as exc:
         detail = " ".join(str(exc).split())
         raise ConfigError(f"cannot read kubeconfig {path}: {detail}") from None
@@ -641,6 +646,7 @@ def _from_merged(doc: dict[str, Any], context: str, shown: str) -> Connection:
     with tempfile.TemporaryDirectory(prefix="cpa-kubeconfig-") as tmp:
         path = Path(tmp, "config")
         path.touch(mode=0o600)
+        import yaml  # see _parse_yaml
         path.write_text(yaml.safe_dump(doc))
         try:
             conn = from_kubeconfig(str(path), context)

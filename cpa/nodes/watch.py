@@ -56,7 +56,6 @@ from typing import NamedTuple
 from cpa import logs
 from cpa.kube.api import RETRY_AFTER_CAP, ApiError, StreamingApi, StreamResponse
 from cpa.kube.wire import ACCEPT_PROTOBUF, JSON, Status, frames, is_protobuf, lines
-from cpa.nodes import jsondecode as nodejson
 from cpa.nodes import proto as nodeproto
 from cpa.nodes.listing import (
     NODES_PATH,
@@ -383,6 +382,9 @@ class NodeReflector:
                     return nodeproto.decode_list_page(body, label=self._label)
                 return self._decode_page(body)
             self.encoding = "json"
+            # msgspec loads only for a JSON answer: API servers answer the protobuf we ask
+            # for, and it is a large part of the daemon's memory (docs/architecture.md).
+            from cpa.nodes import jsondecode as nodejson
             if self._label:
                 return nodejson.decode_list_page(body, label=self._label)
             return nodejson.decode_list_page(body, self._capacity)
@@ -398,6 +400,7 @@ class NodeReflector:
                            frames(resp))
             return map(self._decode_event, frames(resp))
         self.encoding = "json"
+        from cpa.nodes import jsondecode as nodejson  # see _page
         if self._label:
             return map(functools.partial(nodejson.decode_event, label=self._label),
                        lines(resp))

@@ -11,7 +11,7 @@ granted meanwhile).
 
 from __future__ import annotations
 
-import secrets
+import os
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -62,7 +62,7 @@ class EventSink:
         stamp = self._wall()
         body: dict[str, Any] = {
             "apiVersion": "events.k8s.io/v1", "kind": "Event",
-            "metadata": {"name": f"{regarding['name']}.{secrets.token_hex(8)}",
+            "metadata": {"name": f"{regarding['name']}.{os.urandom(8).hex()}",
                          "namespace": self.namespace},
             "eventTime": stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             "reportingController": self._controller,

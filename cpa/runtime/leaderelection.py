@@ -46,7 +46,6 @@ import json
 import math
 import os
 import random
-import secrets
 import socket
 import threading
 import time
@@ -76,7 +75,7 @@ not be complete in time anyway."""
 def default_identity() -> str:
     """The Pod name (HOSTNAME) plus a random suffix, as client-go's users do."""
     host = os.environ.get("HOSTNAME") or socket.gethostname() or "cpa"
-    return f"{host}_{secrets.token_hex(4)}"
+    return f"{host}_{os.urandom(4).hex()}"
 
 
 @dataclass(frozen=True, slots=True)

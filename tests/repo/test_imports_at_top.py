@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import statistics
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,3 +105,16 @@ def test_the_gain_check_reads_the_figures() -> None:
         "b": {"module": "cpa/o.py", "decision": "removed",
               "paired_change_without_percent": 1.0}}}
     assert kept_in_results(report) == {"cpa/m.py": 7}
+
+
+def test_the_memory_figure_is_the_results_files() -> None:
+    """The peak RSS the clientconfig and Node-watch rows quote is the medians of
+    bench/results/2026-12-07/peak-rss-15k.json: without them (the first run's after) and
+    with them (the second run's)."""
+    runs = json.loads((REPO / "bench" / "results" / "2026-12-07" / "peak-rss-15k.json")
+                      .read_text())["runs"]
+    without, with_ = (statistics.median(run["peak_rss_mib"]["after"]) for run in runs)
+    figure = re.search(r"peak RSS at 15k Nodes ([\d.]+) → ([\d.]+) MiB", _block(DOC.read_text()))
+    assert figure, "the clientconfig row lost its peak RSS figure"
+    assert (float(figure.group(1)), float(figure.group(2))) == (round(without, 1),
+                                                                 round(with_, 1))
