@@ -95,6 +95,13 @@ def _taint_key(keys: tuple[str, ...]) -> tuple[str, ...]:
     return keys if len(keys) < 2 else tuple(sorted(set(keys)))
 
 
+def _placeable(records: dict[str, NodeRecord], placement: Placement, key: str) -> Domains:
+    """The domains among the schedulable Nodes ``placement`` fits, whatever the counting
+    policy leaves out: the scheduler places Pods there all the same."""
+    return count_domains(placement, key, ((name, dict(r.labels or ()), r.taint_details)
+                                          for name, r in records.items() if r.schedulable))
+
+
 @lru_cache(maxsize=4096)
 def _millicores(text: str) -> int | Fraction:
     """Parse once per distinct string: nodes are mostly alike."""
@@ -119,7 +126,7 @@ class NodeStore:
         self._placed: dict[Placement, Totals] = {}  # targetPlacement: totals per placement
         self._pairs: dict[tuple[str, str], tuple[str, str]] = {}  # shared label pairs
         self._version = 0  # one more on every changed record: when the domains are stale
-        self._domains: dict[tuple[Placement, str], tuple[int, Domains]] = {}
+        self._domains: dict[tuple[Placement, str], tuple[int, Domains]] = {}  # capToPlaceable
         self._label_key = ""  # the label the reflector is to decode ("" none)
         self._listed_label = ""  # the label the last complete list was decoded with
         self._zones_ready_reported = True
@@ -152,22 +159,15 @@ class NodeStore:
             return placed.counts(self._policy.zone_key is not None)
 
     def domains(self, placement: Placement, key: str) -> Domains | None:
-        """The topology domains of ``key`` that Pods of ``placement`` can be placed on
-        (``capToPlaceable``): the schedulable Nodes it fits, whatever the counting policy
-        leaves out (the scheduler places Pods there all the same). One pass over the
-        records after a Node changed, none while none did; None until
-        :meth:`set_placements` asked for the placement and a list read every label."""
+        """``capToPlaceable``: :func:`_placeable`, kept till a Node changes; None: unlisted."""
         with self._lock:
             if placement not in self._placed or self._listed_label != ALL_LABELS:
                 return None
             kept = self._domains.get((placement, key))
-            if kept is not None and kept[0] == self._version:
-                return kept[1]
-            found = count_domains(placement, key, (
-                (name, dict(r.labels or ()), r.taint_details)
-                for name, r in self._records.items() if r.schedulable))
-            self._domains[(placement, key)] = (self._version, found)
-            return found
+            if kept is None or kept[0] != self._version:
+                kept = self._domains[(placement, key)] = (
+                    self._version, _placeable(self._records, placement, key))
+            return kept[1]
 
     @property
     def placements(self) -> list[Placement]:

@@ -125,6 +125,19 @@ def targets_now(api: RawApi, config: LoopConfig) -> tuple[tuple[Target, ...], li
     return tuple(targets), problems
 
 
+def _rooms(placements: TargetPlacements | None, params: Params) -> dict[Target, Room | None]:
+    """Ours, ``capToPlaceable``: each target's room (the domains its Pods can go to, read
+    with the templates by ``Autoscaler._placed_counts``); empty without the key."""
+    if params.shared.cap_to_placeable is None:
+        return {}
+    if placements is None:
+        raise PollError("capToPlaceable: this process keeps no per-placement Node totals")
+    try:
+        return placements.rooms()
+    except LookupError as exc:
+        raise PollError(f"capToPlaceable: {exc}; the next poll tries again") from None
+
+
 class Autoscaler:
     """Joins the node store, the ConfigMap and the targets, once per poll."""
 
@@ -256,14 +269,13 @@ class Autoscaler:
             counts = result.counts = with_objects(self._objects, params.object_kinds(), counts)
             targets, unmatched = targets_now(self._api, self._config)
             placed = self._placed_counts(params, result, targets, counts)
-            rooms = self._rooms(params)
+            caps = params.shared.cap_to_placeable, _rooms(self._placements, params)
             decision = self._expected_replicas(params, counts, result)
             with_load = self._load_axes(params, counts, result, placed, targets)
             if params.shared.behavior is None:
                 self._behavior.reset()
             self._writes.update(decision, with_load, counts, params.shared.behavior, result,
-                                params.shared.manage_budgets, targets, unmatched,
-                                (params.shared.cap_to_placeable, rooms))
+                                params.shared.manage_budgets, targets, unmatched, caps)
         except InvalidParams as exc:
             result.error = result.params_invalid = str(exc)
             result.params_version = self._params.version
@@ -325,18 +337,6 @@ class Autoscaler:
             result.target_counts[target] = counts._replace(pods=cluster.pods,
                                                            services=cluster.services)
         return result.target_counts
-
-    def _rooms(self, params: Params) -> dict[Target, Room | None]:
-        """Ours, ``capToPlaceable``: each target's room (the domains its Pods can go to,
-        read with the templates by :meth:`_placed_counts`); empty without the key."""
-        if params.shared.cap_to_placeable is None:
-            return {}
-        if self._placements is None:
-            raise PollError("capToPlaceable: this process keeps no per-placement Node totals")
-        try:
-            return self._placements.rooms()
-        except LookupError as exc:
-            raise PollError(f"capToPlaceable: {exc}; the next poll tries again") from None
 
     def _decide_placed(self, target: Target, params: Params,
                        counts: ClusterCounts) -> Decision:
