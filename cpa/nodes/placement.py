@@ -36,6 +36,11 @@ pressure counts as any other. Judged as taints, they would drop a cordoned Node 
 target that does not tolerate them, whatever ``includeUnschedulableNodes`` says, and move a
 target's count with each passing pressure condition that the whole cluster's count ignores.
 
+``capToPlaceable`` (ours, opt-in) uses the same two filters to find where a target's Pods
+can go, then counts the topology domains there that a required pod anti-affinity of the
+Pods against each other allows one Pod each (:func:`self_anti_affinity_keys`,
+:func:`count_domains`): the scheduler's InterPodAffinity filter for the Pods' own terms.
+
 The API server validates a template's selectors and tolerations before it stores them, so
 the parse errors above can only come from a template this code was handed by hand; they
 are judged as the scheduler judges them all the same.

@@ -19,6 +19,7 @@ from cpa.kube.api import ApiError
 from cpa.kube.targets import Target
 from cpa.nodes.records import ALL_LABELS, NodeInfo
 from cpa.nodes.store import NodeStore
+from cpa.tools.explain import explain_main
 from tests.fakes import FakeApi
 from tests.unit.horizontal.daemon.test_metrics import value
 
@@ -173,3 +174,38 @@ def test_the_templates_rbac_rule_is_named_on_403() -> None:
             "not: add the RBAC rule apiGroups [apps] resources [deployments] verbs [get]"
             ) in result.error
     assert api.replicas(f"{DEPLOY}/coredns/scale") == 1, "nothing written"
+
+
+def test_with_target_placement_the_room_is_the_templates_own_nodes() -> None:
+    api, store = FakeApi(), NodeStore()
+    for i in range(4):
+        store.upsert(NodeInfo(f"n{i}", "1", False, True, "4", (), labels=(
+            (HOST, f"n{i}"), ("pool", "core" if i < 2 else "other")), taint_details=()))
+    store.labels_listed(ALL_LABELS)
+    deployment(api, {**ANTI, "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["core"]}]}]}}})
+    params(api, min=3, capToPlaceable=True, targetPlacement=True)
+    result = make(api, store).poll_once()
+    assert result.error is None, result.error
+    assert result.target_counts[DNS].total_nodes == 2
+    assert api.replicas(f"{DEPLOY}/coredns/scale") == 2
+    # the same placement without targetPlacement: counts are the cluster's, the room the same
+    params(api, min=3, capToPlaceable="report")
+    result = make(api, store).poll_once()
+    assert result.target_counts == {}
+    outcome = result.placeable[DNS]  # 4 Nodes counted: 4 wanted, 2 placeable, 4 written
+    assert (outcome.room.domains, outcome.replicas, outcome.unplaceable) == (2, 4, 2)
+
+
+def test_explain_without_the_cluster_says_the_cap_is_not_judged(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.dumps({"linear": json.dumps({"nodesPerReplica": 1, "capToPlaceable": True})})
+    assert explain_main(["--data", data, "--nodes", "3", "--cores", "12"]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("capToPlaceable: not judged here; --from-cluster --target "
+                                 "KIND/NAME reads the Pod template's anti-affinity and the "
+                                 "Nodes its Pods can be placed on.")
+    assert explain_main(["--data", data, "--nodes", "3", "--cores", "12", "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["replicas"] == 3 and "not judged" in doc["placeable"]["note"]
