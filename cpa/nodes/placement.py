@@ -36,6 +36,11 @@ pressure counts as any other. Judged as taints, they would drop a cordoned Node 
 target that does not tolerate them, whatever ``includeUnschedulableNodes`` says, and move a
 target's count with each passing pressure condition that the whole cluster's count ignores.
 
+``capToPlaceable`` (ours, opt-in) uses the same two filters to find where a target's Pods
+can go, then counts the topology domains there that a required pod anti-affinity of the
+Pods against each other allows one Pod each (:func:`self_anti_affinity_keys`,
+:func:`count_domains`): the scheduler's InterPodAffinity filter for the Pods' own terms.
+
 The API server validates a template's selectors and tolerations before it stores them, so
 the parse errors above can only come from a template this code was handed by hand; they
 are judged as the scheduler judges them all the same.
@@ -49,8 +54,9 @@ from typing import Any, Final, NamedTuple
 from cpa.go.strconv import parse_decimal_int
 from cpa.kube.selector import Requirement, matches, node_requirement
 
-__all__ = ["EVERYWHERE", "NODE_STATE_TAINTS", "Placement", "Term", "Toleration",
-           "excluded_by", "fits", "placement_of", "term"]
+__all__ = ["EVERYWHERE", "NODE_STATE_TAINTS", "Domains", "Placement", "Term", "Toleration",
+           "count_domains", "excluded_by", "fits", "placement_of", "self_anti_affinity_keys",
+           "term"]
 
 _SCHEDULING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
 NODE_STATE_TAINTS: Final = frozenset({
@@ -204,3 +210,93 @@ def fits(placement: Placement, name: str, labels: Mapping[str, str],
          taints: Iterable[tuple[str, str, str]]) -> bool:
     """Whether a Pod of ``placement`` could be scheduled on the Node (these two filters)."""
     return excluded_by(placement, name, labels, taints) is None
+
+
+# --- one Pod per topology domain (capToPlaceable) ------------------------------------
+class Domains(NamedTuple):
+    """The topology domains a placement's Pods can go to: ``distinct`` values of the
+    topology key among the Nodes they can be placed on, and ``unlabelled`` such Nodes
+    without the key. The scheduler's anti-affinity filter cannot hold a Pod off a Node
+    that lacks the key, so any ``unlabelled`` Node makes the room unbounded."""
+
+    distinct: int
+    unlabelled: int = 0
+
+    @property
+    def bounded(self) -> bool:
+        return not self.unlabelled
+
+
+def count_domains(placement: Placement, key: str,
+                  nodes: Iterable[tuple[str, Mapping[str, str],
+                                        Iterable[tuple[str, str, str]]]]) -> Domains:
+    """The domains of ``key`` among ``nodes`` (name, labels, taints: the schedulable
+    ones) that ``placement`` fits; ``kubernetes.io/hostname`` gives one per Node."""
+    values: set[str] = set()
+    unlabelled = 0
+    for name, labels, taints in nodes:
+        if excluded_by(placement, name, labels, taints) is not None:
+            continue
+        value = labels.get(key)
+        if value is None:
+            unlabelled += 1
+        else:
+            values.add(value)
+    return Domains(len(values), unlabelled)
+
+
+_POD_OPERATORS: Final = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+
+
+def _selects(selector: object, labels: Mapping[str, str]) -> bool:
+    """apimachinery's ``LabelSelectorAsSelector`` matched against ``labels``: a null
+    selector selects nothing, an empty one everything; an invalid one nothing."""
+    if not isinstance(selector, dict):
+        return False
+    match = selector.get("matchLabels")
+    if isinstance(match, dict) and any(labels.get(str(k)) != str(v) for k, v in match.items()):
+        return False
+    exprs = selector.get("matchExpressions")
+    for expr in exprs if isinstance(exprs, list) else ():
+        op = str(expr.get("operator") or "") if isinstance(expr, dict) else ""
+        req = (node_requirement(str(expr.get("key") or ""), op, _strings(expr.get("values")))
+               if op in _POD_OPERATORS and isinstance(expr, dict) else None)
+        if req is None or not matches(req, labels):
+            return False
+    return True
+
+
+def _own_namespace(term: Mapping[str, Any], namespace: str) -> bool:
+    """Whether the term's namespaces take in the Pod's own: none listed and no selector
+    (the Pod's namespace), the namespace listed, or an empty selector (every one). A
+    selector with labels is not judged here: the Namespace's labels are not read."""
+    listed = _strings(term.get("namespaces"))
+    chosen = term.get("namespaceSelector")
+    if namespace in listed or chosen == {}:
+        return True
+    return not listed and chosen is None
+
+
+def self_anti_affinity_keys(template: Mapping[str, Any], namespace: str) -> tuple[str, ...]:
+    """The topology keys of a Pod template's required pod anti-affinity terms that select
+    the template's own Pods (its labels, its namespace): each allows one of its Pods per
+    value of that key. ``mismatchLabelKeys`` on a label the Pods carry selects none of
+    them; ``matchLabelKeys`` only narrows to Pods like this one and keeps it selected."""
+    meta, spec = template.get("metadata"), template.get("spec")
+    raw = meta.get("labels") if isinstance(meta, dict) else None
+    labels = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+    affinity = spec.get("affinity") if isinstance(spec, dict) else None
+    anti = affinity.get("podAntiAffinity") if isinstance(affinity, dict) else None
+    terms = (anti.get("requiredDuringSchedulingIgnoredDuringExecution")
+             if isinstance(anti, dict) else None)
+    keys: list[str] = []
+    for t in terms if isinstance(terms, list) else ():
+        if not isinstance(t, dict) or not t.get("topologyKey"):
+            continue
+        if any(k in labels for k in _strings(t.get("mismatchLabelKeys"))):
+            continue
+        if _selects(t.get("labelSelector"), labels) and _own_namespace(t, namespace):
+            key = str(t["topologyKey"])
+            if key not in keys:
+                keys.append(key)
+    return tuple(keys)

@@ -50,13 +50,14 @@ from typing import TYPE_CHECKING, Protocol
 from cpa import logs
 from cpa.go.quantity import CpuQuantityError, cpu_millicores
 from cpa.nodes.counts import DEFAULT_POLICY, ClusterCounts, CountingPolicy
+from cpa.nodes.placement import count_domains
 from cpa.nodes.records import ALL_LABELS, NodeInfo
 from cpa.nodes.totals import NodeRecord, Totals
 
 if TYPE_CHECKING:
     from fractions import Fraction
 
-    from cpa.nodes.placement import Placement
+    from cpa.nodes.placement import Domains, Placement
 
 __all__ = ["NodeSink", "NodeStore"]
 
@@ -94,6 +95,13 @@ def _taint_key(keys: tuple[str, ...]) -> tuple[str, ...]:
     return keys if len(keys) < 2 else tuple(sorted(set(keys)))
 
 
+def _placeable(records: dict[str, NodeRecord], placement: Placement, key: str) -> Domains:
+    """The domains among the schedulable Nodes ``placement`` fits, whatever the counting
+    policy leaves out: the scheduler places Pods there all the same."""
+    return count_domains(placement, key, ((name, dict(r.labels or ()), r.taint_details)
+                                          for name, r in records.items() if r.schedulable))
+
+
 @lru_cache(maxsize=4096)
 def _millicores(text: str) -> int | Fraction:
     """Parse once per distinct string: nodes are mostly alike."""
@@ -117,6 +125,8 @@ class NodeStore:
         self._all = Totals()
         self._placed: dict[Placement, Totals] = {}  # targetPlacement: totals per placement
         self._pairs: dict[tuple[str, str], tuple[str, str]] = {}  # shared label pairs
+        self._version = 0  # one more on every changed record: when the domains are stale
+        self._domains: dict[tuple[Placement, str], tuple[int, Domains]] = {}  # capToPlaceable
         self._label_key = ""  # the label the reflector is to decode ("" none)
         self._listed_label = ""  # the label the last complete list was decoded with
         self._zones_ready_reported = True
@@ -147,6 +157,17 @@ class NodeStore:
             if placed is None or self._listed_label != ALL_LABELS:
                 return None
             return placed.counts(self._policy.zone_key is not None)
+
+    def domains(self, placement: Placement, key: str) -> Domains | None:
+        """``capToPlaceable``: :func:`_placeable`, kept till a Node changes; None: unlisted."""
+        with self._lock:
+            if placement not in self._placed or self._listed_label != ALL_LABELS:
+                return None
+            kept = self._domains.get((placement, key))
+            if kept is None or kept[0] != self._version:
+                kept = self._domains[(placement, key)] = (
+                    self._version, _placeable(self._records, placement, key))
+            return kept[1]
 
     @property
     def placements(self) -> list[Placement]:
@@ -180,6 +201,7 @@ class NodeStore:
             changed = wanted != set(self._placed)
             for gone in [p for p in self._placed if p not in wanted]:
                 del self._placed[gone]
+            self._domains = {k: v for k, v in self._domains.items() if k[0] in wanted}
             for placement in wanted - set(self._placed):
                 placed = self._placed[placement] = Totals()
                 for name, record in self._records.items():
@@ -338,6 +360,7 @@ class NodeStore:
         old = self._records.pop(name, None) if new is None else self._records.get(name)
         if old is new:
             return False
+        self._version += 1
         policy = self._policy
         if old is not None:
             self._all.count(old, -1, policy)

@@ -14,6 +14,10 @@ With a ``load`` key (ours) the load axis is shown too, from rates given on the c
 over its windows and remembers its panic; explain has one reading and no history, and
 says so.
 
+With ``capToPlaceable`` (ours) and ``--from-cluster --target`` the last step is the cap: the
+target's required self anti-affinity and the Nodes (or zones) its Pods can be placed on,
+read now, as the daemon reads them.
+
 The parameter flags and their resolution are shared with ``cpa simulate``
 (:mod:`cpa.tools.inputs`).
 """
@@ -29,6 +33,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from cpa.horizontal.decide.behavior import BehaviorState, Outcome, apply
 from cpa.horizontal.decide.decision import Decision, decide
 from cpa.horizontal.decide.modes.mode import Params
+from cpa.horizontal.decide.params import CAP_KEY, PLACEMENT_KEY
+from cpa.horizontal.decide.placeable import Room, cap_replicas
 from cpa.horizontal.decide.steps import Step, plural
 from cpa.horizontal.decide.windows import LoadAxis, PanicState, Reading, scale
 from cpa.horizontal.scrape.scraper import Scraper
@@ -38,10 +44,10 @@ from cpa.kube.client import KubeApi
 from cpa.kube.clientconfig import ConfigError, load_like_kubectl
 from cpa.kube.discovery import ResolveError, resolve
 from cpa.kube.targets import Current, Target, parse_targets, scale_path
-from cpa.kube.template import NoTemplate, pod_template_spec
+from cpa.kube.template import NoTemplate, pod_template
 from cpa.kube.writers import read_current, writer_for
 from cpa.nodes.counts import ClusterCounts
-from cpa.nodes.placement import Placement, placement_of
+from cpa.nodes.placement import Placement, placement_of, self_anti_affinity_keys
 from cpa.nodes.store import NodeStore
 from cpa.nodes.watch import NodeReflector
 from cpa.objects.watch import KINDS, ObjectWatch, rule
@@ -156,8 +162,16 @@ def _listed_objects(api: KubeApi, params: Params) -> dict[str, int]:
     return listed
 
 
+class CapView(NamedTuple):
+    """Ours, ``capToPlaceable`` read from the cluster: the mode and the target's room
+    (None: no required self anti-affinity, or nothing bounds it)."""
+
+    mode: str
+    room: Room | None
+
+
 def _from_cluster(args: argparse.Namespace, source: tuple[dict[str, str] | None, str] | None
-                  ) -> tuple[NodeStore, Params, str, dict[str, int]]:
+                  ) -> tuple[NodeStore, Params, str, dict[str, int], CapView | None]:
     """The parameters (``source``, else the ConfigMap, else the defaults the daemon would
     create it with), then the Nodes from a one-off list, counted as those parameters say
     (the list reads the zones' label when there is one). Reads only."""
@@ -179,11 +193,12 @@ def _from_cluster(args: argparse.Namespace, source: tuple[dict[str, str] | None,
         params = parse_params(*source)
         store = NodeStore()
         store.set_policy(params.shared.policy())  # count as the daemon would
-        placement = _placement(args, api, params)
-        if placement is not None:
-            store.set_placements([placement])  # every label and taint read by the list
+        found = _placement(args, api, params)
+        if found is not None:
+            store.set_placements([found[0]])  # every label and taint read by the list
         NodeReflector(api, store, args.nodelabels).list_once()
-        return store, params, source[1], _listed_objects(api, params)
+        return store, params, source[1], _listed_objects(api, params), _cap_view(
+            store, params, found)
     except ApiError as exc:
         raise InputError(str(exc)) from None
 
@@ -196,21 +211,41 @@ class PlacementView(NamedTuple):
     excluded: dict[str, int]
 
 
-def _placement(args: argparse.Namespace, api: KubeApi, params: Params) -> Placement | None:
-    """With ``targetPlacement``: the placement of ``--target``'s real Pod template."""
-    if not params.shared.target_placement:
+def _placement(args: argparse.Namespace, api: KubeApi, params: Params
+               ) -> tuple[Placement, tuple[str, ...]] | None:
+    """With ``targetPlacement`` (or ``capToPlaceable`` and ``--target``): the placement of
+    ``--target``'s real Pod template, and its self anti-affinity's topology keys."""
+    shared = params.shared
+    if not shared.target_placement and (shared.cap_to_placeable is None or not args.target):
         return None
     if not args.target:
         raise InputError("the parameters have targetPlacement: add --target KIND/NAME, whose "
                          "Pod template decides which Nodes count")
+    key = PLACEMENT_KEY if shared.target_placement else CAP_KEY
     targets, problems = parse_targets(args.target)
     if problems or len(targets) != 1:
         raise InputError("; ".join(problems) or "--target: give exactly one kind/name")
     try:
         target = resolve(api, targets[0])
-        return placement_of(pod_template_spec(api, args.namespace, target))
+        template = pod_template(api, args.namespace, target, key)
     except (ResolveError, NoTemplate) as exc:
-        raise InputError(f"targetPlacement: {exc}") from None
+        raise InputError(f"{key}: {exc}") from None
+    return (placement_of(template["spec"]),
+            self_anti_affinity_keys(template, args.namespace))
+
+
+def _cap_view(store: NodeStore, params: Params,
+              found: tuple[Placement, tuple[str, ...]] | None) -> CapView | None:
+    """The target's room as the daemon finds it: the fewest domains among its keys."""
+    mode = params.shared.cap_to_placeable
+    if mode is None or found is None:
+        return None
+    rooms = []
+    for key in found[1]:
+        domains = store.domains(found[0], key)
+        if domains is not None and domains.bounded:
+            rooms.append(Room(key, domains.distinct))
+    return CapView(mode, min(rooms, key=lambda r: r.domains) if rooms else None)
 
 
 def placed(store: NodeStore, params: Params) -> PlacementView | None:
@@ -232,7 +267,7 @@ def _given_counts(args: argparse.Namespace) -> ClusterCounts:
 
 
 def gather(args: argparse.Namespace
-           ) -> tuple[ClusterCounts, Params, str, PlacementView | None]:
+           ) -> tuple[ClusterCounts, Params, str, PlacementView | None, CapView | None]:
     """Resolve the counts and the parameters from the arguments (with ``targetPlacement``
     and ``--from-cluster``: the target's own counts, and its placement)."""
     if not args.from_cluster:
@@ -242,16 +277,16 @@ def gather(args: argparse.Namespace
         if params.shared.zones is not None and counts.total_zones is None:
             raise InputError("the parameters have a zones key: give --zones N (the zones the "
                              "Nodes are in), or use --from-cluster")
-        return counts, params, origin, None
+        return counts, params, origin, None, None
     if any(v is not None for v in (args.nodes, args.cores, args.schedulable_nodes,
                                    args.schedulable_cores, args.zones,
                                    args.schedulable_zones, args.pods, args.services)):
         raise InputError("--from-cluster reads the counts; drop --nodes/--cores/--zones, "
                          "--pods/--services and the --schedulable ones")
-    store, params, origin, objects = _from_cluster(args, explicit_params(args))
+    store, params, origin, objects, cap = _from_cluster(args, explicit_params(args))
     view = placed(store, params)
     counts = (store.counts() if view is None else view.counts)._replace(**objects)
-    return counts, params, origin, view
+    return counts, params, origin, view, cap
 
 
 class TargetView(NamedTuple):
@@ -524,7 +559,7 @@ def load_axis(args: argparse.Namespace, params: Params, view: TargetView | None,
 
 
 def _explain(args: argparse.Namespace) -> tuple[str, int]:
-    counts, params, origin, where = gather(args)
+    counts, params, origin, where, cap = gather(args)
     view = read_target(args)
     current = current_replicas(args, view)
     axis = load_axis(args, params, view, current)
@@ -535,6 +570,8 @@ def _explain(args: argparse.Namespace) -> tuple[str, int]:
             doc["placement"] = placement_json(where)
         elif params.shared.target_placement:
             doc["placement"] = {"note": _GIVEN_AS_PLACED}
+        if params.shared.cap_to_placeable is not None and decision.error is None:
+            _cap_json(doc, cap)
         out = json.dumps(doc, indent=2)
     else:
         out = render_text(counts, decision, origin, params, current, view)
@@ -542,7 +579,46 @@ def _explain(args: argparse.Namespace) -> tuple[str, int]:
             out = placement_text(where) + "\n" + out
         elif params.shared.target_placement:
             out = (f"Placement (targetPlacement): {_GIVEN_AS_PLACED}\n") + out
+        if params.shared.cap_to_placeable is not None and decision.error is None:
+            out += "\n" + _cap_text(params, decision, current, view, cap)
     return out, 0 if decision.error is None else 1
+
+
+_CAP_NOT_READ = ("capToPlaceable: not judged here; --from-cluster --target KIND/NAME reads "
+                 "the Pod template's anti-affinity and the Nodes its Pods can be placed on")
+
+
+def _cap_text(params: Params, decision: Decision, current: int | None,
+              view: TargetView | None, cap: CapView | None) -> str:
+    """The last step, ``capToPlaceable``, on what the steps above write."""
+    if cap is None:
+        return _CAP_NOT_READ + "."
+    outcome = behave(params, decision, current)
+    wanted, _ = target_steps(view, outcome.replicas if outcome is not None
+                             else decision.replicas)
+    capped = cap_replicas(wanted, cap.mode, cap.room)
+    if capped is None:
+        return ("capToPlaceable: the Pod template has no required anti-affinity against its "
+                "own Pods on a key every Node it fits carries: nothing to cap.")
+    return f"{capped.step.text}\n=> {capped.replicas} replicas"
+
+
+def _cap_json(doc: dict[str, Any], cap: CapView | None) -> None:
+    """``capToPlaceable`` in the JSON answer: the room, and the count it leaves."""
+    if cap is None:
+        doc["placeable"] = {"note": _CAP_NOT_READ}
+        return
+    capped = cap_replicas(int(doc["replicas"]), cap.mode, cap.room)
+    if capped is None:
+        doc["placeable"] = {"mode": cap.mode, "topology_key": None, "domains": None}
+        return
+    doc["placeable"] = {"mode": cap.mode, "topology_key": capped.room.key,
+                        "domains": capped.room.domains, "wanted": capped.wanted,
+                        "unplaceable": capped.unplaceable}
+    doc["steps"].append({"key": capped.step.key, "text": capped.step.text})
+    if capped.replicas != capped.wanted:
+        doc.setdefault("desired", capped.wanted)
+        doc["replicas"] = capped.replicas
 
 
 _GIVEN_AS_PLACED = ("the counts given are taken as the Nodes the target's Pod template fits "

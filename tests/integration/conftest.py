@@ -10,6 +10,7 @@ import pytest
 
 from tests.controlplane import ControlPlane
 from tests.integration.httpproxy import HttpFaultProxy
+from tests.integration.scheduling import Scheduling
 from tests.integration.support import (
     AutoscalerProcess,
     cpvpa_command,
@@ -81,3 +82,15 @@ def http_proxy(controlplane: ControlPlane, tmp_path: Path
     yield make
     for proxy in proxies:
         proxy.close()
+
+
+@pytest.fixture
+def scheduling(controlplane: ControlPlane, tmp_path: Path) -> Iterator[Scheduling]:
+    """A real kube-scheduler and kube-controller-manager (deployments and replica sets
+    only) against the control plane while the test runs; both stopped by PID after it."""
+    procs = Scheduling(controlplane, tmp_path)
+    try:
+        procs.start()
+        yield procs
+    finally:
+        procs.stop()

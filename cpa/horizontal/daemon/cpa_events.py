@@ -15,7 +15,10 @@ What is recorded:
   parameters are invalid (with ``--config-dir`` and no ``--configmap``, none: there is no
   object to regard);
 * ``Normal``/``DefaultsApplied`` regarding the ConfigMap, when
-  ``--update-configmap-from-defaults`` replaced its data with new defaults.
+  ``--update-configmap-from-defaults`` replaced its data with new defaults;
+* ``Warning``/``ReplicasCapped`` regarding the target (``capToPlaceable``), when its
+  replicas newly exceed the Nodes (or zones) its Pods can be placed on, or by another
+  number: capped, or with ``"report"`` only said.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from cpa.runtime.event_sink import NOTE_LIMIT, RETRY_FORBIDDEN_SECONDS, EventSin
 
 if TYPE_CHECKING:
     from cpa.horizontal.daemon.cpa_loop import PollResult
+    from cpa.horizontal.decide.placeable import CapOutcome
+    from cpa.kube.targets import Target
 
 __all__ = ["NOTE_LIMIT", "REPORTING_CONTROLLER", "RETRY_FORBIDDEN_SECONDS", "EventRecorder"]
 
@@ -64,6 +69,19 @@ class EventRecorder:
     def failed(self) -> int:
         return self._sink.failed
 
+    def _capped(self, target: Target, outcome: CapOutcome) -> None:
+        room = outcome.room
+        kind = target.api
+        done = (f"capped to {outcome.replicas}" if outcome.replicas < outcome.wanted
+                else f"not capped (capToPlaceable is \"report\"): {outcome.unplaceable} "
+                     "stay Pending")
+        self.emit("Warning", "ReplicasCapped", "Scale", {
+            "apiVersion": kind.api_version, "kind": kind.name, "name": target.name,
+            "namespace": self._namespace},
+            f"{outcome.wanted} replicas wanted, but a required anti-affinity of the Pods "
+            f"against each other on {room.key} lets them be placed on {room.domains} "
+            f"only: {done}")
+
     # --- the observer ------------------------------------------------------------------
     def observe(self, result: PollResult) -> None:
         for scale in result.scales:
@@ -88,6 +106,8 @@ class EventRecorder:
             self.emit("Normal", "Scaled", "Scale", {
                 "apiVersion": kind.api_version, "kind": kind.name,
                 "name": scale.target.name, "namespace": self._namespace}, note)
+        for capped_target, capped in result.placeable_changed:
+            self._capped(capped_target, capped)
         defaults = result.configmap_defaults
         if defaults is not None and defaults.replaced is not None:
             self.emit("Normal", "DefaultsApplied", "UpdateConfigMap", {

@@ -48,6 +48,7 @@ from cpa.runtime.ticker import Ticker
 if TYPE_CHECKING:
     from cpa.horizontal.decide.behavior import Outcome
     from cpa.horizontal.decide.load import Load
+    from cpa.horizontal.decide.placeable import CapOutcome, Room
     from cpa.horizontal.decide.windows import LoadAxis
 
 
@@ -77,6 +78,12 @@ class PollResult(PollRecord):
     target_counts: dict[Target, ClusterCounts] = field(default_factory=dict)
     """Ours, with ``targetPlacement``: the counts of the Nodes each target fits on
     (empty without the key: every target decides on ``counts``)."""
+    placeable: dict[Target, CapOutcome] = field(default_factory=dict)
+    """Ours, with ``capToPlaceable``: what the cap made of each target's count (a target
+    without a required self anti-affinity has none)."""
+    placeable_changed: list[tuple[Target, CapOutcome]] = field(default_factory=list)
+    """Ours: the targets whose replicas newly exceed their room (or by another number):
+    what is logged and sent as an Event once per change."""
 
 
 Observer = Callable[[PollResult], None]
@@ -116,6 +123,19 @@ def targets_now(api: RawApi, config: LoopConfig) -> tuple[tuple[Target, ...], li
                             "fix the selector")
         targets.extend(t for t in found if t not in targets)
     return tuple(targets), problems
+
+
+def _rooms(placements: TargetPlacements | None, params: Params) -> dict[Target, Room | None]:
+    """Ours, ``capToPlaceable``: each target's room (the domains its Pods can go to, read
+    with the templates by ``Autoscaler._placed_counts``); empty without the key."""
+    if params.shared.cap_to_placeable is None:
+        return {}
+    if placements is None:
+        raise PollError("capToPlaceable: this process keeps no per-placement Node totals")
+    try:
+        return placements.rooms()
+    except LookupError as exc:
+        raise PollError(f"capToPlaceable: {exc}; the next poll tries again") from None
 
 
 class Autoscaler:
@@ -249,12 +269,13 @@ class Autoscaler:
             counts = result.counts = with_objects(self._objects, params.object_kinds(), counts)
             targets, unmatched = targets_now(self._api, self._config)
             placed = self._placed_counts(params, result, targets, counts)
+            caps = params.shared.cap_to_placeable, _rooms(self._placements, params)
             decision = self._expected_replicas(params, counts, result)
             with_load = self._load_axes(params, counts, result, placed, targets)
             if params.shared.behavior is None:
                 self._behavior.reset()
             self._writes.update(decision, with_load, counts, params.shared.behavior, result,
-                                params.shared.manage_budgets, targets, unmatched)
+                                params.shared.manage_budgets, targets, unmatched, caps)
         except InvalidParams as exc:
             result.error = result.params_invalid = str(exc)
             result.params_version = self._params.version

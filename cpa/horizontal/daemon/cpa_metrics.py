@@ -143,6 +143,7 @@ class Metrics:
         self._counts_shown: ClusterCounts | None = None  # what the count gauges hold
         self._shown: dict[Gauge, float] = {}  # the last value set, for a few steady gauges
         self._placed = False  # whether target_nodes has series (targetPlacement in force)
+        self._capping = False  # whether target_unplaceable has series (capToPlaceable)
         self._objects: set[str] = set()  # the kinds cluster_objects has a series of
         self._writes: dict[Target, Counter] = {}
         self._replicas: dict[Target, Gauge] = {}  # made at a target's first replica count
@@ -173,6 +174,11 @@ class Metrics:
             "cpa_target_nodes", "Nodes counted for each target by its Pod template's "
             "placement (set: all, or schedulable only); only with targetPlacement in the "
             "parameters.", ["target", "set"], registry=reg)
+        self.target_unplaceable = Gauge(
+            "cpa_target_unplaceable_replicas", "Ours: replicas wanted for each target beyond "
+            "the Nodes (or zones) its required self anti-affinity lets them be placed on, 0 "
+            "when they fit; only with capToPlaceable in the parameters.", ["target"],
+            registry=reg)
 
     def _poll_series(self) -> None:
         reg = self.registry
@@ -286,6 +292,7 @@ class Metrics:
         elif self._placed and result.params is not None:
             self.target_nodes.clear()  # no targetPlacement: no series, rather than a 0
             self._placed = False
+        self._observe_placeable(result)
         if result.params is not None and (
                 (result.params_version, id(result.params)) != self._params_key):
             self._params_in_force(result.params, result.params_version)
@@ -308,6 +315,23 @@ class Metrics:
         for overwrite in result.overwritten:
             self.overwritten.labels(str(overwrite.target)).inc()
         self._observe_defaults(result)
+
+    def _observe_placeable(self, result: PollResult) -> None:
+        """Ours, ``capToPlaceable``: each target's replicas beyond its room (0 when they
+        fit, or nothing bounds them); no series without the key, rather than a 0."""
+        if result.params is None:
+            return
+        if result.params.shared.cap_to_placeable is None:
+            if self._capping:
+                self.target_unplaceable.clear()
+                self._capping = False
+            return
+        for scale in result.scales:
+            if scale.error is None:
+                outcome = result.placeable.get(scale.target)
+                self._show(self.target_unplaceable.labels(str(scale.target)),
+                           0 if outcome is None else outcome.unplaceable)
+        self._capping = True
 
     def _observe_objects(self, counts: ClusterCounts) -> None:
         """Ours: a series per kind of object counted, none for a kind not counted (rather

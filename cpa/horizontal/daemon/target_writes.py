@@ -1,7 +1,9 @@
 """The targets' writes of one poll: every target attempted (ours: upstream stops at the
 first failure), each its writer's way, its own decision where the load axis made one; the
 ``behavior`` (ours, opt-in) shaping what is written; the dry run's log of what would have
-been; another writer and a clamped HPA floor noticed (:mod:`cpa.horizontal.daemon.watchdogs`).
+been; another writer and a clamped HPA floor noticed (:mod:`cpa.horizontal.daemon.watchdogs`);
+last, ``capToPlaceable`` (ours, opt-in) capping (or only reporting) a count beyond the
+Nodes its Pods can be placed on (:mod:`cpa.horizontal.decide.placeable`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from cpa import logs
 from cpa.horizontal.daemon.budgets import Budgets
 from cpa.horizontal.daemon.watchdogs import FloorClamps, OtherWriters, Overwrite
 from cpa.horizontal.decide.decision import Decision
+from cpa.horizontal.decide.placeable import CapOutcome, Room, cap_replicas
 from cpa.kube.api import RawApi
 from cpa.kube.targets import ScaleResult, Target
 from cpa.kube.writers import writer_for
@@ -37,6 +40,8 @@ class WriteRecord(Protocol):
     overwritten: list[Overwrite]
     behavior: dict[Target, Outcome]
     target_counts: dict[Target, ClusterCounts]
+    placeable: dict[Target, CapOutcome]
+    placeable_changed: list[tuple[Target, CapOutcome]]
 
 
 class TargetWrites:
@@ -56,26 +61,33 @@ class TargetWrites:
         self._clamps = FloorClamps()
         self._budgets = Budgets(api, namespace)
         self._would: dict[Target, tuple[int | None, int]] = {}  # dry run: logged once each
+        self._short: dict[Target, tuple[int, int, int]] = {}  # capToPlaceable: logged once
         self._log = logs.get_logger("autoscaler")
 
     def update(self, proportional: Decision, with_load: Mapping[Target, Decision],
                counts: ClusterCounts, behavior: Behavior | None,
                result: WriteRecord, budgets: bool = False,
                targets: tuple[Target, ...] | None = None,
-               failures: list[str] | None = None) -> None:
+               failures: list[str] | None = None,
+               caps: tuple[str | None, Mapping[Target, Room | None]] = (None, {})) -> None:
         """Every target is attempted (ours: upstream stops at the first failure), each with
         its own decision where the load axis made one; then, with ``budgets``
         (``managePodDisruptionBudget``), each written target's budget. ``targets``: this
         poll's (``--target-selector``), else ``--target``'s; ``failures``: the poll's
-        problems so far, reported with the writes'."""
+        problems so far, reported with the writes'; ``caps``: ``capToPlaceable``'s mode and
+        each target's room (ours), applied after every other step."""
         failures = list(failures or [])
+        mode, rooms = caps
         for target in self._targets if targets is None else targets:
             decision = with_load.get(target, proportional)
             if decision.error is not None:  # only a load axis's: the proportional one raised
                 failures.append(f"{target}: {decision.error}")
                 continue
-            res = self._ensure(target, decision, behavior, result)
+            room = rooms.get(target) if mode is not None else None
+            res = self._ensure(target, decision, behavior, result,
+                               None if mode is None or room is None else (mode, room))
             result.scales.append(res)
+            self._report_room(target, res, result)
             self._watch_write(res, decision, result)
             shaped = self._behavior_fields(res, result)
             if res.error:
@@ -94,7 +106,7 @@ class TargetWrites:
             raise PollError("; ".join(failures))
 
     def _ensure(self, target: Target, decision: Decision, behavior: Behavior | None,
-                result: WriteRecord) -> ScaleResult:
+                result: WriteRecord, cap: tuple[str, Room] | None) -> ScaleResult:
         """One target's write, its writer's way. Whatever goes wrong is this target's
         error alone, named: a failed request or a malformed answer is the writer's
         :class:`ApiError` result; anything else (a bug) is caught here too, so that the
@@ -102,7 +114,9 @@ class TargetWrites:
         try:
             return writer_for(target).ensure(self._api, self._namespace, target,
                                              decision.replicas,
-                                             self._shaper(target, behavior, result, decision),
+                                             self._capper(target, result, cap, decision.replicas,
+                                                          self._shaper(target, behavior,
+                                                                       result, decision)),
                                              dry_run=self._dry_run)
         except Exception as exc:
             return ScaleResult(target, None, decision.replicas, False,
@@ -137,6 +151,46 @@ class TargetWrites:
             result.behavior[target] = outcome
             return outcome.replicas
         return shape
+
+    @staticmethod
+    def _capper(target: Target, result: WriteRecord, cap: tuple[str, Room] | None,
+                desired: int, shaper: Callable[[int], int] | None
+                ) -> Callable[[int], int] | None:
+        """With ``capToPlaceable`` and a room to judge, the count written is the behavior's
+        (or the decision's, ``desired``) capped at the room, or only reported
+        (``"report"``)."""
+        if cap is None:
+            return shaper
+        mode, room = cap
+
+        def capped(current: int) -> int:
+            wanted = shaper(current) if shaper is not None else desired
+            outcome = cap_replicas(wanted, mode, room)
+            if outcome is None:  # cannot be: a room was given
+                return wanted
+            result.placeable[target] = outcome
+            return outcome.replicas
+        return capped
+
+    def _report_room(self, target: Target, res: ScaleResult, result: WriteRecord) -> None:
+        """``capToPlaceable``: log (and hand to the Events) a shortfall once per change of
+        its numbers, and its end once."""
+        outcome = result.placeable.get(target)
+        if res.error is not None:
+            return
+        if outcome is None or not outcome.unplaceable:
+            if self._short.pop(target, None) is not None:
+                self._log.info("scale.placeable", target=str(target), replicas=res.replicas)
+            return
+        seen = (outcome.wanted, outcome.room.domains, outcome.replicas)
+        if self._short.get(target) == seen:
+            return
+        self._short[target] = seen
+        result.placeable_changed.append((target, outcome))
+        self._log.warning("scale.unplaceable", target=str(target), wanted=outcome.wanted,
+                          placeable=outcome.room.domains, topology_key=outcome.room.key,
+                          replicas=outcome.replicas, mode=outcome.mode,
+                          unplaceable=outcome.unplaceable)
 
     def _behavior_fields(self, res: ScaleResult, result: WriteRecord) -> dict[str, object]:
         """Record a successful write in the target's history; log a hold once per episode;

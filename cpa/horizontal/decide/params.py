@@ -16,7 +16,10 @@ own keys; the keys every mode has are read here, once:
 * ``targetPlacement`` (ours, opt-in): each target counts only the Nodes its Pod template
   could be scheduled on (:mod:`cpa.nodes.placement`; the daemon reads the templates);
 * ``managePodDisruptionBudget`` (ours, opt-in): a PodDisruptionBudget per target in step
-  with its replicas (:mod:`cpa.kube.pdb`; no effect on the decision).
+  with its replicas (:mod:`cpa.kube.pdb`; no effect on the decision);
+* ``capToPlaceable`` (ours, opt-in): ``true`` caps a target with a required self pod
+  anti-affinity at the Nodes (or zones) its Pods can be placed on, ``"report"`` only says
+  so (:mod:`cpa.horizontal.decide.placeable`; applied by the daemon after every other step).
 
 The quirks are kept on purpose: a ``null`` member leaves the field alone; a duplicate key
 overwrites the earlier one, yet the earlier one's type error still fails the decode; a JSON
@@ -29,7 +32,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from cpa.go.json import GoJsonError, JsonObject, JsonValue, as_object, go_bool, parse
+from cpa.go.json import (
+    GoJsonError,
+    JsonObject,
+    JsonValue,
+    as_object,
+    describe,
+    go_bool,
+    parse,
+)
 from cpa.horizontal.decide.behavior import behavior_problems, decode_behavior
 from cpa.horizontal.decide.counting import FIELDS as COUNTING_KEYS
 from cpa.horizontal.decide.counting import (
@@ -48,7 +59,7 @@ if TYPE_CHECKING:  # opt-in keys: their modules load with the first value that h
     from cpa.horizontal.decide.load import Load, LoadDoc
     from cpa.horizontal.decide.zones import Zones, ZonesDoc
 
-__all__ = ["BUDGET_KEY", "PLACEMENT_KEY", "SHARED_KEYS", "ParamsError", "SharedDecoder",
+__all__ = ["BUDGET_KEY", "CAP_KEY", "PLACEMENT_KEY", "SHARED_KEYS", "ParamsError", "SharedDecoder",
            "SharedParams", "decode_error", "document"]
 
 
@@ -76,6 +87,8 @@ class SharedParams(NamedTuple):
     manage_budgets: bool = False
     """Ours, opt-in: keep a PodDisruptionBudget per target (maxUnavailable 1 above one
     replica, none at one)."""
+    cap_to_placeable: str | None = None
+    """Ours, opt-in: ``"cap"`` (the key's ``true``) or ``"report"``; None = upstream's."""
 
     def fields(self) -> dict[str, object]:
         """The keys as the ConfigMap spells them, for logs and ``explain`` (after the
@@ -92,6 +105,8 @@ class SharedParams(NamedTuple):
             out[PLACEMENT_KEY] = True
         if self.manage_budgets:
             out[BUDGET_KEY] = True
+        if self.cap_to_placeable is not None:
+            out[CAP_KEY] = True if self.cap_to_placeable == CAP else REPORT
         return out
 
     def policy(self) -> CountingPolicy:
@@ -105,18 +120,21 @@ class SharedParams(NamedTuple):
 
 PLACEMENT_KEY: Final = "targetPlacement"
 BUDGET_KEY: Final = "managePodDisruptionBudget"
+CAP_KEY: Final = "capToPlaceable"
+CAP: Final = "cap"
+REPORT: Final = "report"
 ZONES_KEY: Final = "zones"  # cpa.horizontal.decide.zones.FIELD
 LOAD_KEY: Final = "load"  # cpa.horizontal.decide.load.FIELD
 SHARED_KEYS: Final = ("includeUnschedulableNodes", "behavior", *COUNTING_KEYS, ZONES_KEY,
-                      LOAD_KEY, PLACEMENT_KEY, BUDGET_KEY)
+                      LOAD_KEY, PLACEMENT_KEY, BUDGET_KEY, CAP_KEY)
 
 
 class SharedDecoder:
     """The shared keys of one value as Go decodes them, member by member in document order
     (a repeated key decodes over the earlier value)."""
 
-    __slots__ = ("_behavior", "_budgets", "_counting", "_include", "_load", "_placement",
-                 "_zones")
+    __slots__ = ("_behavior", "_budgets", "_cap", "_counting", "_include", "_load",
+                 "_placement", "_zones")
 
     def __init__(self) -> None:
         self._include = False
@@ -126,6 +144,7 @@ class SharedDecoder:
         self._load: LoadDoc | None = None
         self._placement = False
         self._budgets = False
+        self._cap: bool | str = False  # as decoded: checked in finish()
 
     def decode(self, key: str, value: JsonValue, where: str) -> None:
         """One member of a shared key (type errors raise :class:`GoJsonError`)."""
@@ -144,6 +163,12 @@ class SharedDecoder:
         elif key == BUDGET_KEY:
             if value is not None:
                 self._budgets = go_bool(value, where)
+        elif key == CAP_KEY:
+            if isinstance(value, bool | str):
+                self._cap = value
+            elif value is not None:
+                raise GoJsonError(f'{where}: expected true, false or "report", got '
+                                  f"{describe(value)}")
         else:
             decode_counting_field(self._counting, key, value, where)
 
@@ -163,9 +188,23 @@ class SharedDecoder:
             zones, zones_errors = zones_problems(self._zones)
         if self._load is not None:
             load, load_errors = load_problems(self._load)
+        cap, cap_errors = _cap_mode(self._cap)
         return (SharedParams(self._include, behavior, counting, zones, load, self._placement,
-                             self._budgets),
-                problems + counting_errors + zones_errors + load_errors)
+                             self._budgets, cap),
+                problems + counting_errors + zones_errors + load_errors + cap_errors)
+
+
+def _cap_mode(value: bool | str) -> tuple[str | None, list[str]]:
+    """``capToPlaceable``: true caps, ``"report"`` only reports, false is upstream's."""
+    if value is True:
+        return CAP, []
+    if value is False:
+        return None, []
+    if value == REPORT:
+        return REPORT, []
+    return None, [f"capToPlaceable is {describe(value)}; write true to cap the replicas at "
+                  'the Nodes (or zones) they can be placed on, "report" to only report '
+                  "when they exceed them, or false"]
 
 
 _HINTS = {
@@ -175,6 +214,7 @@ _HINTS = {
     "decimal point or exponent",
     "expected a number": "write a number such as 16 or 0.5, without quotes",
     "expected true or false": "write true or false, without quotes",
+    'expected true, false or "report"': 'write true, false or "report"',
     "expected a string": 'write the name in double quotes, e.g. "Percent"',
     "expected a JSON object": "the value must be one JSON object",
     "expected an array of policies": 'write a list of policies such as '
