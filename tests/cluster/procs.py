@@ -7,12 +7,11 @@ and some need a longer grace period (the kubelet and containerd tear pods down o
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import time
 from pathlib import Path
 
-from tests.controlplane import die_with_parent, tail
+from tests.controlplane import die_with_parent, tail, terminate
 
 
 class Proc:
@@ -43,11 +42,4 @@ class Proc:
 
     def stop(self, grace: float = 20.0) -> int | None:
         """SIGTERM to this PID only, SIGKILL after ``grace`` seconds; returns the exit code."""
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(10)
-        return self.popen.returncode
+        return terminate(self.popen, grace)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import shutil
 import signal
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 
 def free_port(address: str = "127.0.0.1") -> int:
@@ -32,6 +34,29 @@ def tail(path: Path, lines: int = 40) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError as exc:
         return f"<no log: {exc}>"
+
+
+def terminate(proc: subprocess.Popen[Any], grace: float, after_kill: float = 10.0
+              ) -> int | None:
+    """SIGTERM to this PID only (Popen signals its own), SIGKILL after ``grace`` seconds;
+    returns the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(after_kill)
+    return proc.returncode
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this PID exists (signal 0 checks without sending)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def generate_sa_key(key: Path, pub: Path) -> None:

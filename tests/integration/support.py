@@ -13,7 +13,6 @@ import os
 import re
 import resource
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from typing import Any, TypeVar
 import urllib3
 import yaml
 
-from tests.controlplane import AdminClient, ApiError, ControlPlane
+from tests.controlplane import AdminClient, ApiError, ControlPlane, terminate
 
 T = TypeVar("T")
 
@@ -207,13 +206,7 @@ class LoggedProcess:
 
     def stop(self, grace: float = 10.0) -> int | None:
         """SIGTERM by PID, SIGKILL after ``grace`` seconds; returns the exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        terminate(self.proc, grace)
         with contextlib.suppress(OSError):
             self._log.close()
             if self.proc.stderr is not None:

@@ -7,7 +7,6 @@ in a real cluster with the same manifest.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ from tests.controlplane import (
     AdminClient,
     ApiError,
     ControlPlane,
+    pid_alive,
 )
 from tests.rbac import BASE_RULES
 
@@ -277,7 +277,7 @@ def test_apiserver_restart_keeps_data_and_registers_new_identity(
 
     controlplane.stop_apiserver()
     assert controlplane.apiserver_pid is None
-    assert old_pid is not None and not _alive(old_pid)
+    assert old_pid is not None and not pid_alive(old_pid)
     with pytest.raises(Exception):  # noqa: B017 - connection refused, any urllib3 error
         admin.get("/version")
     controlplane.start_apiserver()
@@ -320,14 +320,6 @@ def test_metrics(controlplane: ControlPlane) -> None:
     assert "apiserver_request_total" in controlplane.metrics()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_stop_leaves_no_processes(controlplane: ControlPlane) -> None:
     """A second, private control plane: stop() kills both PIDs and removes its temp dir."""
     plane = ControlPlane(bin_dir=controlplane.bin_dir)
@@ -335,7 +327,7 @@ def test_stop_leaves_no_processes(controlplane: ControlPlane) -> None:
         pids = [plane.apiserver_pid, plane.etcd_pid]
         workdir = plane.workdir
         assert plane.admin().get("/version")["gitVersion"] == K8S_VERSION
-    assert all(pid is not None and not _alive(pid) for pid in pids)
+    assert all(pid is not None and not pid_alive(pid) for pid in pids)
     assert plane.apiserver_pid is None and plane.etcd_pid is None
     assert not workdir.exists()
     plane.stop()  # idempotent
