@@ -24,7 +24,7 @@ from tests.controlplane import (
     ControlPlane,
     pid_alive,
 )
-from tests.rbac import BASE_RULES, Rule
+from tests.rbac import BASE_RULES, Rule, grant
 
 pytestmark = pytest.mark.integration
 
@@ -118,21 +118,15 @@ def access_check(rule: Rule) -> tuple[str, str, str, str]:
 
 
 ALLOWED = sorted(map(access_check, BASE_RULES))  # each rule the manifest grants
-DENIED = [
-    ("get", "nodes", "", ""),
-    ("list", "configmaps", "", ""),
-    ("watch", "configmaps", "", ""),
-    ("update", "configmaps", "", ""),
-    ("patch", "configmaps", "", ""),
-    ("delete", "configmaps", "", ""),
-    ("get", "deployments", "apps", ""),
-    ("update", "deployments", "apps", ""),
-    ("patch", "deployments", "apps", "scale"),
-    ("get", "statefulsets", "apps", "scale"),
-    ("list", "pods", "", ""),
-    ("get", "secrets", "", ""),
-    ("create", "events", "", ""),
-]
+DENIED = sorted(map(access_check, (
+    grant("", "nodes", "get")
+    | grant("", "configmaps", "list", "watch", "update", "patch", "delete")
+    | grant("apps", "deployments", "get", "update")
+    | grant("apps", "deployments/scale", "patch")
+    | grant("apps", "statefulsets/scale", "get")
+    | grant("", "pods", "list")
+    | grant("", "secrets", "get")
+    | grant("", "events", "create"))))
 
 
 @pytest.mark.parametrize(("verb", "resource", "group", "sub"), ALLOWED)
