@@ -50,6 +50,19 @@ def terminate(proc: subprocess.Popen[Any], grace: float, after_kill: float = 10.
     return proc.returncode
 
 
+class Started:
+    """A process the tests started (``proc``), signalled and stopped by its PID only."""
+
+    proc: subprocess.Popen[Any]
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process with this PID exists (signal 0 checks without sending)."""
     try:

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import urllib3
 import yaml
 
-from tests.controlplane import AdminClient, ApiError, ControlPlane, terminate
+from tests.controlplane import AdminClient, ApiError, ControlPlane, Started, terminate
 
 T = TypeVar("T")
 
@@ -162,7 +162,7 @@ def via_address(address: str, kubeconfig: Path, out: Path) -> Path:
     return out
 
 
-class LoggedProcess:
+class LoggedProcess(Started):
     """A process under test: stdout+stderr to a log file; stopped by PID only."""
 
     def __init__(self, argv: Sequence[str], log_path: Path,
@@ -181,13 +181,6 @@ class LoggedProcess:
                                      stdin=subprocess.DEVNULL,
                                      env=dict(env) if env is not None else None,
                                      preexec_fn=_limit_files(nofile) if nofile else None)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
 
     def logs(self) -> str:
         if not self._log.closed:
