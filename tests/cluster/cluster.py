@@ -57,6 +57,7 @@ from tests.cluster.configs import (
 from tests.cluster.host import HostSnapshot, is_ours, pids_with_arg, run, unmount_under
 from tests.cluster.procs import Proc
 from tests.controlplane import ControlPlane, ensure_binaries, tail
+from tests.controlplane.processes import StartStop
 from tests.image.registry import Registry
 
 REPO = Path(__file__).resolve().parents[2]
@@ -196,7 +197,7 @@ def _stop_at_exit(ref: weakref.ref[Cluster]) -> None:
         cluster.stop()
 
 
-class Cluster:
+class Cluster(StartStop):
     """The control plane, controllers, containerd, kubelet and kube-proxy of one node."""
 
     def __init__(self, bin_dir: Path | None = None, log: Callable[[str], None] = print,
@@ -257,13 +258,6 @@ class Cluster:
 
     def _timed(self, key: str, began: float) -> None:
         self.timings[key] = time.monotonic() - began
-
-    def __enter__(self) -> Cluster:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:

@@ -23,6 +23,7 @@ from tests.controlplane import frontproxy
 from tests.controlplane.binaries import KEEP_ENV, _has_binaries, ensure_binaries
 from tests.controlplane.client import AdminClient, ApiError
 from tests.controlplane.processes import (
+    StartStop,
     die_with_parent,
     free_port,
     generate_sa_key,
@@ -50,7 +51,7 @@ def _stop_at_exit(ref: weakref.ref[ControlPlane]) -> None:
         plane.stop()
 
 
-class ControlPlane:
+class ControlPlane(StartStop):
     """etcd + kube-apiserver on free 127.0.0.1 ports in a private temp dir.
 
     Use as a context manager (or start()/stop()). Both processes are stopped by PID at stop(),
@@ -147,13 +148,6 @@ class ControlPlane:
         return proc.pid if proc is not None and proc.poll() is None else None
 
     # ---------------------------------------------------------------- lifecycle
-    def __enter__(self) -> ControlPlane:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     def start(self) -> None:
         """Start etcd and the apiserver; returns once /readyz is 200 and core namespaces exist.
 

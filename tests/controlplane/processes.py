@@ -11,7 +11,7 @@ import signal
 import socket
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 
 def free_port(address: str = "127.0.0.1") -> int:
@@ -48,6 +48,24 @@ def terminate(proc: subprocess.Popen[Any], grace: float, after_kill: float = 10.
             proc.kill()
             proc.wait(after_kill)
     return proc.returncode
+
+
+class StartStop:
+    """``with it:`` starts it and stops it however the block ends (the control plane and
+    the cluster; ``stop()`` undoes whatever part of ``start()`` ran)."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 class Started:
