@@ -37,7 +37,7 @@ import subprocess
 import tempfile
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -57,6 +57,7 @@ from tests.cluster.configs import (
 from tests.cluster.host import HostSnapshot, is_ours, pids_with_arg, run, unmount_under
 from tests.cluster.procs import Proc
 from tests.controlplane import ControlPlane, ensure_binaries, tail
+from tests.controlplane.processes import StartStop
 from tests.image.registry import Registry
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,13 +150,54 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float,
         time.sleep(interval)
 
 
+class Timings:
+    """A test module's step timings: each printed as it is taken, all together at the end."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.rows: list[tuple[str, float]] = []
+
+    def add(self, what: str, seconds: float) -> None:
+        self.rows.append((what, seconds))
+        print(f"[{self.label}] {what}: {seconds:.1f}s", flush=True)
+
+    def table(self) -> str:
+        width = max((len(w) for w, _ in self.rows), default=0)
+        return "\n".join(f"  {w:<{width}}  {s:7.1f} s" for w, s in self.rows)
+
+
+@contextlib.contextmanager
+def module_cluster(times: Timings,
+                   on_stop: Callable[[Cluster], None] = lambda _c: None) -> Iterator[Cluster]:
+    """The started cluster of one test module (its fixture's body). Why one copy: every
+    module wants the components' logs when a step fails, its timings and what the cleanup
+    left on the host printed at the end, and the host checked to be as it was."""
+    require_host()
+    c = Cluster()
+    try:
+        c.start()
+        yield c
+    except BaseException:
+        print(c.component_logs(), flush=True)
+        raise
+    finally:
+        c.stop()
+        on_stop(c)
+        print(f"\n[{times.label}] timings:\n{times.table()}", flush=True)
+        print(f"\n[{times.label}] host leftovers: {c.leftovers or 'none'}", flush=True)
+        if c.foreign_changes:
+            print(f"[{times.label}] host changes meanwhile that are not the cluster's "
+                  f"(another process?): {c.foreign_changes}", flush=True)
+    assert c.leftovers == [], f"the host is not as it was: {c.leftovers}"
+
+
 def _stop_at_exit(ref: weakref.ref[Cluster]) -> None:
     cluster = ref()
     if cluster is not None:
         cluster.stop()
 
 
-class Cluster:
+class Cluster(StartStop):
     """The control plane, controllers, containerd, kubelet and kube-proxy of one node."""
 
     def __init__(self, bin_dir: Path | None = None, log: Callable[[str], None] = print,
@@ -217,13 +259,6 @@ class Cluster:
     def _timed(self, key: str, began: float) -> None:
         self.timings[key] = time.monotonic() - began
 
-    def __enter__(self) -> Cluster:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     # ------------------------------------------------------------------ start
     def start(self) -> None:
         """Bring the node up; returns once it is Ready and the ``kubernetes`` Service is
@@ -242,18 +277,16 @@ class Cluster:
             self.plane.start()
             self._timed("control plane (etcd + apiserver) ready", step)
             self._start_controllers()
-            step = time.monotonic()
-            self._push_images()
-            self._timed("local registry up + 4 images pushed (OCI layouts, by crane)", step)
-            step = time.monotonic()
-            self._start_containerd()
-            self._timed("containerd up", step)
-            step = time.monotonic()
-            self._start_kubelet()
-            self._timed("kubelet start to Node Ready and untainted", step)
-            step = time.monotonic()
-            self._start_kube_proxy()
-            self._timed("kube-proxy start to kubernetes Service programmed", step)
+            for what, begin in (
+                    ("local registry up + 4 images pushed (OCI layouts, by crane)",
+                     self._push_images),
+                    ("containerd up", self._start_containerd),
+                    ("kubelet start to Node Ready and untainted", self._start_kubelet),
+                    ("kube-proxy start to kubernetes Service programmed",
+                     self._start_kube_proxy)):
+                step = time.monotonic()
+                begin()
+                self._timed(what, step)
         except BaseException:
             self.stop()
             raise

@@ -37,6 +37,7 @@ from tests.cluster.host import (
     run,
     unmount_under,
 )
+from tests.controlplane.processes import pid_alive
 
 LOCK_PATH = Path("/run/cpa-test-cluster.lock")
 WORKDIR_PREFIX = "cpa-cluster-"
@@ -201,21 +202,13 @@ def wait_for_exit(pid: int) -> None:
     except ProcessLookupError:
         return
     except OSError:
-        while _alive(pid):
+        while pid_alive(pid):
             time.sleep(1)
         return
     try:
         select.select([fd], [], [])
     finally:
         os.close(fd)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def hold(pid: int, what: str, bridge: str, lock_path: Path = LOCK_PATH) -> int:

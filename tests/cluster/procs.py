@@ -7,15 +7,14 @@ and some need a longer grace period (the kubelet and containerd tear pods down o
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import time
 from pathlib import Path
 
-from tests.controlplane import die_with_parent, tail
+from tests.controlplane import Started, die_with_parent, tail, terminate
 
 
-class Proc:
+class Proc(Started):
     """One started process: ``name`` for messages, output appended to ``log``."""
 
     def __init__(self, name: str, argv: list[str], log: Path, cwd: Path) -> None:
@@ -24,30 +23,16 @@ class Proc:
         with log.open("ab") as out:
             out.write(f"==== {time.strftime('%H:%M:%S')} {' '.join(argv)}\n".encode())
             out.flush()
-            self.popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
-                                          stderr=subprocess.STDOUT, cwd=cwd,
-                                          preexec_fn=die_with_parent)
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=subprocess.STDOUT, cwd=cwd,
+                                         preexec_fn=die_with_parent)
 
     def check_alive(self) -> None:
         """Raise with the log's tail if the process has exited."""
         if not self.alive():
-            raise RuntimeError(f"{self.name} exited with code {self.popen.returncode}; "
+            raise RuntimeError(f"{self.name} exited with code {self.proc.returncode}; "
                                f"last lines of {self.log}:\n{tail(self.log)}")
 
     def stop(self, grace: float = 20.0) -> int | None:
         """SIGTERM to this PID only, SIGKILL after ``grace`` seconds; returns the exit code."""
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(10)
-        return self.popen.returncode
+        return terminate(self.proc, grace)

@@ -42,7 +42,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cluster.cluster import Cluster, require_host, wait_for
+from tests.cluster.cluster import Cluster, Timings, module_cluster, wait_for
 from tests.cluster.configs import NODE_NAME, SERVICE_IP
 from tests.cluster.coredns import coredns_objects
 from tests.cluster.host import run
@@ -61,48 +61,22 @@ POLL = 10                # the manifest's poll period (the default, not overridd
 pytestmark = pytest.mark.timeout(1200)
 
 
-class Timings:
-    """Step timings, printed together at the end of the module."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple[str, float]] = []
-
-    def add(self, what: str, seconds: float) -> None:
-        self.rows.append((what, seconds))
-        print(f"[cluster-e2e] {what}: {seconds:.1f}s", flush=True)
-
-    def table(self) -> str:
-        width = max(len(w) for w, _ in self.rows) if self.rows else 0
-        return "\n".join(f"  {w:<{width}}  {s:7.1f} s" for w, s in self.rows)
-
-
-TIMES = Timings()
+TIMES = Timings("cluster-e2e")
 STATE: dict[str, Any] = {}
+
+
+def _report_cleanup(c: Cluster) -> None:
+    TIMES.add("cluster: cleanup (pods deleted, processes stopped, host restored)",
+              c.timings.get("cleanup", 0.0))
+    print("\n[cluster-e2e] cleanup:\n  " + "\n  ".join(c.cleanup_report), flush=True)
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    require_host()
-    c = Cluster()
-    try:
-        c.start()
+    with module_cluster(TIMES, _report_cleanup) as c:
         for what, seconds in c.timings.items():
             TIMES.add(f"cluster: {what}", seconds)
         yield c
-    except BaseException:
-        print(c.component_logs(), flush=True)
-        raise
-    finally:
-        c.stop()
-        TIMES.add("cluster: cleanup (pods deleted, processes stopped, host restored)",
-                  c.timings.get("cleanup", 0.0))
-        print("\n[cluster-e2e] cleanup:\n  " + "\n  ".join(c.cleanup_report), flush=True)
-        print("\n[cluster-e2e] timings:\n" + TIMES.table(), flush=True)
-        print(f"\n[cluster-e2e] host leftovers: {c.leftovers or 'none'}", flush=True)
-        if c.foreign_changes:
-            print("[cluster-e2e] host changes meanwhile that are not the cluster's (another "
-                  f"process?): {c.foreign_changes}", flush=True)
-    assert c.leftovers == [], f"the host is not as it was: {c.leftovers}"
 
 
 # ---------------------------------------------------------------------- helpers

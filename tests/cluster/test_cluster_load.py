@@ -44,7 +44,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cluster.cluster import Cluster, require_host, wait_for
+from tests.cluster.cluster import Cluster, Timings, module_cluster, wait_for
 from tests.cluster.coredns import CLUSTER_DNS_IP, NS, ZONE, coredns_objects
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,38 +65,21 @@ PARAMS = {"coresPerReplica": 256, "nodesPerReplica": 16, "max": MAX,
                    "scrapeIntervalSeconds": SCRAPE}}
 
 pytestmark = pytest.mark.timeout(900)
-TIMES: list[tuple[str, float]] = []
-
-
-def timed(what: str, seconds: float) -> None:
-    TIMES.append((what, seconds))
-    print(f"[cluster-load] {what}: {seconds:.1f}s", flush=True)
+TIMES = Timings("cluster-load")
+timed = TIMES.add
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    require_host()
-    if shutil.which("dnsperf") is None:
-        pytest.fail("dnsperf missing: `make cluster-e2e` (tests/cluster/packages.sh) "
-                    "installs it")
     began = time.monotonic()
-    c = Cluster()
-    try:
-        c.start()
-        timed("cluster start", c.timings.get("cluster start total", 0.0))
-        yield c
-    except BaseException:
-        print(c.component_logs(), flush=True)
-        raise
-    finally:
-        c.stop()
+
+    def report(c: Cluster) -> None:
         timed("cluster cleanup", c.timings.get("cleanup", 0.0))
         timed("module in all", time.monotonic() - began)
-        width = max((len(w) for w, _ in TIMES), default=0)
-        print("\n[cluster-load] timings:\n" + "\n".join(
-            f"  {w:<{width}}  {s:7.1f} s" for w, s in TIMES), flush=True)
-        print(f"[cluster-load] host leftovers: {c.leftovers or 'none'}", flush=True)
-    assert c.leftovers == [], f"the host is not as it was: {c.leftovers}"
+
+    with module_cluster(TIMES, report) as c:
+        timed("cluster start", c.timings.get("cluster start total", 0.0))
+        yield c
 
 
 def admin(c: Cluster) -> Any:

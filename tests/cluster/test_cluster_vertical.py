@@ -40,7 +40,7 @@ import pytest
 
 from cpa.vertical.decide.cpva_config import decode_config
 from cpa.vertical.decide.formula import compute
-from tests.cluster.cluster import Cluster, require_host, wait_for
+from tests.cluster.cluster import Cluster, Timings, module_cluster, wait_for
 from tests.cluster.configs import NODE_NAME
 
 NS = "kube-system"
@@ -62,32 +62,16 @@ IN_PLACE_RULES = [  # what --resize-mode=in-place adds
     {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
 ]
 STATE: dict[str, Any] = {}
-TIMES: list[tuple[str, float]] = []
+TIMES = Timings("cluster-e2e vertical")
+timed = TIMES.add
 
 pytestmark = pytest.mark.timeout(900)
 
 
-def timed(what: str, seconds: float) -> None:
-    TIMES.append((what, seconds))
-    print(f"[cluster-e2e vertical] {what}: {seconds:.1f}s", flush=True)
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    require_host()
-    c = Cluster()
-    try:
-        c.start()
+    with module_cluster(TIMES) as c:
         yield c
-    except BaseException:
-        print(c.component_logs(), flush=True)
-        raise
-    finally:
-        c.stop()
-        print("\n[cluster-e2e vertical] timings:\n" + "\n".join(
-            f"  {w:<60} {s:7.1f} s" for w, s in TIMES), flush=True)
-        print(f"[cluster-e2e vertical] host leftovers: {c.leftovers or 'none'}", flush=True)
-    assert c.leftovers == [], f"the host is not as it was: {c.leftovers}"
 
 
 # ---------------------------------------------------------------------- helpers

@@ -37,7 +37,7 @@ from tests.controlplane.binaries import (
 )
 from tests.controlplane.client import AdminClient, ApiError, resource_path
 from tests.controlplane.plane import ADMIN_USER, AUTOSCALER_GROUPS, AUTOSCALER_USER, ControlPlane
-from tests.controlplane.processes import die_with_parent, tail
+from tests.controlplane.processes import Started, die_with_parent, pid_alive, tail, terminate
 
 __all__ = [
     "ADMIN_USER",
@@ -52,11 +52,14 @@ __all__ = [
     "AdminClient",
     "ApiError",
     "ControlPlane",
+    "Started",
     "die_with_parent",
     "ensure_binaries",
     "find_binaries",
     "go_available",
+    "pid_alive",
     "resource_path",
     "tail",
+    "terminate",
     "upstream_autoscaler_binary",
 ]

@@ -90,6 +90,19 @@ if command -v flock >/dev/null 2>&1; then
     fi
 fi
 
+# A finished build's binary moved into place; or, if the build failed, the temp file removed
+# and why said with the last `lines` lines of its log (returns 1).
+install_built() {
+    local tmp="$1" out="$2" rc="$3" logfile="$4" lines="$5" failed="$6"
+    if [[ $rc -ne 0 || ! -x "$tmp" ]]; then
+        rm -f "$tmp"
+        log "$failed (exit $rc); last lines of $logfile:"
+        tail -n "$lines" "$logfile" >&2 || true
+        return 1
+    fi
+    mv -f "$tmp" "$out"
+}
+
 # Run "go build -v" with a compact progress report: a line every 25 packages plus a heartbeat
 # every 60 s (the final link of kube-apiserver is silent and takes a few minutes).
 go_build_progress() {
@@ -107,13 +120,7 @@ go_build_progress() {
         || rc=$?
     kill "$hb" 2>/dev/null || true
     wait "$hb" 2>/dev/null || true
-    if [[ $rc -ne 0 || ! -x "$tmp" ]]; then
-        rm -f "$tmp"
-        log "ERROR: building $what failed (exit $rc); last lines of $logfile:"
-        tail -n 40 "$logfile" >&2 || true
-        return 1
-    fi
-    mv -f "$tmp" "$out"
+    install_built "$tmp" "$out" "$rc" "$logfile" 40 "ERROR: building $what failed" || return 1
     log "built $what in $(( SECONDS - start ))s: $(du -h "$out" | cut -f1)"
 }
 
@@ -242,13 +249,8 @@ build_upstream() {
     local ldflags="-s -w -X github.com/kubernetes-sigs/cluster-proportional-autoscaler/pkg/version.VERSION=${tag:-$upstream_version}"
     (cd "$src" && GOFLAGS="$mod_flag" go build -trimpath -ldflags "$ldflags" -o "$tmp" \
         ./cmd/cluster-proportional-autoscaler) >"$logfile" 2>&1 || rc=$?
-    if [[ $rc -ne 0 || ! -x "$tmp" ]]; then
-        rm -f "$tmp"
-        log "WARNING: building upstream failed (exit $rc; benchmarks only); see $logfile:"
-        tail -n 20 "$logfile" >&2 || true
-        return 1
-    fi
-    mv -f "$tmp" "$out"
+    install_built "$tmp" "$out" "$rc" "$logfile" 20 \
+        "WARNING: building upstream failed (benchmarks only)" || return 1
     log "built upstream autoscaler: $out ($("$out" --version 2>&1 | head -n 1))"
 }
 

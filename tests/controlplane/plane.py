@@ -10,7 +10,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -23,7 +22,14 @@ import yaml
 from tests.controlplane import frontproxy
 from tests.controlplane.binaries import KEEP_ENV, _has_binaries, ensure_binaries
 from tests.controlplane.client import AdminClient, ApiError
-from tests.controlplane.processes import die_with_parent, free_port, generate_sa_key, tail
+from tests.controlplane.processes import (
+    StartStop,
+    die_with_parent,
+    free_port,
+    generate_sa_key,
+    tail,
+    terminate,
+)
 
 ADMIN_USER = "cpa-test-admin"
 AUTOSCALER_USER = "system:serviceaccount:kube-system:kube-dns-autoscaler"
@@ -45,7 +51,7 @@ def _stop_at_exit(ref: weakref.ref[ControlPlane]) -> None:
         plane.stop()
 
 
-class ControlPlane:
+class ControlPlane(StartStop):
     """etcd + kube-apiserver on free 127.0.0.1 ports in a private temp dir.
 
     Use as a context manager (or start()/stop()). Both processes are stopped by PID at stop(),
@@ -142,13 +148,6 @@ class ControlPlane:
         return proc.pid if proc is not None and proc.poll() is None else None
 
     # ---------------------------------------------------------------- lifecycle
-    def __enter__(self) -> ControlPlane:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     def start(self) -> None:
         """Start etcd and the apiserver; returns once /readyz is 200 and core namespaces exist.
 
@@ -190,17 +189,6 @@ class ControlPlane:
     def _stop_processes(self) -> None:
         self.stop_apiserver()
         self.stop_etcd()
-
-    @staticmethod
-    def _terminate(proc: subprocess.Popen[bytes] | None) -> None:
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)  # Popen signals its own PID only
-        try:
-            proc.wait(timeout=_STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=_STOP_TIMEOUT)
 
     def _spawn(self, args: list[str], log: Path) -> subprocess.Popen[bytes]:
         with log.open("ab") as out:
@@ -251,7 +239,8 @@ class ControlPlane:
 
     def stop_etcd(self) -> None:
         """Stop etcd (by PID); the data dir is kept for start_etcd()."""
-        self._terminate(self._etcd)
+        if self._etcd is not None:
+            terminate(self._etcd, _STOP_TIMEOUT, _STOP_TIMEOUT)
 
     # ---------------------------------------------------------------- apiserver
     def start_apiserver(self) -> None:
@@ -288,7 +277,8 @@ class ControlPlane:
 
     def stop_apiserver(self) -> None:
         """Stop the apiserver (by PID); etcd keeps running."""
-        self._terminate(self._apiserver)
+        if self._apiserver is not None:
+            terminate(self._apiserver, _STOP_TIMEOUT, _STOP_TIMEOUT)
         if self._admin is not None:
             self._admin.close()  # drop keep-alive connections to the old process
 

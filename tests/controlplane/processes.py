@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import shutil
 import signal
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any, Self
 
 
 def free_port(address: str = "127.0.0.1") -> int:
@@ -32,6 +34,60 @@ def tail(path: Path, lines: int = 40) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError as exc:
         return f"<no log: {exc}>"
+
+
+def terminate(proc: subprocess.Popen[Any], grace: float, after_kill: float = 10.0
+              ) -> int | None:
+    """SIGTERM to this PID only (Popen signals its own), SIGKILL after ``grace`` seconds;
+    returns the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(after_kill)
+    return proc.returncode
+
+
+class StartStop:
+    """``with it:`` starts it and stops it however the block ends (the control plane and
+    the cluster; ``stop()`` undoes whatever part of ``start()`` ran)."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class Started:
+    """A process the tests started (``proc``), signalled and stopped by its PID only."""
+
+    proc: subprocess.Popen[Any]
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this PID exists (signal 0 checks without sending)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def generate_sa_key(key: Path, pub: Path) -> None:

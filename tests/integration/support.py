@@ -13,7 +13,6 @@ import os
 import re
 import resource
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from typing import Any, TypeVar
 import urllib3
 import yaml
 
-from tests.controlplane import AdminClient, ApiError, ControlPlane
+from tests.controlplane import AdminClient, ApiError, ControlPlane, Started, terminate
 
 T = TypeVar("T")
 
@@ -163,7 +162,7 @@ def via_address(address: str, kubeconfig: Path, out: Path) -> Path:
     return out
 
 
-class LoggedProcess:
+class LoggedProcess(Started):
     """A process under test: stdout+stderr to a log file; stopped by PID only."""
 
     def __init__(self, argv: Sequence[str], log_path: Path,
@@ -183,13 +182,6 @@ class LoggedProcess:
                                      env=dict(env) if env is not None else None,
                                      preexec_fn=_limit_files(nofile) if nofile else None)
 
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
     def logs(self) -> str:
         if not self._log.closed:
             self._log.flush()
@@ -207,13 +199,7 @@ class LoggedProcess:
 
     def stop(self, grace: float = 10.0) -> int | None:
         """SIGTERM by PID, SIGKILL after ``grace`` seconds; returns the exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        terminate(self.proc, grace)
         with contextlib.suppress(OSError):
             self._log.close()
             if self.proc.stderr is not None:

@@ -5,7 +5,7 @@ its replicas and removes it with the key; without the rules, the poll names them
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.controlplane import ControlPlane
-from tests.controlplane.client import ApiError
+from tests.controlplane.client import AdminClient, ApiError
 from tests.integration.support import (
     AutoscalerProcess,
     coredns_and_nodes,
@@ -45,15 +45,24 @@ def linear(nodes_per_replica: int, manage: bool | None = True) -> dict[str, str]
     return {"linear": json.dumps(value)}
 
 
+def start_coredns(plane: ControlPlane, namespace: str, nodes: int, account: str,
+                  start: Callable[..., AutoscalerProcess],
+                  extra: Sequence[dict[str, Any]] = ()) -> tuple[AdminClient, AutoscalerProcess]:
+    """coredns and ``nodes`` Nodes at 16 Nodes a replica with the key set, and the daemon
+    running as the ServiceAccount ``account`` (the addon's rules plus ``extra``)."""
+    admin = plane.admin()
+    coredns_and_nodes(admin, namespace, "budget", nodes)
+    create_configmap(admin, namespace, CM, linear(16))
+    kubeconfig = service_account(plane, namespace, account, extra=extra)
+    return admin, start(f"--namespace={namespace}", f"--configmap={CM}",
+                        "--target=deployment/coredns", kubeconfig=kubeconfig)
+
+
 def test_a_budget_in_step_with_the_replicas_and_gone_with_the_key(
         controlplane: ControlPlane, namespace: str, no_nodes: None,
         start: Callable[..., AutoscalerProcess]) -> None:
-    admin = controlplane.admin()
-    coredns_and_nodes(admin, namespace, "budget", 33)
-    create_configmap(admin, namespace, CM, linear(16))
-    kubeconfig = service_account(controlplane, namespace, "budgets", extra=example_rules())
-    proc = start(f"--namespace={namespace}", f"--configmap={CM}",
-                 "--target=deployment/coredns", kubeconfig=kubeconfig)
+    admin, proc = start_coredns(controlplane, namespace, 33, "budgets", start,
+                                extra=example_rules())
     path = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/coredns-cpa"
 
     def budget() -> dict[str, Any] | None:
@@ -89,12 +98,7 @@ def test_a_budget_in_step_with_the_replicas_and_gone_with_the_key(
 def test_without_the_rules_the_poll_names_them(
         controlplane: ControlPlane, namespace: str, no_nodes: None,
         start: Callable[..., AutoscalerProcess]) -> None:
-    admin = controlplane.admin()
-    coredns_and_nodes(admin, namespace, "budget", 17)
-    create_configmap(admin, namespace, CM, linear(16))
-    kubeconfig = service_account(controlplane, namespace, "nobudgets")
-    proc = start(f"--namespace={namespace}", f"--configmap={CM}",
-                 "--target=deployment/coredns", kubeconfig=kubeconfig)
+    admin, proc = start_coredns(controlplane, namespace, 17, "nobudgets", start)
     body = proc.wait_poll_error("managePodDisruptionBudget")
     assert "resources [poddisruptionbudgets] verbs [get, create, update, delete]" in body
     # The replicas are still written: the budget is the poll's second concern.

@@ -7,7 +7,6 @@ in a real cluster with the same manifest.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,8 +22,9 @@ from tests.controlplane import (
     AdminClient,
     ApiError,
     ControlPlane,
+    pid_alive,
 )
-from tests.rbac import BASE_RULES
+from tests.rbac import BASE_RULES, Rule, grant
 
 pytestmark = pytest.mark.integration
 
@@ -110,33 +110,23 @@ def test_autoscaler_identity(controlplane: ControlPlane) -> None:
     assert set(info["groups"]) == set(AUTOSCALER_GROUPS)
 
 
-ALLOWED = [
-    ("list", "nodes", "", ""),
-    ("watch", "nodes", "", ""),
-    ("get", "configmaps", "", ""),
-    ("create", "configmaps", "", ""),
-    ("get", "deployments", "apps", "scale"),
-    ("update", "deployments", "apps", "scale"),
-    ("get", "replicasets", "apps", "scale"),
-    ("update", "replicasets", "apps", "scale"),
-    ("get", "replicationcontrollers", "", "scale"),
-    ("update", "replicationcontrollers", "", "scale"),
-]
-DENIED = [
-    ("get", "nodes", "", ""),
-    ("list", "configmaps", "", ""),
-    ("watch", "configmaps", "", ""),
-    ("update", "configmaps", "", ""),
-    ("patch", "configmaps", "", ""),
-    ("delete", "configmaps", "", ""),
-    ("get", "deployments", "apps", ""),
-    ("update", "deployments", "apps", ""),
-    ("patch", "deployments", "apps", "scale"),
-    ("get", "statefulsets", "apps", "scale"),
-    ("list", "pods", "", ""),
-    ("get", "secrets", "", ""),
-    ("create", "events", "", ""),
-]
+def access_check(rule: Rule) -> tuple[str, str, str, str]:
+    """(verb, resource, group, subresource) of a manifest rule, as SubjectAccessReview asks."""
+    group, resource, verb = rule
+    name, _, sub = resource.partition("/")
+    return verb, name, group, sub
+
+
+ALLOWED = sorted(map(access_check, BASE_RULES))  # each rule the manifest grants
+DENIED = sorted(map(access_check, (
+    grant("", "nodes", "get")
+    | grant("", "configmaps", "list", "watch", "update", "patch", "delete")
+    | grant("apps", "deployments", "get", "update")
+    | grant("apps", "deployments/scale", "patch")
+    | grant("apps", "statefulsets/scale", "get")
+    | grant("", "pods", "list")
+    | grant("", "secrets", "get")
+    | grant("", "events", "create"))))
 
 
 @pytest.mark.parametrize(("verb", "resource", "group", "sub"), ALLOWED)
@@ -277,7 +267,7 @@ def test_apiserver_restart_keeps_data_and_registers_new_identity(
 
     controlplane.stop_apiserver()
     assert controlplane.apiserver_pid is None
-    assert old_pid is not None and not _alive(old_pid)
+    assert old_pid is not None and not pid_alive(old_pid)
     with pytest.raises(Exception):  # noqa: B017 - connection refused, any urllib3 error
         admin.get("/version")
     controlplane.start_apiserver()
@@ -320,14 +310,6 @@ def test_metrics(controlplane: ControlPlane) -> None:
     assert "apiserver_request_total" in controlplane.metrics()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_stop_leaves_no_processes(controlplane: ControlPlane) -> None:
     """A second, private control plane: stop() kills both PIDs and removes its temp dir."""
     plane = ControlPlane(bin_dir=controlplane.bin_dir)
@@ -335,7 +317,7 @@ def test_stop_leaves_no_processes(controlplane: ControlPlane) -> None:
         pids = [plane.apiserver_pid, plane.etcd_pid]
         workdir = plane.workdir
         assert plane.admin().get("/version")["gitVersion"] == K8S_VERSION
-    assert all(pid is not None and not _alive(pid) for pid in pids)
+    assert all(pid is not None and not pid_alive(pid) for pid in pids)
     assert plane.apiserver_pid is None and plane.etcd_pid is None
     assert not workdir.exists()
     plane.stop()  # idempotent

@@ -34,12 +34,20 @@ def label(admin: AdminClient, namespace: str, name: str, value: str) -> None:
         {"metadata": {"labels": {"k8s-app": value}}})
 
 
+def nodes_and_params(plane: ControlPlane, namespace: str, nodes: int,
+                     nodes_per_replica: int) -> AdminClient:
+    """``nodes`` Nodes and the linear parameters; the admin client for the rest."""
+    admin = plane.admin()
+    create_nodes(admin, "sel", nodes)
+    create_configmap(admin, namespace, CM,
+                     {"linear": f'{{"nodesPerReplica":{nodes_per_replica}}}'})
+    return admin
+
+
 def test_a_workload_labelled_later_becomes_a_target(
         controlplane: ControlPlane, namespace: str, no_nodes: None,
         start: Callable[..., AutoscalerProcess]) -> None:
-    admin = controlplane.admin()
-    create_nodes(admin, "sel", 17)
-    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":16}'})
+    admin = nodes_and_params(controlplane, namespace, 17, 16)
     for name in ("first", "later", "other"):
         create_workload(admin, namespace, "deployment", name)
     label(admin, namespace, "first", "dns")
@@ -69,9 +77,7 @@ def test_a_workload_labelled_later_becomes_a_target(
 def test_a_selector_matching_nothing_or_not_allowed_fails_the_poll_naming_it(
         controlplane: ControlPlane, namespace: str, no_nodes: None,
         start: Callable[..., AutoscalerProcess]) -> None:
-    admin = controlplane.admin()
-    create_nodes(admin, "sel", 2)
-    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
+    admin = nodes_and_params(controlplane, namespace, 2, 1)
     create_workload(admin, namespace, "deployment", "coredns")
     allowed = service_account(controlplane, namespace, "allowed", extra=[LIST_DEPLOYMENTS])
     typo = start(f"--namespace={namespace}", f"--configmap={CM}", "--target=deployment/coredns",

@@ -281,13 +281,18 @@ def _check(code: int, printed: str, *, example: bool = True) -> None:
     assert "internal error" not in printed, printed[-2000:]
 
 
-def _daemon(argv: list[str]) -> int:
-    with mock.patch("sys.argv", ["cluster-proportional-autoscaler", *argv]):
+def _exit_code(entry: Callable[[], object], argv0: str, argv: list[str]) -> int:
+    """The exit code of a console-script entry point run as ``argv0 argv...``."""
+    with mock.patch("sys.argv", [argv0, *argv]):
         try:
-            daemon_main()
+            entry()
         except SystemExit as exc:
             return exc.code if isinstance(exc.code, int) else 1
-    raise AssertionError("daemon_main returned without exiting")
+    raise AssertionError(f"{argv0}'s entry point returned without exiting")
+
+
+def _daemon(argv: list[str]) -> int:
+    return _exit_code(daemon_main, "cluster-proportional-autoscaler", argv)
 
 
 def _files(tmp: str, contents: Sequence[str | bytes]) -> list[str]:
@@ -369,15 +374,7 @@ def test_cpvpa_and_explain_vertical(contents: list[str | bytes], data: st.DataOb
     with tempfile.TemporaryDirectory() as tmp, _hermetic(tmp):
         argv = data.draw(_argv(VERTICAL, _files(tmp, contents), tmp, VERTICAL_BASES))
 
-        def cpvpa() -> int:
-            with mock.patch("sys.argv", ["cpvpa", *argv]):
-                try:
-                    vertical_main()
-                except SystemExit as exc:
-                    return exc.code if isinstance(exc.code, int) else 1
-            raise AssertionError("vertical_main returned without exiting")
-
-        _check(*_run(cpvpa, daemon=True))
+        _check(*_run(lambda: _exit_code(vertical_main, "cpvpa", argv), daemon=True))
         _check(*_run(lambda: main(["explain", "--vertical", *argv]), daemon=False))
 
 

@@ -60,6 +60,14 @@ def get(pool: Pool, path: str, read_timeout: float = 2) -> Response:
                         read_timeout=read_timeout)
 
 
+def fetch(pool: Pool, path: str, read_timeout: float = 2) -> tuple[Response, bytes]:
+    """GET ``path``: the answer and its body read to the end, the connection released."""
+    resp = get(pool, path, read_timeout)
+    body = resp.read()
+    resp.release_conn()
+    return resp, body
+
+
 def answer(conn: socket.socket, body: bytes, status: str = "200 OK",
            ctype: str = "application/json") -> None:
     conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
@@ -131,11 +139,10 @@ def test_a_connection_read_to_the_end_is_reused(serve: Callable[[Handler], Serve
     server = serve(keep_alive([b'{"a":1}', b'{"b":2}', b'{"c":3}']))
     pool = Pool(server.url, None)
     for expected in (b'{"a":1}', b'{"b":2}', b'{"c":3}'):
-        resp = get(pool, "/x")
+        resp, body = fetch(pool, "/x")
         assert resp.status == 200
         assert resp.headers["content-type"] == "application/json"  # any case
-        assert resp.read() == expected
-        resp.release_conn()
+        assert body == expected
     assert server.accepted == 1
 
 
@@ -152,9 +159,7 @@ def test_a_partly_read_answer_closes_its_connection(
     resp = get(pool, "/big")
     next(resp.stream(1000))
     resp.release_conn()  # unread bytes: must not be taken for the next answer
-    resp = get(pool, "/next")
-    assert resp.read() == b"ok"
-    resp.release_conn()
+    assert fetch(pool, "/next")[1] == b"ok"
     assert server.accepted == 2
 
 
@@ -225,13 +230,9 @@ def test_an_idle_connection_the_server_closed_is_not_reused(
 
     server = serve(handler)
     pool = Pool(server.url, None)
-    resp = get(pool, "/")
-    assert resp.read() == b"first"
-    resp.release_conn()
+    assert fetch(pool, "/")[1] == b"first"
     time.sleep(0.2)
-    resp = get(pool, "/")
-    assert resp.read() == b"first"
-    resp.release_conn()
+    assert fetch(pool, "/")[1] == b"first"
     assert server.accepted == 2
 
 
@@ -516,9 +517,7 @@ def test_a_chunked_stream_read_to_its_end_keeps_the_connection(
     resp = get(pool, "/a", 5)
     assert b"".join(resp.stream(amt)) == b"abcdefg"
     resp.release_conn()
-    resp = get(pool, "/b", 5)
-    assert resp.read() == b"again"
-    resp.release_conn()
+    assert fetch(pool, "/b", 5)[1] == b"again"
     assert server.accepted == 1
 
 
@@ -914,9 +913,7 @@ def test_a_tls_chunked_stream_is_read_whole_and_its_connection_reused(
     else:
         assert b"".join(resp.stream(65536)) == b"".join(pieces)
         resp.release_conn()
-        resp = get(pool, "/again", 5)
-        assert resp.read() == b"again"
-        resp.release_conn()
+        assert fetch(pool, "/again", 5)[1] == b"again"
         assert server.accepted == 1
 
 
@@ -937,15 +934,14 @@ def test_the_answer_header_is_read_as_http_says(serve: Callable[[Handler], Serve
     server = serve(handler)
     pool = Pool(server.url, None)
     for _ in range(2):
-        resp = get(pool, "/x")
+        resp, body = fetch(pool, "/x")
         assert resp.status == 200
         assert resp.headers["Content-Type"] == resp.headers.get("content-type") == \
             "application/json"
         assert resp.headers.get("warning") == '299 - "one"'
         assert resp.headers.get("X-Folded") == "a b"
         assert resp.headers.get("X-Ignored") is None and "X-Ignored" not in resp.headers
-        assert resp.read() == b"{}"
-        resp.release_conn()
+        assert body == b"{}"
     assert server.accepted == 1
 
 
