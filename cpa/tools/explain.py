@@ -44,7 +44,6 @@ from cpa.nodes.counts import ClusterCounts
 from cpa.nodes.placement import Placement, placement_of
 from cpa.nodes.store import NodeStore
 from cpa.nodes.watch import NodeReflector
-from cpa.objects.watch import KINDS, ObjectWatch, rule
 from cpa.tools.explain_vertical import explain_vertical_main
 from cpa.tools.inputs import (
     InputError,
@@ -52,9 +51,10 @@ from cpa.tools.inputs import (
     add_parameter_arguments,
     answer,
     cluster_counts,
-    count,
     defaults,
     explicit_params,
+    given_objects,
+    listed_objects,
     parameters_from_flags,
     parse_command_line,
     parse_params,
@@ -130,32 +130,6 @@ def _connect(args: argparse.Namespace) -> KubeApi:
         raise InputError(str(exc)) from None
 
 
-def _given_objects(args: argparse.Namespace, params: Params,
-                   counts: ClusterCounts) -> ClusterCounts:
-    """Ours: ``--pods``/``--services``, required when the parameters have that axis."""
-    given: dict[str, int] = {}
-    for kind in ("pods", "services"):
-        value = getattr(args, kind)
-        if value is not None:
-            given[kind] = count(value, f"--{kind}")
-        elif kind in params.object_kinds():
-            raise InputError(f"the parameters have a {kind} axis: give --{kind} N (the "
-                             f"{kind} in the cluster), or use --from-cluster")
-    return counts._replace(**given)
-
-
-def _listed_objects(api: KubeApi, params: Params) -> dict[str, int]:
-    """Ours: the Pods and Services the parameters count, listed once (metadata only)."""
-    listed: dict[str, int] = {}
-    for kind in sorted(params.object_kinds()):
-        try:
-            listed[kind] = ObjectWatch(api, KINDS[kind]).list_once()
-        except ApiError as exc:
-            grant = f": grant it with {rule(kind)}" if exc.forbidden else ""
-            raise InputError(f"counting {kind}: {exc}{grant}") from None
-    return listed
-
-
 def _from_cluster(args: argparse.Namespace, source: tuple[dict[str, str] | None, str] | None
                   ) -> tuple[NodeStore, Params, str, dict[str, int]]:
     """The parameters (``source``, else the ConfigMap, else the defaults the daemon would
@@ -183,7 +157,7 @@ def _from_cluster(args: argparse.Namespace, source: tuple[dict[str, str] | None,
         if placement is not None:
             store.set_placements([placement])  # every label and taint read by the list
         NodeReflector(api, store, args.nodelabels).list_once()
-        return store, params, source[1], _listed_objects(api, params)
+        return store, params, source[1], listed_objects(api, params.object_kinds())
     except ApiError as exc:
         raise InputError(str(exc)) from None
 
@@ -238,7 +212,8 @@ def gather(args: argparse.Namespace
     if not args.from_cluster:
         counts = _given_counts(args)
         params, origin = parameters_from_flags(args)
-        counts = _given_objects(args, params, counts)
+        counts = counts._replace(**given_objects(args, lambda kind: (
+            f"the parameters have a {kind} axis" if kind in params.object_kinds() else None)))
         if params.shared.zones is not None and counts.total_zones is None:
             raise InputError("the parameters have a zones key: give --zones N (the zones the "
                              "Nodes are in), or use --from-cluster")

@@ -30,13 +30,14 @@ from cpa.kube.clientconfig import ConfigError as KubeConfigError
 from cpa.kube.clientconfig import load
 from cpa.nodes.records import NodeInfo
 from cpa.nodes.watch import NodeReflector
-from cpa.objects.watch import KINDS, ObjectWatch, rule
 from cpa.tools.inputs import (
     InputError,
     ToolParser,
     UsageError,
     answer,
     count,
+    given_objects,
+    listed_objects,
     unknown_argument,
 )
 from cpa.vertical import cpvpa_flags as options
@@ -318,31 +319,6 @@ def _nearest(message: str, parser: ToolParser) -> str:
                             + parser.known_flags())
 
 
-def _given(args: argparse.Namespace, kinds: frozenset[str]) -> dict[str, int]:
-    """Ours: ``--pods``/``--services``, required when the config counts them."""
-    given: dict[str, int] = {}
-    for kind in ("pods", "services"):
-        value = getattr(args, kind)
-        if value is not None:
-            given[kind] = count(value, f"--{kind}")
-        elif kind in kinds:
-            raise InputError(f"the config has {kind[:-1]}sPerStep: give --{kind} N (the "
-                             f"{kind} in the cluster), or use --from-cluster")
-    return given
-
-
-def _listed(api: KubeApi, kinds: frozenset[str]) -> dict[str, int]:
-    """Ours: the Pods and Services the config counts, listed once (metadata only)."""
-    listed: dict[str, int] = {}
-    for kind in sorted(kinds):
-        try:
-            listed[kind] = ObjectWatch(api, KINDS[kind]).list_once()
-        except ApiError as exc:
-            grant = f": grant it with {rule(kind)}" if exc.forbidden else ""
-            raise InputError(f"counting {kind}: {exc}{grant}") from None
-    return listed
-
-
 def _explain(args: argparse.Namespace, opts: options.VerticalOptions) -> tuple[str, int]:
     if opts.target:
         problems = [p for p in options.validate(opts) if "target" in p]
@@ -357,11 +333,12 @@ def _explain(args: argparse.Namespace, opts: options.VerticalOptions) -> tuple[s
             raise InputError("--from-cluster reads the counts; drop --nodes/--cores/--pods/"
                              "--services")
         nodes, cores, _odd, api = _from_cluster(opts)
-        objects = _listed(api, kinds)
+        objects = listed_objects(api, kinds)
         source = "from the cluster: every Node, capacity cpu summed as CPVA sums it"
     else:
         nodes, cores = count(args.nodes, "--nodes"), count(args.cores, "--cores")
-        objects = _given(args, kinds)
+        objects = given_objects(args, lambda kind: (
+            f"the config has {kind[:-1]}sPerStep" if kind in kinds else None))
         api = None
         source = "given"
     text, doc = _report(opts, config, origin, nodes, cores, source, api, objects)

@@ -33,12 +33,15 @@ from cpa.horizontal.decide.defaults import default_params_to_data
 from cpa.horizontal.decide.modes.mode import Params
 from cpa.horizontal.decide.modes.registry import parse_configmap_data
 from cpa.horizontal.decide.params import ParamsError
+from cpa.kube.api import ApiError, StreamingApi
 from cpa.nodes.counts import ClusterCounts
+from cpa.objects.watch import KINDS, ObjectWatch, rule
 
 __all__ = ["COUNT_MAX", "REPLICAS_MAX", "InputError", "ToolParser", "UsageError",
            "add_parameter_arguments", "answer", "cluster_counts", "count", "data_from_file",
-           "data_from_json", "defaults", "explicit_params", "flag_names", "parameters_from_flags",
-           "parse_params", "read_text", "replica_count", "unknown_argument"]
+           "data_from_json", "defaults", "explicit_params", "flag_names", "given_objects",
+           "listed_objects", "parameters_from_flags", "parse_params", "read_text",
+           "replica_count", "unknown_argument"]
 
 COUNT_MAX: Final = 2**63 - 1
 """The most nodes or cores a hand-given count may name: Kubernetes reads a quantity as a
@@ -494,6 +497,34 @@ def count(value: str, flag: str) -> int:
 def replica_count(value: str, flag: str) -> int:
     """``--current-replicas`` / ``--start-replicas``: a scale's replicas (0 to 2^31-1)."""
     return _whole(value, flag, REPLICAS_MAX)
+
+
+def given_objects(args: argparse.Namespace, needs: Callable[[str], str | None]
+                  ) -> dict[str, int]:
+    """Ours: ``--pods``/``--services`` of ``explain``; ``needs(kind)`` says why the
+    parameters (or the config) require that count, or None when they do not."""
+    given: dict[str, int] = {}
+    for kind in ("pods", "services"):
+        value = getattr(args, kind)
+        why = needs(kind)
+        if value is not None:
+            given[kind] = count(value, f"--{kind}")
+        elif why is not None:
+            raise InputError(f"{why}: give --{kind} N (the {kind} in the cluster), or use "
+                             "--from-cluster")
+    return given
+
+
+def listed_objects(api: StreamingApi, kinds: frozenset[str]) -> dict[str, int]:
+    """Ours: the Pods and Services of ``kinds``, listed once (metadata only)."""
+    listed: dict[str, int] = {}
+    for kind in sorted(kinds):
+        try:
+            listed[kind] = ObjectWatch(api, KINDS[kind]).list_once()
+        except ApiError as exc:
+            grant = f": grant it with {rule(kind)}" if exc.forbidden else ""
+            raise InputError(f"counting {kind}: {exc}{grant}") from None
+    return listed
 
 
 # ----------------------------------------------------------------------------- the answer
