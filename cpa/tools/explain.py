@@ -48,6 +48,7 @@ from cpa.tools.explain_vertical import explain_vertical_main
 from cpa.tools.inputs import (
     InputError,
     ToolParser,
+    add_object_arguments,
     add_parameter_arguments,
     answer,
     cluster_counts,
@@ -87,10 +88,8 @@ def _parser() -> ToolParser:
                     help="zones the Nodes are in (for parameters with a zones key)")
     cl.add_argument("--schedulable-zones", metavar="N",
                     help="zones the schedulable Nodes are in (default: --zones)")
-    cl.add_argument("--pods", metavar="N",
-                    help="Pods in the cluster, not finished (for parameters with a Pods axis)")
-    cl.add_argument("--services", metavar="N",
-                    help="Services in the cluster (for parameters with a Services axis)")
+    add_object_arguments(cl.add_argument, "parameters with a Pods axis",
+                         "parameters with a Services axis")
     cl.add_argument("--from-cluster", action="store_true",
                     help="read Nodes and the ConfigMap from the cluster (read-only)")
     cl.add_argument("--namespace", default="", help="with --from-cluster")
@@ -177,14 +176,19 @@ def _placement(args: argparse.Namespace, api: KubeApi, params: Params) -> Placem
     if not args.target:
         raise InputError("the parameters have targetPlacement: add --target KIND/NAME, whose "
                          "Pod template decides which Nodes count")
-    targets, problems = parse_targets(args.target)
-    if problems or len(targets) != 1:
-        raise InputError("; ".join(problems) or "--target: give exactly one kind/name")
     try:
-        target = resolve(api, targets[0])
+        target = resolve(api, _one_target(args.target))
         return placement_of(pod_template_spec(api, args.namespace, target))
     except (ResolveError, NoTemplate) as exc:
         raise InputError(f"targetPlacement: {exc}") from None
+
+
+def _one_target(text: str) -> Target:
+    """``--target``: one kind/name."""
+    targets, problems = parse_targets(text)
+    if problems or len(targets) != 1:
+        raise InputError("; ".join(problems) or "--target: give exactly one kind/name")
+    return targets[0]
 
 
 def placed(store: NodeStore, params: Params) -> PlacementView | None:
@@ -245,12 +249,9 @@ def read_target(args: argparse.Namespace) -> TargetView | None:
     if not args.from_cluster:
         raise InputError("--target reads the scale from the cluster: add --from-cluster, "
                            "or give --current-replicas instead")
-    targets, problems = parse_targets(args.target)
-    if problems or len(targets) != 1:
-        raise InputError("; ".join(problems) or "--target: give exactly one kind/name")
+    target = _one_target(args.target)
     if not args.namespace:
         raise InputError("--target needs --namespace")
-    target = targets[0]
     try:
         api = _connect(args)
         target = resolve(api, target)

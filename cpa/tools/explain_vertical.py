@@ -34,6 +34,7 @@ from cpa.tools.inputs import (
     InputError,
     ToolParser,
     UsageError,
+    add_object_arguments,
     answer,
     count,
     given_objects,
@@ -83,10 +84,8 @@ def _parser() -> ToolParser:
     p.add_argument("--nodes", metavar="N", help="the cluster's Node count")
     p.add_argument("--cores", metavar="N",
                    help="the cluster's cores (summed capacity cpu, a whole number)")
-    p.add_argument("--pods", metavar="N",
-                   help="Pods in the cluster, not finished (for a config with podsPerStep)")
-    p.add_argument("--services", metavar="N",
-                   help="Services in the cluster (for a config with servicesPerStep)")
+    add_object_arguments(p.add_argument, "a config with podsPerStep",
+                         "a config with servicesPerStep")
     p.add_argument("--from-cluster", action="store_true",
                    help="count the Nodes as /cpvpa does; with --target, compare the target "
                         "(read-only)")

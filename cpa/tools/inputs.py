@@ -38,7 +38,8 @@ from cpa.nodes.counts import ClusterCounts
 from cpa.objects.watch import KINDS, ObjectWatch, rule
 
 __all__ = ["COUNT_MAX", "REPLICAS_MAX", "InputError", "ToolParser", "UsageError",
-           "add_parameter_arguments", "answer", "cluster_counts", "count", "data_from_file",
+           "add_object_arguments", "add_parameter_arguments", "answer", "cluster_counts",
+           "count", "data_from_file",
            "data_from_json", "defaults", "explicit_params", "flag_names", "given_objects",
            "listed_objects", "parameters_from_flags", "parse_params", "read_text",
            "replica_count", "unknown_argument"]
@@ -497,6 +498,15 @@ def count(value: str, flag: str) -> int:
 def replica_count(value: str, flag: str) -> int:
     """``--current-replicas`` / ``--start-replicas``: a scale's replicas (0 to 2^31-1)."""
     return _whole(value, flag, REPLICAS_MAX)
+
+
+def add_object_arguments(add_argument: Callable[..., argparse.Action], pods: str,
+                         services: str) -> None:
+    """Ours: ``--pods``/``--services`` of ``explain`` (read by :func:`given_objects`), added
+    with a parser's or a group's ``add_argument``; ``pods`` and ``services`` name what needs
+    each count."""
+    add_argument("--pods", metavar="N", help=f"Pods in the cluster, not finished (for {pods})")
+    add_argument("--services", metavar="N", help=f"Services in the cluster (for {services})")
 
 
 def given_objects(args: argparse.Namespace, needs: Callable[[str], str | None]
