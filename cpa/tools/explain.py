@@ -73,7 +73,7 @@ COUNT_FLAGS = ("--nodes", "--cores", "--schedulable-nodes", "--schedulable-cores
 
 def _parser() -> ToolParser:
     p = ToolParser(
-        prog="cpa explain", allow_abbrev=False,
+        prog="cpa explain",
         description="Compute the replicas the autoscaler would write, step by step. "
                     "Nothing is written to the cluster.")
     add_parameter_arguments(p, from_cluster=True)
@@ -114,7 +114,7 @@ def _parser() -> ToolParser:
     ld.add_argument("--ready-pods", metavar="N",
                     help="the target's Ready Pods (default: --current-replicas, or the "
                          "target's replicas)")
-    p.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    p.add_output_argument()
     p.add_argument("--vertical", action="store_true",
                    help="explain what /cpvpa, the vertical autoscaler, would write instead: "
                         "it takes /cpvpa's flags (cpa explain --vertical --help)")

@@ -77,7 +77,7 @@ PROG = "cpa explain --vertical"
 
 def _parser() -> ToolParser:
     p = ToolParser(
-        prog=PROG, allow_abbrev=False, add_help=False,
+        prog=PROG, add_help=False,
         description="Compute what /cpvpa would write, step by step; writes nothing. "
                     "Takes /cpvpa's flags too (--default-config, --config-file, --target, "
                     "--namespace, --kubeconfig, --resize-mode).")
@@ -89,7 +89,7 @@ def _parser() -> ToolParser:
     p.add_argument("--from-cluster", action="store_true",
                    help="count the Nodes as /cpvpa does; with --target, compare the target "
                         "(read-only)")
-    p.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    p.add_output_argument()
     p.add_argument("--help", "-h", action="store_true")
     return p
 

@@ -68,12 +68,17 @@ class ToolParser(argparse.ArgumentParser):
 
     ``required`` and ``choices`` given to :meth:`add_argument` are checked here, after the
     whole command line is read, for that order and those words; the help shows them as
-    argparse would."""
+    argparse would. A flag is never abbreviated (as pflag does not)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         self.required_flags: list[argparse.Action] = []
         self.flag_choices: list[tuple[argparse.Action, tuple[str, ...]]] = []
+
+    def add_output_argument(self) -> None:
+        """``--output``/``-o``: text or json, as :func:`answer` writes it."""
+        self.add_argument("--output", "-o", choices=("text", "json"), default="text")
 
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
         choices = kwargs.pop("choices", None)
