@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from typing import Final
 
-from cpa.kube.api import Api, ApiError, RawApi, once_more_on_conflict
+from cpa.kube.api import Api, RawApi
 from cpa.kube.objects import decode_hpa
+from cpa.kube.scale import Read, write_once_more
 from cpa.kube.targets import Current, ScaleResult, Shape, Target, object_path
 
 __all__ = ["HPA_FLOOR", "MERGE_PATCH", "HpaFloorWriter", "ensure_floor", "hpa_floor"]
@@ -42,9 +43,8 @@ def ensure_floor(api: RawApi, namespace: str, target: Target, replicas: int,
     ``shape`` sees the current ``minReplicas`` (the count this target holds).
     """
     path = object_path(namespace, target)
-    last: list[tuple[int, str | None, int]] = []  # the last GET's minReplicas, uid; the count
 
-    def attempt() -> ScaleResult:
+    def attempt(last: list[Read]) -> ScaleResult:
         read = decode_hpa(api.get_json(path), f"GET {path}")
         wanted = shape(read.min_replicas) if shape is not None else replicas
         last[:] = [(read.min_replicas, read.uid, wanted)]
@@ -59,13 +59,8 @@ def ensure_floor(api: RawApi, namespace: str, target: Target, replicas: int,
         return ScaleResult(target, read.min_replicas, floor, True, clamped_from=clamped,
                            max_replicas=read.max_replicas, uid=read.uid)
 
-    try:
-        return once_more_on_conflict(attempt)
-    except ApiError as exc:
-        previous, uid, wanted = last[0] if last else (None, None, replicas)
-        return ScaleResult(target, previous, wanted, False,
-                           f"{target}: cannot set minReplicas to {hpa_floor(wanted, None)}: "
-                           f"{exc}", uid)
+    return write_once_more(target, replicas, attempt,
+                           lambda wanted: f"cannot set minReplicas to {hpa_floor(wanted, None)}")
 
 
 class HpaFloorWriter:

@@ -33,9 +33,8 @@ def ensure_scale(api: RawApi, namespace: str, target: Target, replicas: int,
     ``replicas``. ``dry_run`` (ours): the GET only; the result says what would have been
     written."""
     path = scale_path(namespace, target)
-    last: list[tuple[int, str | None, int]] = []  # the last GET's replicas and uid, the count
 
-    def attempt() -> ScaleResult:
+    def attempt(last: list[Read]) -> ScaleResult:
         # The object is shared with the client's kept answer (the same bytes are not parsed
         # again): the PUT's body is a copy. A malformed one is this target's error.
         scale, read = get_decoded(api, path, _decoder(path))
@@ -51,12 +50,26 @@ def ensure_scale(api: RawApi, namespace: str, target: Target, replicas: int,
         api.send_json("PUT", path, body)
         return ScaleResult(target, read.replicas, wanted, True, uid=read.uid)
 
+    return write_once_more(target, replicas, attempt, lambda wanted: f"cannot scale to {wanted}")
+
+
+Read = tuple[int, str | None, int]
+"""What a write's GET found: the count now and the object's uid; and the count to write."""
+
+
+def write_once_more(target: Target, replicas: int,
+                    attempt: Callable[[list[Read]], ScaleResult],
+                    cannot: Callable[[int], str]) -> ScaleResult:
+    """``attempt`` (a GET, then the write if the count differs), once more after a 409; an
+    API error is this target's, in the result with what the last GET found. ``attempt``
+    puts what its GET found in the list it is given; ``cannot(count)`` says what failed."""
+    last: list[Read] = []
     try:
-        return once_more_on_conflict(attempt)
+        return once_more_on_conflict(lambda: attempt(last))
     except ApiError as exc:
         previous, uid, wanted = last[0] if last else (None, None, replicas)
         return ScaleResult(target, previous, wanted, False,
-                           f"{target}: cannot scale to {wanted}: {exc}", uid)
+                           f"{target}: {cannot(wanted)}: {exc}", uid)
 
 
 class ScaleWriter:

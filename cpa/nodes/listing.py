@@ -10,12 +10,13 @@ streaming list (``sendInitialEvents``) from then on.
 
 from __future__ import annotations
 
+from cpa.kube.reflector import READ_IDLE_SECONDS
+
 __all__ = ["NODES_PATH", "ONE_PAGE_NODES", "READ_IDLE_SECONDS", "STREAMING_LIST_SECONDS",
            "one_page_query", "streaming_list_query"]
 
 NODES_PATH = "/api/v1/nodes"
 STREAMING_LIST_SECONDS = 600  # a streaming list may take long; we end it at the last bookmark
-READ_IDLE_SECONDS = 60.0  # silence longer than any healthy watch has: the connection is dead
 ONE_PAGE_NODES = 5000
 """The first list's page (``limit``): Kubernetes' documented limit of a cluster's size
 ("Considerations for large clusters": no more than 5,000 Nodes). Its Nodes are decoded as

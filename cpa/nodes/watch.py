@@ -45,7 +45,6 @@ far less CPU to encode than JSON (see :mod:`cpa.nodes.proto` and ``bench/README.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import random
 import threading
@@ -54,7 +53,15 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from cpa import logs
-from cpa.kube.api import RETRY_AFTER_CAP, ApiError, StreamingApi, StreamResponse
+from cpa.kube.api import ApiError, StreamingApi, StreamResponse
+from cpa.kube.reflector import (
+    BACKOFF_MAX,
+    BACKOFF_START,
+    WATCH_SECONDS,
+    Reflector,
+    Stopped,
+    watch_error,
+)
 from cpa.kube.wire import ACCEPT_PROTOBUF, JSON, Status, frames, is_protobuf, lines
 from cpa.nodes import proto as nodeproto
 from cpa.nodes.listing import (
@@ -66,23 +73,13 @@ from cpa.nodes.listing import (
 from cpa.nodes.records import Event, ListHead, ListPage
 from cpa.nodes.store import NodeSink, NodeStore
 
-__all__ = ["NodeReflector", "WatchStatus"]
+__all__ = ["BACKOFF_MAX", "BACKOFF_START", "WATCH_SECONDS", "NodeReflector", "WatchStatus"]
 
 PAGE_SIZE = 250  # a page of large Nodes stays a few megabytes of JSON
-WATCH_SECONDS = (40, 50)  # the server ends each watch after this long (jittered)
-BACKOFF_START, BACKOFF_MAX = 0.8, 10.0
-
-
-class _Relist(Exception):
-    """The watch's resourceVersion is too old (410 Gone): list again."""
 
 
 class _Corrupt(Exception):
     """The stream carried bytes we cannot apply as a Node event: list again."""
-
-
-class _Stopped(Exception):
-    """stop() came while a list was being read."""
 
 
 class _StreamEnded(ApiError):
@@ -104,12 +101,14 @@ class WatchStatus(NamedTuple):
         return 0.0 if self.up else max(0.0, now - self.last_contact)
 
 
-class NodeReflector:
-    """Lists and watches the Nodes matching ``selector`` into ``store``, in a thread.
+class NodeReflector(Reflector):
+    """Lists and watches the Nodes matching ``selector`` into ``store``, in a thread (the
+    loop, its backoff and relists: :class:`~cpa.kube.reflector.Reflector`).
 
-    Long because it is client-go's Reflector as one state machine: the first list (one
-    page, the streaming list or pages), the watch, its resume and the backoff all read and
-    set the same resourceVersion and status; split, each part would reach into the others."""
+    Long because the first list has three ways (one page, the streaming list or pages),
+    each of which reads and sets the same resourceVersion and status as the watch."""
+
+    relist_after = (_Corrupt,)
 
     def __init__(self, api: StreamingApi, store: NodeSink, selector: str = "", *,
                  page_size: int = PAGE_SIZE, use_streaming_list: bool = True,
@@ -130,22 +129,14 @@ class NodeReflector:
                              else nodeproto.decode_list_page)
         self._decode_event = (nodeproto.decode_event_capacity if capacity
                               else nodeproto.decode_event)
-        self._api = api
-        self._wait = wait or (lambda stop, seconds: stop.wait(seconds))
+        super().__init__(api, NODES_PATH, {"labelSelector": selector} if selector else {},
+                         log=logs.get_logger("nodewatch"), thread_name="node-watch",
+                         page_size=page_size, clock=clock, rng=rng, wait=wait)
         self._accept = ACCEPT_PROTOBUF if protobuf else JSON
         self._store = store
         self._selector = selector
-        self._page_size = page_size
         self._streaming = use_streaming_list
         self._first_page = first_page if protobuf else 0
-        self._clock = clock
-        self._rng = rng or random.Random()
-        self._log = logs.get_logger("nodewatch")
-        self._rv = ""
-        self._synced = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._resp: StreamResponse | None = None
         self._started = clock()
         self._up = False
         self._last_contact = self._started
@@ -157,7 +148,6 @@ class NodeReflector:
         self.lists = 0  # complete lists of the Nodes: the initial sync, then each relist
         self._first_page_off = ""  # why the first page is not used (any more)
         self._label = ""  # the label decoded into the records (the store's, at the list)
-        self._relist = threading.Event()
         # The autoscaler's store may ask for a label (zones); the vertical one never does.
         self._labelled = store if isinstance(store, NodeStore) else None
         if self._labelled is not None:
@@ -165,15 +155,8 @@ class NodeReflector:
 
     # --- public --------------------------------------------------------------------
     @property
-    def synced(self) -> bool:
-        return self._synced.is_set()
-
-    @property
     def resource_version(self) -> str:
         return self._rv
-
-    def wait_synced(self, timeout: float | None = None) -> bool:
-        return self._synced.wait(timeout)
 
     def status(self) -> WatchStatus:
         return WatchStatus(self.synced, self._up, self._last_contact, self._error,
@@ -181,18 +164,7 @@ class NodeReflector:
 
     def start(self) -> None:
         self._started = self._clock()
-        self._thread = threading.Thread(target=self.run, name="node-watch", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 1.0) -> None:
-        """Stop the watch: close its connection so that a blocked read returns at once."""
-        self._stop.set()
-        resp = self._resp
-        if resp is not None:
-            with contextlib.suppress(Exception):
-                resp.shutdown()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        super().start()
 
     def list_once(self) -> None:
         """List all matching Nodes once (``cpa explain --from-cluster``); no watch."""
@@ -201,56 +173,11 @@ class NodeReflector:
         if self._labelled is not None:
             self._labelled.labels_listed(self._label)
 
-    def relist(self) -> None:
-        """List the Nodes again as soon as possible (the store needs another label): the
-        open watch is closed, and the loop lists before it watches again."""
-        self._relist.set()
-        resp = self._resp
-        if resp is not None:
-            with contextlib.suppress(Exception):
-                resp.shutdown()
-
-    # --- the loop ------------------------------------------------------------------
-    def run(self) -> None:
-        """Sync, then watch until stopped; every failure is logged and retried."""
-        delay = BACKOFF_START
-        need_list = True
-        while not self._stop.is_set():
-            began = self._clock()
-            try:
-                if need_list or self._relist.is_set():
-                    self._relist.clear()
-                    self._sync()
-                    need_list = False
-                got = self._watch()
-                if self._relist.is_set():
-                    continue  # asked to list again: at once, no backoff
-                if got or self._clock() - began > 10:
-                    delay = BACKOFF_START
-                    continue
-                # A watch that ended at once with nothing in it: back off, do not spin.
-            except _Relist as exc:
-                self._log.info("watch.relist", reason=str(exc)[:200])
-                need_list = True
-                continue
-            except Exception as exc:
-                if self._stop.is_set():
-                    break
-                if self._relist.is_set():  # relist() closed the stream under our feet
-                    continue
-                pause = delay * self._rng.uniform(0.8, 1.2)
-                if isinstance(exc, _Corrupt):
-                    need_list = True  # what the stream dropped is unknown: list again
-                if isinstance(exc, ApiError) and exc.retry_after:
-                    pause = max(pause, min(float(exc.retry_after), RETRY_AFTER_CAP))
-                self._down(_reason(exc))
-                self._log.warning("watch.failed", error=self._error, retry_in=round(pause, 2),
-                                  relist=need_list)
-            else:
-                pause = delay * self._rng.uniform(0.8, 1.2)
-            if self._wait(self._stop, pause):
-                break
-            delay = min(delay * 2, BACKOFF_MAX)
+    # --- what the loop reports -----------------------------------------------------
+    def _failed(self, exc: Exception, pause: float, relist: bool) -> None:
+        self._down(_reason(exc))
+        self._log.warning("watch.failed", error=self._error, retry_in=round(pause, 2),
+                          relist=relist)
 
     def _down(self, reason: str) -> None:
         self._up = False
@@ -266,12 +193,6 @@ class NodeReflector:
             self._error = None
 
     # --- the initial list ----------------------------------------------------------
-    def _query(self, **extra: str) -> dict[str, str]:
-        q = dict(extra)
-        if self._selector:
-            q["labelSelector"] = self._selector
-        return q
-
     def _sync(self) -> None:
         """(Re)build the store: one page while the cluster fits one (``first_page``), else
         the streaming list if the server has it, else pages; then synced."""
@@ -305,7 +226,7 @@ class NodeReflector:
         whole = False
         try:
             if self._stop.is_set():  # as in _consume: stop() shuts down self._resp
-                raise _Stopped()
+                raise Stopped()
             if not is_protobuf(resp.headers.get("Content-Type")):
                 self._first_page_off = "a JSON answer"
                 self._first_page = 0
@@ -330,47 +251,28 @@ class NodeReflector:
                 raise _Corrupt(f"a Node list that does not decode: {exc}") from exc
             whole = not self._stop.is_set()
         finally:
-            self._resp = None
-            if whole:
-                resp.release_conn()
-            else:
-                _discard(resp)
+            self._release(resp, whole)
         if not whole:
-            raise _Stopped()
+            raise Stopped()
         self._store.retain(seen)
         self._rv = rv
         return True
 
     def _list_pages(self) -> None:
-        """Paginated list: at most one page of raw JSON is alive at a time.
-
-        resourceVersion is left unset (a consistent read): ``resourceVersion=0`` would be
-        served from the watch cache, which ignores ``limit`` and returns everything at once.
-        """
+        """Paginated list: at most one page of raw JSON is alive at a time."""
         seen: set[str] = set()
-        cont = ""
-        while True:
-            q = self._query(limit=str(self._page_size))
-            if cont:
-                q["continue"] = cont
-            try:
-                page = self._page(*self._api.get_raw(NODES_PATH, q, accept=self._accept))
-            except ApiError as exc:
-                if exc.gone and cont:
-                    # The continue token expired mid-list: start over, as client-go does.
-                    seen.clear()
-                    cont = ""
-                    continue
-                raise
+
+        def take(content_type: str, body: bytes | bytearray) -> str:
+            page = self._page(content_type, body)
             for node in page.items:
                 if not node.name:
                     raise _Corrupt("the Node list holds a Node without metadata.name")
                 self._store.upsert(node)
                 seen.add(node.name)
-            cont = page.continue_token
             self._rv = page.resource_version
-            if not cont:
-                break
+            return page.continue_token
+
+        self._paged_list(self._accept, take, seen.clear)
         self._store.retain(seen)
         self._contact()  # the counts are whole again
 
@@ -447,15 +349,8 @@ class NodeReflector:
     # --- the watch -----------------------------------------------------------------
     def _watch(self) -> int:
         """One watch from the last resourceVersion; returns how many events it carried."""
-        q = self._query(watch="1", resourceVersion=self._rv, allowWatchBookmarks="true",
-                        timeoutSeconds=str(self._rng.randint(*WATCH_SECONDS)))
-        try:
-            resp = self._api.stream(NODES_PATH, q, read_timeout=READ_IDLE_SECONDS,
-                                    accept=self._accept)
-        except ApiError as exc:
-            if exc.gone:  # the same answer as an ERROR event with code 410
-                raise _Relist(exc.message) from exc
-            raise
+        q = self._watch_query()
+        resp = self._open_watch(q, self._accept)
         if logs.v(4):  # one a watch (every 40-50 s), as client-go logs its watches at 4
             self._log.info("watch.opened", resource_version=self._rv,
                            timeout_seconds=int(q["timeoutSeconds"]))
@@ -497,11 +392,7 @@ class NodeReflector:
                     return count, True
             read_to_the_end = not self._stop.is_set()
         finally:
-            self._resp = None
-            if read_to_the_end:
-                resp.release_conn()
-            else:
-                _discard(resp)
+            self._release(resp, read_to_the_end)
         return count, complete
 
     def _apply(self, event: Event, initial: set[str] | None) -> bool:
@@ -528,19 +419,8 @@ class NodeReflector:
                 return True
         elif kind == "ERROR":
             status = event.status or Status(message="an ERROR event without a Status")
-            if status.code == 410:
-                raise _Relist(status.message)
-            raise ApiError(status.code, status.reason, status.message)
+            raise watch_error(status.code, status.reason, status.message)
         return False
-
-
-def _discard(resp: StreamResponse) -> None:
-    """Close a stream we stop reading early, or that failed: its connection must not go
-    back to the pool (a frozen one would hang the next request)."""
-    with contextlib.suppress(Exception):
-        resp.close()
-    with contextlib.suppress(Exception):
-        resp.release_conn()
 
 
 NODES_RULE = ('a ClusterRole rule apiGroups [""], resources ["nodes"], verbs ["list", "watch"] '

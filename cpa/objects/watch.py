@@ -8,8 +8,9 @@ header), never their specs and statuses:
 
 * the first list in pages (``limit``/``continue``), each page decoded and dropped;
 * then short watches from the list's resourceVersion, one after the other, as the Node
-  watch does (:mod:`cpa.nodes.watch`); ``410 Gone`` (or an expired ``continue``) lists
-  again, every other failure is retried with jittered exponential backoff.
+  watch does (the loop of both: :mod:`cpa.kube.reflector`); ``410 Gone`` lists again (an
+  expired ``continue`` starts the list over), every other failure is retried with
+  jittered exponential backoff.
 
 What counts. A Service always (headless ones included: DNS answers for them). A Pod while
 it is not finished and not being deleted: metadata carries no phase, so the list and the
@@ -20,7 +21,6 @@ is in the metadata.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import threading
@@ -29,7 +29,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, NamedTuple
 
 from cpa import logs
-from cpa.kube.api import RETRY_AFTER_CAP, ApiError, StreamingApi, StreamResponse
+from cpa.kube.api import ApiError, StreamingApi
+from cpa.kube.reflector import Reflector, watch_error
 from cpa.kube.wire import lines
 from cpa.objects.tally import Tally
 
@@ -38,9 +39,6 @@ __all__ = ["ACCEPT_LIST", "ACCEPT_WATCH", "KINDS", "Kind", "ObjectWatch", "rule"
 ACCEPT_LIST: Final = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 ACCEPT_WATCH: Final = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 PAGE_SIZE = 500
-WATCH_SECONDS = (40, 50)  # as the Node watch: the server ends each watch, silence is death
-READ_IDLE_SECONDS = 60.0
-BACKOFF_START, BACKOFF_MAX = 0.8, 10.0
 
 
 class Kind(NamedTuple):
@@ -63,12 +61,11 @@ def rule(kind: str) -> str:
             '"watch"] bound to this ServiceAccount')
 
 
-class _Relist(Exception):
-    """The resourceVersion (or the list's continue token) is too old: list again."""
-
-
-class ObjectWatch:
+class ObjectWatch(Reflector):
     """Counts one kind of object into :attr:`tally`, in a thread, until stopped."""
+
+    relist_after = (ValueError,)
+    """An event that does not decode: what the stream dropped is unknown, list again."""
 
     def __init__(self, api: StreamingApi, kind: Kind, *,
                  clock: Callable[[], float] = time.monotonic,
@@ -76,82 +73,27 @@ class ObjectWatch:
                  wait: Callable[[threading.Event, float], bool] | None = None) -> None:
         """``clock``, ``rng`` and ``wait`` (a backoff pause: True when stopped) are
         injected so tests run the real loop without waiting."""
+        super().__init__(api, kind.path,
+                         {"fieldSelector": kind.field_selector} if kind.field_selector else {},
+                         log=logs.get_logger("objects"), thread_name=f"{kind.name}-watch",
+                         page_size=page_size, clock=clock, rng=rng, wait=wait)
         self.kind = kind
-        self._wait = wait or (lambda stop, seconds: stop.wait(seconds))
         self.tally = Tally()
-        self._api = api
-        self._clock = clock
-        self._rng = rng or random.Random()
-        self._page_size = page_size
-        self._log = logs.get_logger("objects")
-        self._rv = ""
-        self._synced = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._resp: StreamResponse | None = None
         self.error: str | None = None
         """Why the count is not current (None while it is)."""
         self.forbidden = False
         """The last failure was a 403: the poll says which rule to add."""
         self.lists = 0
 
-    @property
-    def synced(self) -> bool:
-        return self._synced.is_set()
-
-    def wait_synced(self, timeout: float | None = None) -> bool:
-        return self._synced.wait(timeout)
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self.run, name=f"{self.kind.name}-watch",
-                                        daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 1.0) -> None:
-        """Stop: close the open stream so that a blocked read returns at once."""
-        self._stop.set()
-        resp = self._resp
-        if resp is not None:
-            with contextlib.suppress(Exception):
-                resp.shutdown()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
     def list_once(self) -> int:
         """List once (``cpa explain --from-cluster``), no watch: the count."""
-        self._list()
+        self._sync()
         return self.tally.count
 
-    def run(self) -> None:
-        """List, then watch until stopped; every failure is logged and retried."""
-        delay = BACKOFF_START
-        need_list = True
-        while not self._stop.is_set():
-            try:
-                if need_list:
-                    self._list()
-                    need_list = False
-                self._watch()
-                delay = BACKOFF_START
-                continue
-            except _Relist as exc:
-                self._log.info("objects.relist", kind=self.kind.name, reason=str(exc)[:200])
-                need_list = True
-                continue
-            except Exception as exc:
-                if self._stop.is_set():
-                    break
-                pause = delay * self._rng.uniform(0.8, 1.2)
-                if isinstance(exc, ValueError):  # an event that does not decode: what the
-                    need_list = True             # stream dropped is unknown, list again
-                if isinstance(exc, ApiError) and exc.retry_after:
-                    pause = max(pause, min(float(exc.retry_after), RETRY_AFTER_CAP))
-                self._failed(exc, pause)
-            if self._wait(self._stop, pause):
-                break
-            delay = min(delay * 2, BACKOFF_MAX)
+    def _relisting(self, reason: str) -> None:
+        self._log.info("objects.relist", kind=self.kind.name, reason=reason)
 
-    def _failed(self, exc: Exception, pause: float) -> None:
+    def _failed(self, exc: Exception, pause: float, relist: bool) -> None:
         self.forbidden = isinstance(exc, ApiError) and exc.forbidden
         reason = str(exc)[:300] if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}"
         if self.forbidden:
@@ -160,37 +102,22 @@ class ObjectWatch:
         self._log.warning("objects.watch_failed", kind=self.kind.name, error=self.error,
                           retry_in=round(pause, 2))
 
-    def _query(self, **extra: str) -> dict[str, str]:
-        query = dict(extra)
-        if self.kind.field_selector:
-            query["fieldSelector"] = self.kind.field_selector
-        return query
-
     # --- the list ----------------------------------------------------------------------
-    def _list(self) -> None:
+    def _sync(self) -> None:
         """Every object in pages into a fresh tally, which then replaces the one in use."""
         listed = Tally()
         began = self._clock()
-        cont = ""
-        while True:
-            query = self._query(limit=str(self._page_size))
-            if cont:
-                query["continue"] = cont
-            try:
-                _, body = self._api.get_raw(self.kind.path, query, accept=ACCEPT_LIST)
-            except ApiError as exc:
-                if exc.gone:  # the continue token expired: start over
-                    raise _Relist(exc.message) from exc
-                raise
+
+        def take(_: str, body: bytes | bytearray) -> str:
             page = _object(json.loads(body))
             for item in page.get("items") or ():
                 uid, counts = _entry(item)
                 listed.put(uid, counts)
             meta = page.get("metadata") or {}
             self._rv = str(meta.get("resourceVersion") or "")
-            cont = str(meta.get("continue") or "")
-            if self._stop.is_set() or not cont:
-                break
+            return str(meta.get("continue") or "")
+
+        self._paged_list(ACCEPT_LIST, take, lambda: listed.adopt(Tally()))
         self.tally.adopt(listed)
         self.lists += 1
         self._up()
@@ -207,46 +134,32 @@ class ObjectWatch:
         self.forbidden = False
 
     # --- the watch ---------------------------------------------------------------------
-    def _watch(self) -> None:
-        query = self._query(watch="1", resourceVersion=self._rv, allowWatchBookmarks="true",
-                            timeoutSeconds=str(self._rng.randint(*WATCH_SECONDS)))
-        try:
-            resp = self._api.stream(self.kind.path, query, read_timeout=READ_IDLE_SECONDS,
-                                    accept=ACCEPT_WATCH)
-        except ApiError as exc:
-            if exc.gone:
-                raise _Relist(exc.message) from exc
-            raise
+    def _watch(self) -> int:
+        resp = self._open_watch(self._watch_query(), ACCEPT_WATCH)
         self._resp = resp
+        count = 0
         complete = False
         try:
             if self._stop.is_set():
-                return
+                return count
             self._up()
             for line in lines(resp):
                 if self._stop.is_set():
-                    return
+                    return count
                 self._apply(_object(json.loads(line)))
+                count += 1
             complete = True
         finally:
-            self._resp = None
-            if complete:
-                resp.release_conn()
-            else:
-                with contextlib.suppress(Exception):
-                    resp.close()
-                with contextlib.suppress(Exception):
-                    resp.release_conn()
+            self._release(resp, complete)
+        return count
 
     def _apply(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
         obj = _object(event.get("object") or {})
         meta = obj.get("metadata") or {}
         if kind == "ERROR":
-            code = int(obj.get("code") or 0)
-            if code == 410:
-                raise _Relist(str(obj.get("message", "")))
-            raise ApiError(code, str(obj.get("reason", "")), str(obj.get("message", "")))
+            raise watch_error(int(obj.get("code") or 0), str(obj.get("reason", "")),
+                              str(obj.get("message", "")))
         self._rv = str(meta.get("resourceVersion") or self._rv)
         if kind in ("ADDED", "MODIFIED"):
             uid, counts = _entry(obj)

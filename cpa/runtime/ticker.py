@@ -44,7 +44,8 @@ class Ticker:
         self._wakeup.set()
 
     def interrupt(self) -> None:
-        """Make :meth:`sleep_prompt` look at its stop event now (set just before)."""
+        """Make :meth:`sleep_prompt` look at its stop event now (set just before), and at
+        what its ``between`` looks at."""
         self._wakeup.set()
 
     def sleep(self, stop: threading.Event, until: float) -> bool:
@@ -58,9 +59,13 @@ class Ticker:
         self.woken = False
         return stop.is_set()
 
-    def sleep_prompt(self, stop: threading.Event, until: float) -> bool:
+    def sleep_prompt(self, stop: threading.Event, until: float,
+                     between: Callable[[threading.Event, float], None] | None = None
+                     ) -> bool:
         """:meth:`sleep` with a wake() from another thread taken at once, and the stop
-        event at once after :meth:`interrupt` (every second at least); True when stopped."""
+        event at once after :meth:`interrupt` (every second at least); True when stopped.
+        ``between(stop, until)`` runs after each :meth:`interrupt` (or second) that neither
+        stopped nor woke the loop (the early polls' look at the node counts)."""
         while True:
             if stop.is_set():
                 return True
@@ -70,8 +75,14 @@ class Ticker:
             remaining = until - self._clock()
             if remaining <= 0:
                 return False
-            self._wakeup.wait(min(remaining, 1.0))
-            self._wakeup.clear()
+            self.wait_interrupt(min(remaining, 1.0))
+            if between is not None and not stop.is_set() and not self.woken:
+                between(stop, until)
+
+    def wait_interrupt(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for an :meth:`interrupt` (or a wake())."""
+        self._wakeup.wait(seconds)
+        self._wakeup.clear()
 
     def run(self, stop: threading.Event, tick: Callable[[], int | None],
             sleep: Sleep | None = None) -> int:

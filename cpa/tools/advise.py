@@ -227,7 +227,7 @@ def _positive(text: str | None, flag: str, default: float, allow_zero: bool = Fa
 
 def _parser() -> ToolParser:
     p = ToolParser(
-        prog="cpa advise", allow_abbrev=False,
+        prog="cpa advise",
         description="Find the load axis's targetPerReplica and windows that would have kept "
                     "a recorded load under a rate per replica with the fewest replica-hours.")
     p.add_argument("--timeline", metavar="FILE",
@@ -248,7 +248,7 @@ def _parser() -> ToolParser:
     p.add_argument("--tolerance-percent", metavar="P",
                    help="share of the time the bound may be exceeded (default 0)")
     p.add_argument("--top", metavar="N", help="rows of the table (default 10)")
-    p.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    p.add_output_argument()
     return p
 
 

@@ -50,17 +50,18 @@ from cpa.nodes.counts import ClusterCounts
 from cpa.nodes.placement import Placement, placement_of, self_anti_affinity_keys
 from cpa.nodes.store import NodeStore
 from cpa.nodes.watch import NodeReflector
-from cpa.objects.watch import KINDS, ObjectWatch, rule
 from cpa.tools.explain_vertical import explain_vertical_main
 from cpa.tools.inputs import (
     InputError,
     ToolParser,
+    add_object_arguments,
     add_parameter_arguments,
     answer,
     cluster_counts,
-    count,
     defaults,
     explicit_params,
+    given_objects,
+    listed_objects,
     parameters_from_flags,
     parse_command_line,
     parse_params,
@@ -78,7 +79,7 @@ COUNT_FLAGS = ("--nodes", "--cores", "--schedulable-nodes", "--schedulable-cores
 
 def _parser() -> ToolParser:
     p = ToolParser(
-        prog="cpa explain", allow_abbrev=False,
+        prog="cpa explain",
         description="Compute the replicas the autoscaler would write, step by step. "
                     "Nothing is written to the cluster.")
     add_parameter_arguments(p, from_cluster=True)
@@ -93,10 +94,8 @@ def _parser() -> ToolParser:
                     help="zones the Nodes are in (for parameters with a zones key)")
     cl.add_argument("--schedulable-zones", metavar="N",
                     help="zones the schedulable Nodes are in (default: --zones)")
-    cl.add_argument("--pods", metavar="N",
-                    help="Pods in the cluster, not finished (for parameters with a Pods axis)")
-    cl.add_argument("--services", metavar="N",
-                    help="Services in the cluster (for parameters with a Services axis)")
+    add_object_arguments(cl.add_argument, "parameters with a Pods axis",
+                         "parameters with a Services axis")
     cl.add_argument("--from-cluster", action="store_true",
                     help="read Nodes and the ConfigMap from the cluster (read-only)")
     cl.add_argument("--namespace", default="", help="with --from-cluster")
@@ -121,7 +120,7 @@ def _parser() -> ToolParser:
     ld.add_argument("--ready-pods", metavar="N",
                     help="the target's Ready Pods (default: --current-replicas, or the "
                          "target's replicas)")
-    p.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    p.add_output_argument()
     p.add_argument("--vertical", action="store_true",
                    help="explain what /cpvpa, the vertical autoscaler, would write instead: "
                         "it takes /cpvpa's flags (cpa explain --vertical --help)")
@@ -134,32 +133,6 @@ def _connect(args: argparse.Namespace) -> KubeApi:
         return KubeApi(load_like_kubectl(args.kubeconfig, args.context))
     except ConfigError as exc:
         raise InputError(str(exc)) from None
-
-
-def _given_objects(args: argparse.Namespace, params: Params,
-                   counts: ClusterCounts) -> ClusterCounts:
-    """Ours: ``--pods``/``--services``, required when the parameters have that axis."""
-    given: dict[str, int] = {}
-    for kind in ("pods", "services"):
-        value = getattr(args, kind)
-        if value is not None:
-            given[kind] = count(value, f"--{kind}")
-        elif kind in params.object_kinds():
-            raise InputError(f"the parameters have a {kind} axis: give --{kind} N (the "
-                             f"{kind} in the cluster), or use --from-cluster")
-    return counts._replace(**given)
-
-
-def _listed_objects(api: KubeApi, params: Params) -> dict[str, int]:
-    """Ours: the Pods and Services the parameters count, listed once (metadata only)."""
-    listed: dict[str, int] = {}
-    for kind in sorted(params.object_kinds()):
-        try:
-            listed[kind] = ObjectWatch(api, KINDS[kind]).list_once()
-        except ApiError as exc:
-            grant = f": grant it with {rule(kind)}" if exc.forbidden else ""
-            raise InputError(f"counting {kind}: {exc}{grant}") from None
-    return listed
 
 
 class CapView(NamedTuple):
@@ -197,7 +170,7 @@ def _from_cluster(args: argparse.Namespace, source: tuple[dict[str, str] | None,
         if found is not None:
             store.set_placements([found[0]])  # every label and taint read by the list
         NodeReflector(api, store, args.nodelabels).list_once()
-        return store, params, source[1], _listed_objects(api, params), _cap_view(
+        return store, params, source[1], listed_objects(api, params.object_kinds()), _cap_view(
             store, params, found)
     except ApiError as exc:
         raise InputError(str(exc)) from None
@@ -222,11 +195,8 @@ def _placement(args: argparse.Namespace, api: KubeApi, params: Params
         raise InputError("the parameters have targetPlacement: add --target KIND/NAME, whose "
                          "Pod template decides which Nodes count")
     key = PLACEMENT_KEY if shared.target_placement else CAP_KEY
-    targets, problems = parse_targets(args.target)
-    if problems or len(targets) != 1:
-        raise InputError("; ".join(problems) or "--target: give exactly one kind/name")
     try:
-        target = resolve(api, targets[0])
+        target = resolve(api, _one_target(args.target))
         template = pod_template(api, args.namespace, target, key)
     except (ResolveError, NoTemplate) as exc:
         raise InputError(f"{key}: {exc}") from None
@@ -246,6 +216,14 @@ def _cap_view(store: NodeStore, params: Params,
         if domains is not None and domains.bounded:
             rooms.append(Room(key, domains.distinct))
     return CapView(mode, min(rooms, key=lambda r: r.domains) if rooms else None)
+
+
+def _one_target(text: str) -> Target:
+    """``--target``: one kind/name."""
+    targets, problems = parse_targets(text)
+    if problems or len(targets) != 1:
+        raise InputError("; ".join(problems) or "--target: give exactly one kind/name")
+    return targets[0]
 
 
 def placed(store: NodeStore, params: Params) -> PlacementView | None:
@@ -273,7 +251,8 @@ def gather(args: argparse.Namespace
     if not args.from_cluster:
         counts = _given_counts(args)
         params, origin = parameters_from_flags(args)
-        counts = _given_objects(args, params, counts)
+        counts = counts._replace(**given_objects(args, lambda kind: (
+            f"the parameters have a {kind} axis" if kind in params.object_kinds() else None)))
         if params.shared.zones is not None and counts.total_zones is None:
             raise InputError("the parameters have a zones key: give --zones N (the zones the "
                              "Nodes are in), or use --from-cluster")
@@ -305,12 +284,9 @@ def read_target(args: argparse.Namespace) -> TargetView | None:
     if not args.from_cluster:
         raise InputError("--target reads the scale from the cluster: add --from-cluster, "
                            "or give --current-replicas instead")
-    targets, problems = parse_targets(args.target)
-    if problems or len(targets) != 1:
-        raise InputError("; ".join(problems) or "--target: give exactly one kind/name")
+    target = _one_target(args.target)
     if not args.namespace:
         raise InputError("--target needs --namespace")
-    target = targets[0]
     try:
         api = _connect(args)
         target = resolve(api, target)

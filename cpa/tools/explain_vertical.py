@@ -30,13 +30,15 @@ from cpa.kube.clientconfig import ConfigError as KubeConfigError
 from cpa.kube.clientconfig import load
 from cpa.nodes.records import NodeInfo
 from cpa.nodes.watch import NodeReflector
-from cpa.objects.watch import KINDS, ObjectWatch, rule
 from cpa.tools.inputs import (
     InputError,
     ToolParser,
     UsageError,
+    add_object_arguments,
     answer,
     count,
+    given_objects,
+    listed_objects,
     unknown_argument,
 )
 from cpa.vertical import cpvpa_flags as options
@@ -75,21 +77,19 @@ PROG = "cpa explain --vertical"
 
 def _parser() -> ToolParser:
     p = ToolParser(
-        prog=PROG, allow_abbrev=False, add_help=False,
+        prog=PROG, add_help=False,
         description="Compute what /cpvpa would write, step by step; writes nothing. "
                     "Takes /cpvpa's flags too (--default-config, --config-file, --target, "
                     "--namespace, --kubeconfig, --resize-mode).")
     p.add_argument("--nodes", metavar="N", help="the cluster's Node count")
     p.add_argument("--cores", metavar="N",
                    help="the cluster's cores (summed capacity cpu, a whole number)")
-    p.add_argument("--pods", metavar="N",
-                   help="Pods in the cluster, not finished (for a config with podsPerStep)")
-    p.add_argument("--services", metavar="N",
-                   help="Services in the cluster (for a config with servicesPerStep)")
+    add_object_arguments(p.add_argument, "a config with podsPerStep",
+                         "a config with servicesPerStep")
     p.add_argument("--from-cluster", action="store_true",
                    help="count the Nodes as /cpvpa does; with --target, compare the target "
                         "(read-only)")
-    p.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    p.add_output_argument()
     p.add_argument("--help", "-h", action="store_true")
     return p
 
@@ -318,31 +318,6 @@ def _nearest(message: str, parser: ToolParser) -> str:
                             + parser.known_flags())
 
 
-def _given(args: argparse.Namespace, kinds: frozenset[str]) -> dict[str, int]:
-    """Ours: ``--pods``/``--services``, required when the config counts them."""
-    given: dict[str, int] = {}
-    for kind in ("pods", "services"):
-        value = getattr(args, kind)
-        if value is not None:
-            given[kind] = count(value, f"--{kind}")
-        elif kind in kinds:
-            raise InputError(f"the config has {kind[:-1]}sPerStep: give --{kind} N (the "
-                             f"{kind} in the cluster), or use --from-cluster")
-    return given
-
-
-def _listed(api: KubeApi, kinds: frozenset[str]) -> dict[str, int]:
-    """Ours: the Pods and Services the config counts, listed once (metadata only)."""
-    listed: dict[str, int] = {}
-    for kind in sorted(kinds):
-        try:
-            listed[kind] = ObjectWatch(api, KINDS[kind]).list_once()
-        except ApiError as exc:
-            grant = f": grant it with {rule(kind)}" if exc.forbidden else ""
-            raise InputError(f"counting {kind}: {exc}{grant}") from None
-    return listed
-
-
 def _explain(args: argparse.Namespace, opts: options.VerticalOptions) -> tuple[str, int]:
     if opts.target:
         problems = [p for p in options.validate(opts) if "target" in p]
@@ -357,11 +332,12 @@ def _explain(args: argparse.Namespace, opts: options.VerticalOptions) -> tuple[s
             raise InputError("--from-cluster reads the counts; drop --nodes/--cores/--pods/"
                              "--services")
         nodes, cores, _odd, api = _from_cluster(opts)
-        objects = _listed(api, kinds)
+        objects = listed_objects(api, kinds)
         source = "from the cluster: every Node, capacity cpu summed as CPVA sums it"
     else:
         nodes, cores = count(args.nodes, "--nodes"), count(args.cores, "--cores")
-        objects = _given(args, kinds)
+        objects = given_objects(args, lambda kind: (
+            f"the config has {kind[:-1]}sPerStep" if kind in kinds else None))
         api = None
         source = "given"
     text, doc = _report(opts, config, origin, nodes, cores, source, api, objects)

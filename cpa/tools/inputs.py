@@ -33,12 +33,16 @@ from cpa.horizontal.decide.defaults import default_params_to_data
 from cpa.horizontal.decide.modes.mode import Params
 from cpa.horizontal.decide.modes.registry import parse_configmap_data
 from cpa.horizontal.decide.params import ParamsError
+from cpa.kube.api import ApiError, StreamingApi
 from cpa.nodes.counts import ClusterCounts
+from cpa.objects.watch import KINDS, ObjectWatch, rule
 
 __all__ = ["COUNT_MAX", "REPLICAS_MAX", "InputError", "ToolParser", "UsageError",
-           "add_parameter_arguments", "answer", "cluster_counts", "count", "data_from_file",
-           "data_from_json", "defaults", "explicit_params", "flag_names", "parameters_from_flags",
-           "parse_params", "read_text", "replica_count", "unknown_argument"]
+           "add_object_arguments", "add_parameter_arguments", "answer", "cluster_counts",
+           "count", "data_from_file",
+           "data_from_json", "defaults", "explicit_params", "flag_names", "given_objects",
+           "listed_objects", "parameters_from_flags", "parse_params", "read_text",
+           "replica_count", "unknown_argument"]
 
 COUNT_MAX: Final = 2**63 - 1
 """The most nodes or cores a hand-given count may name: Kubernetes reads a quantity as a
@@ -64,12 +68,17 @@ class ToolParser(argparse.ArgumentParser):
 
     ``required`` and ``choices`` given to :meth:`add_argument` are checked here, after the
     whole command line is read, for that order and those words; the help shows them as
-    argparse would."""
+    argparse would. A flag is never abbreviated (as pflag does not)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         self.required_flags: list[argparse.Action] = []
         self.flag_choices: list[tuple[argparse.Action, tuple[str, ...]]] = []
+
+    def add_output_argument(self) -> None:
+        """``--output``/``-o``: text or json, as :func:`answer` writes it."""
+        self.add_argument("--output", "-o", choices=("text", "json"), default="text")
 
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
         choices = kwargs.pop("choices", None)
@@ -494,6 +503,43 @@ def count(value: str, flag: str) -> int:
 def replica_count(value: str, flag: str) -> int:
     """``--current-replicas`` / ``--start-replicas``: a scale's replicas (0 to 2^31-1)."""
     return _whole(value, flag, REPLICAS_MAX)
+
+
+def add_object_arguments(add_argument: Callable[..., argparse.Action], pods: str,
+                         services: str) -> None:
+    """Ours: ``--pods``/``--services`` of ``explain`` (read by :func:`given_objects`), added
+    with a parser's or a group's ``add_argument``; ``pods`` and ``services`` name what needs
+    each count."""
+    add_argument("--pods", metavar="N", help=f"Pods in the cluster, not finished (for {pods})")
+    add_argument("--services", metavar="N", help=f"Services in the cluster (for {services})")
+
+
+def given_objects(args: argparse.Namespace, needs: Callable[[str], str | None]
+                  ) -> dict[str, int]:
+    """Ours: ``--pods``/``--services`` of ``explain``; ``needs(kind)`` says why the
+    parameters (or the config) require that count, or None when they do not."""
+    given: dict[str, int] = {}
+    for kind in ("pods", "services"):
+        value = getattr(args, kind)
+        why = needs(kind)
+        if value is not None:
+            given[kind] = count(value, f"--{kind}")
+        elif why is not None:
+            raise InputError(f"{why}: give --{kind} N (the {kind} in the cluster), or use "
+                             "--from-cluster")
+    return given
+
+
+def listed_objects(api: StreamingApi, kinds: frozenset[str]) -> dict[str, int]:
+    """Ours: the Pods and Services of ``kinds``, listed once (metadata only)."""
+    listed: dict[str, int] = {}
+    for kind in sorted(kinds):
+        try:
+            listed[kind] = ObjectWatch(api, KINDS[kind]).list_once()
+        except ApiError as exc:
+            grant = f": grant it with {rule(kind)}" if exc.forbidden else ""
+            raise InputError(f"counting {kind}: {exc}{grant}") from None
+    return listed
 
 
 # ----------------------------------------------------------------------------- the answer

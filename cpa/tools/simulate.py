@@ -499,7 +499,7 @@ def _held_spans(steps: Sequence[SimStep]) -> list[tuple[str, str, str, float, fl
 
 def _parser() -> ToolParser:
     p = ToolParser(
-        prog="cpa simulate", allow_abbrev=False,
+        prog="cpa simulate",
         description="Replay a timeline of node and core counts (one row per poll) through "
                     "the formula and the parameters' behavior. Nothing touches a cluster.")
     p.add_argument("--timeline", required=True, metavar="FILE",
@@ -513,7 +513,7 @@ def _parser() -> ToolParser:
     p.add_argument("--poll-period-seconds", metavar="SECONDS",
                    help="with a load key: rows are scrapes, and a poll decides only when "
                         "this long has passed since the last one (default: every row)")
-    p.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    p.add_output_argument()
     p.add_argument("--all-rows", action="store_true",
                    help="print every row (default: the first and those where the formula's "
                         "count or the written replicas changed; -o json has every row)")

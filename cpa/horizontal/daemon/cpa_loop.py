@@ -227,8 +227,6 @@ class Autoscaler:
         after setting it); without ``react_to_node_changes`` or a ``load`` key the loop
         waits on the stop event itself and this changes nothing."""
         self._ticker.interrupt()
-        if self._react is not None:
-            self._react.interrupt()
 
     def nodes_changed(self) -> None:
         """A Node's record changed (:attr:`node_listener`, when reacting)."""

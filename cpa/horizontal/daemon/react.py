@@ -51,7 +51,6 @@ class EarlyPolls:
         self._last = last
         self._poll = poll
         self._may_write = may_write
-        self._wakeup = threading.Event()  # nodes_changed(), wake() and interrupt()
         self._nodes_dirty = False
         self._last_early = float("-inf")
         self._log = logs.get_logger("autoscaler")
@@ -68,29 +67,16 @@ class EarlyPolls:
         time)."""
         if not self._nodes_dirty:
             self._nodes_dirty = True
-            self._wakeup.set()
-
-    def interrupt(self) -> None:
-        """Make the wait look at its stop event, or the ticker's wake(), now."""
-        self._wakeup.set()
+            self._ticker.interrupt()
 
     def sleep(self, stop: threading.Event, until: float) -> bool:
-        """The ticker's wait with early polls: the same boundaries, and an early poll
-        whenever the node counts change the decision. The stop event is looked at every
-        second at least (at once after :meth:`interrupt`); True when stopped."""
-        while True:
-            if stop.is_set():
-                return True
-            if self._ticker.woken:
-                self._ticker.woken = False
-                return False
-            remaining = until - self._clock()
-            if remaining <= 0:
-                return False
-            self._wakeup.wait(min(remaining, 1.0))
-            self._wakeup.clear()
-            if self._nodes_dirty and not stop.is_set() and not self._ticker.woken:
-                self._react(stop, until)
+        """The ticker's prompt wait with early polls: the same boundaries, and an early
+        poll whenever the node counts change the decision; True when stopped."""
+        return self._ticker.sleep_prompt(stop, until, self._between)
+
+    def _between(self, stop: threading.Event, until: float) -> None:
+        if self._nodes_dirty:
+            self._react(stop, until)
 
     def _pause(self, stop: threading.Event, seconds: float) -> bool:
         """Wait ``seconds`` (node changes meanwhile are taken in by the caller); False
@@ -102,8 +88,7 @@ class EarlyPolls:
             remaining = deadline - self._clock()
             if remaining <= 0:
                 return True
-            self._wakeup.wait(min(remaining, 1.0))
-            self._wakeup.clear()
+            self._ticker.wait_interrupt(min(remaining, 1.0))
 
     def _settle(self, stop: threading.Event, cap: float) -> float | None:
         """Wait until the node changes pause for ``REACT_DEBOUNCE_SECONDS``, or until

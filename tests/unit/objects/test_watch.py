@@ -90,6 +90,14 @@ def test_410_relists_and_an_expired_continue_starts_over() -> None:
     assert h.waits == [], "a relist is not a failure: no backoff"
 
 
+def test_a_watch_that_ends_at_once_with_nothing_backs_off() -> None:
+    api = ScriptedApi([FakeResponse(b""), FakeResponse(b"")], [page(1)])
+    h = Harness(api)
+    h.watch.run()
+    assert len(h.waits) == 2 and h.waits[1] > h.waits[0], "backs off, does not spin"
+    assert h.watch.error is None, "an empty watch is no failure"
+
+
 def test_403_names_the_rule_and_backs_off() -> None:
     api = ScriptedApi([], [ApiError(403, "Forbidden", 'pods is forbidden: cannot list')])
     h = Harness(api)
