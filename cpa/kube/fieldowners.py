@@ -11,10 +11,13 @@ named: :data:`OUR_MANAGERS`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final, NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, NamedTuple
 
-__all__ = ["OUR_MANAGERS", "Owner", "field_owners", "foreign_owner", "latest_owner"]
+from cpa.kube.targets import Target
+
+__all__ = ["OUR_MANAGERS", "Owner", "count_field", "field_owners", "foreign_owner",
+           "last_foreign_writer", "latest_owner"]
 
 OUR_MANAGERS: Final = frozenset({"cluster-proportional-autoscaler-py"})
 """The field managers of this program's writes: the API server names them after the
@@ -65,3 +68,18 @@ def latest_owner(managed_fields: object, path: Sequence[str]) -> Owner | None:
     """The manager that wrote ``path`` last (of those that own it), or None."""
     owners = field_owners(managed_fields, path)
     return owners[0] if owners else None
+
+
+def count_field(target: Target) -> tuple[str, str]:
+    """Where ``target``'s count lives in ``fieldsV1``: an HPA floor's ``minReplicas``."""
+    return ("f:spec", "f:minReplicas") if target.api.floor else ("f:spec", "f:replicas")
+
+
+def last_foreign_writer(obj: Mapping[str, Any], target: Target) -> str | None:
+    """The manager that wrote ``target``'s count last, read from the object ``obj``, when
+    it is not ours (``cpa explain --from-cluster``); None when ours did, or nobody can be
+    named."""
+    meta = obj.get("metadata")
+    owner = latest_owner(meta.get("managedFields") if isinstance(meta, Mapping) else None,
+                         count_field(target))
+    return owner.manager if owner is not None and owner.manager not in OUR_MANAGERS else None

@@ -1,7 +1,8 @@
 """``--watch-targets`` on the real API server: another writer's replica count (a client with
 its own field manager, writing through the scale subresource) is answered at once, a poll
 period of 60 s notwithstanding, and the writer is named from managedFields in the log, the
-metric and an Event; a writer that keeps undoing ours is answered at the period only; a
+metric and an Event; a writer that keeps undoing ours is answered at the period only (and
+``cpa explain --from-cluster`` names it); a dry run reports and writes nothing; a
 ServiceAccount without the watch's rights is told which rule to add.
 
 The reaction time (the foreign write's answer to our count back) is measured and printed.
@@ -24,6 +25,7 @@ from tests.integration.support import (
     coredns_and_nodes,
     coredns_flags,
     create_configmap,
+    explain_json,
     replicas,
     service_account,
     wait_replicas,
@@ -129,6 +131,10 @@ def test_a_writer_that_keeps_undoing_ours_is_answered_at_the_period_only(
     assert replicas(admin, namespace, "deployment", "coredns") == 2  # not answered
     assert proc.polls() == polls
     assert proc.metrics()[SERIES] == 3
+    doc = explain_json(controlplane.admin_kubeconfig, namespace, CM,
+                       "--target=deployment/coredns")
+    assert (doc["target"]["current"], doc["target"]["last_writer"]) == (2, "gitops-tool")
+    assert doc["steps"][-1]["key"] == "target.writer"
 
 
 def test_without_the_watch_rights_the_poll_names_the_rule(
@@ -142,3 +148,21 @@ def test_without_the_watch_rights_the_poll_names_the_rule(
     wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)  # still written
     body = proc.wait_poll_error("--watch-targets")
     assert "apiGroups [apps] resources [deployments] verbs [get, list, watch]" in body, body
+
+
+def test_a_dry_run_reports_the_foreign_count_and_writes_nothing(
+        controlplane: ControlPlane, namespace: str, no_nodes: None,
+        start: Callable[..., AutoscalerProcess]) -> None:
+    admin = controlplane.admin()
+    coredns_and_nodes(admin, namespace, "dry", 4)
+    create_configmap(admin, namespace, CM, {"linear": '{"nodesPerReplica":1}'})
+    kubeconfig = service_account(controlplane, namespace, "drywatcher", extra=example_rules())
+    proc = start(*coredns_flags(namespace, CM, "--watch-targets", "--dry-run", "--events"),
+                 poll_period=60, kubeconfig=kubeconfig)
+    wait_until("the would-be write", lambda: proc.events("dry_run.would_scale"))
+    wait_until("the deployments watched", lambda: proc.events("objects.synced"), 30)
+    foreign_write(admin, namespace, 2)
+    (event,) = wait_until("target.foreign_write", lambda: proc.events("target.foreign_write"))
+    assert (event["manager"], event["ours"], event["found"]) == ("gitops-tool", None, 2)
+    assert replicas(admin, namespace, "deployment", "coredns") == 2  # nothing written
+    assert not admin.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]

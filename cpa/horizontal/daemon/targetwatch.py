@@ -25,11 +25,11 @@ from typing import Any, NamedTuple, Protocol
 from cpa import logs
 from cpa.horizontal.daemon.contention import Contention
 from cpa.kube.api import StreamingApi
-from cpa.kube.fieldowners import OUR_MANAGERS, latest_owner
+from cpa.kube.fieldowners import OUR_MANAGERS, count_field, latest_owner
 from cpa.kube.targets import Target, object_path
 from cpa.objects.watch import Kind, ObjectWatch, Seen
 
-__all__ = ["RBAC_VERBS", "TargetWatches", "replicas_field", "watch_kind"]
+__all__ = ["RBAC_VERBS", "TargetWatches", "watch_kind"]
 
 RBAC_VERBS = "get, list, watch"
 
@@ -55,11 +55,6 @@ class _Seen(NamedTuple):
 
     writer: str | None
     key: tuple[str, str, int] | None
-
-
-def replicas_field(target: Target) -> tuple[str, str]:
-    """Where ``target``'s count lives in ``fieldsV1``: an HPA floor's ``minReplicas``."""
-    return ("f:spec", "f:minReplicas") if target.api.floor else ("f:spec", "f:replicas")
 
 
 def watch_kind(namespace: str, target: Target) -> Kind:
@@ -160,7 +155,7 @@ class TargetWatches:
 
 
 def _seen(meta: Mapping[str, Any], target: Target, writer: str | None) -> _Seen:
-    owner = latest_owner(meta.get("managedFields"), replicas_field(target))
+    owner = latest_owner(meta.get("managedFields"), count_field(target))
     if owner is None or owner.manager in OUR_MANAGERS:
         return _Seen(writer, None)
     generation = meta.get("generation")

@@ -18,10 +18,16 @@ from cpa.horizontal.daemon.contention import (
     contended,
 )
 from cpa.horizontal.daemon.foreignwrites import UNKNOWN_WRITER, ForeignWrites
-from cpa.horizontal.daemon.targetwatch import TargetWatches, replicas_field, watch_kind
+from cpa.horizontal.daemon.targetwatch import TargetWatches, watch_kind
 from cpa.horizontal.daemon.watchdogs import Overwrite
 from cpa.kube.api import ApiError
-from cpa.kube.fieldowners import field_owners, foreign_owner, latest_owner
+from cpa.kube.fieldowners import (
+    count_field,
+    field_owners,
+    foreign_owner,
+    last_foreign_writer,
+    latest_owner,
+)
 from cpa.kube.targets import ScaleResult, Target
 from cpa.objects.watch import Kind, ObjectWatch, Seen
 from tests.fakes import FakeResponse, ScriptedApi
@@ -75,8 +81,15 @@ def test_managed_fields_of_another_shape_name_nobody(fields: object) -> None:
 
 
 def test_an_hpa_floor_is_owned_through_min_replicas() -> None:
-    assert replicas_field(HPA) == ("f:spec", "f:minReplicas")
-    assert replicas_field(COREDNS) == REPLICAS
+    assert count_field(HPA) == ("f:spec", "f:minReplicas")
+    assert count_field(COREDNS) == REPLICAS
+    floor = entry("argocd", "2026-12-07T10:00:00Z", {"f:spec": {"f:minReplicas": {}}})
+    assert last_foreign_writer({"metadata": {"managedFields": [floor]}}, HPA) == "argocd"
+    assert last_foreign_writer({"metadata": {"managedFields": [floor]}}, COREDNS) is None
+    assert last_foreign_writer({"metadata": {"managedFields": [GITOPS, OURS]}}, COREDNS) \
+        == "gitops-tool"
+    assert last_foreign_writer({"metadata": {"managedFields": [OURS]}}, COREDNS) is None
+    assert last_foreign_writer({}, COREDNS) is None
     kind = watch_kind("kube-system", COREDNS)
     assert kind.path == "/apis/apps/v1/namespaces/kube-system/deployments"
     assert "apiGroups [apps] resources [deployments] verbs [get, list, watch]" in kind.rbac
