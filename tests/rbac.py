@@ -45,3 +45,6 @@ CONFIG_DIR_RULES: frozenset[Rule] = frozenset(
 BUDGET_RULES: frozenset[Rule] = (
     grant("policy", "poddisruptionbudgets", "get", "create", "update", "delete")
     | grant("apps", "deployments", "get"))
+
+# Ours, opt-in: --watch-targets lists and watches the targets' kind (metadata only).
+WATCH_TARGET_RULES: frozenset[Rule] = grant("apps", "deployments", "get", "list", "watch")

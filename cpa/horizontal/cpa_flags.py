@@ -110,6 +110,13 @@ class Options(shared.GlogOptions, shared.LeaderElectionOptions):
         "match the label selector is a target, listed every poll, e.g. "
         "deployment:k8s-app=kube-dns. --target becomes optional. Needs list on KIND.",
         metavar="string")
+    watch_targets: bool = flag(
+        False, parse_bool,
+        "Watch every target's workload (one watch per kind): a replica count another "
+        "writer sets is answered at once, not a poll later, and the writer is named from "
+        "managedFields (target.foreign_write, cpa_foreign_writes_total). A writer that "
+        "undoes ours 3 times in 5 minutes is answered at the poll period only "
+        "(cpa_target_contended). Needs get, list and watch on each target's kind.")
     # not flags: --target and --target-selector parsed, by validate()
     targets: tuple[Target, ...] = ()
     target_selectors: tuple[TargetSelector, ...] = ()

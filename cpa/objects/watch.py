@@ -34,19 +34,26 @@ from cpa.kube.reflector import Reflector, watch_error
 from cpa.kube.wire import lines
 from cpa.objects.tally import Tally
 
-__all__ = ["ACCEPT_LIST", "ACCEPT_WATCH", "KINDS", "Kind", "ObjectWatch", "rule"]
+__all__ = ["ACCEPT_LIST", "ACCEPT_WATCH", "KINDS", "Kind", "ObjectWatch", "Seen", "rule"]
 
 ACCEPT_LIST: Final = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 ACCEPT_WATCH: Final = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+Seen = Callable[[str, Mapping[str, Any]], None]
+"""Told of every object the watch reads: ``LISTED`` (each item of a complete list, which
+replaces all before it), ``ADDED``, ``MODIFIED`` or ``DELETED``, and the object."""
 PAGE_SIZE = 500
 
 
 class Kind(NamedTuple):
-    """A kind of object counted: its name in the parameters, its path, its selection."""
+    """A kind of object counted: its name in the parameters, its path, its selection;
+    ``rbac`` (another watcher's, e.g. ``--watch-targets``) the rule a 403 asks for and
+    ``doing`` what the error says was being done, when not counting ``name``."""
 
     name: str
     path: str
     field_selector: str = ""
+    rbac: str = ""
+    doing: str = ""
 
 
 KINDS: Final = {
@@ -70,14 +77,17 @@ class ObjectWatch(Reflector):
     def __init__(self, api: StreamingApi, kind: Kind, *,
                  clock: Callable[[], float] = time.monotonic,
                  rng: random.Random | None = None, page_size: int = PAGE_SIZE,
-                 wait: Callable[[threading.Event, float], bool] | None = None) -> None:
+                 wait: Callable[[threading.Event, float], bool] | None = None,
+                 seen: Seen | None = None) -> None:
         """``clock``, ``rng`` and ``wait`` (a backoff pause: True when stopped) are
-        injected so tests run the real loop without waiting."""
+        injected so tests run the real loop without waiting. ``seen`` is told of each
+        object's metadata as it is read (in the watch's thread: it must be quick)."""
         super().__init__(api, kind.path,
                          {"fieldSelector": kind.field_selector} if kind.field_selector else {},
                          log=logs.get_logger("objects"), thread_name=f"{kind.name}-watch",
                          page_size=page_size, clock=clock, rng=rng, wait=wait)
         self.kind = kind
+        self._seen = seen
         self.tally = Tally()
         self.error: str | None = None
         """Why the count is not current (None while it is)."""
@@ -97,8 +107,9 @@ class ObjectWatch(Reflector):
         self.forbidden = isinstance(exc, ApiError) and exc.forbidden
         reason = str(exc)[:300] if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}"
         if self.forbidden:
-            reason = f"{reason}: grant it with {rule(self.kind.name)}"
-        self.error = f"counting {self.kind.name}: {reason}"
+            reason = (f"{reason}: {self.kind.rbac}" if self.kind.rbac
+                      else f"{reason}: grant it with {rule(self.kind.name)}")
+        self.error = f"{self.kind.doing or 'counting ' + self.kind.name}: {reason}"
         self._log.warning("objects.watch_failed", kind=self.kind.name, error=self.error,
                           retry_in=round(pause, 2))
 
@@ -113,6 +124,8 @@ class ObjectWatch(Reflector):
             for item in page.get("items") or ():
                 uid, counts = _entry(item)
                 listed.put(uid, counts)
+                if self._seen is not None:
+                    self._seen("LISTED", _object(item))
             meta = page.get("metadata") or {}
             self._rv = str(meta.get("resourceVersion") or "")
             return str(meta.get("continue") or "")
@@ -166,6 +179,10 @@ class ObjectWatch(Reflector):
             self.tally.put(uid, counts)
         elif kind == "DELETED":
             self.tally.remove(_entry(obj)[0])
+        else:
+            return  # a BOOKMARK: only its resourceVersion
+        if self._seen is not None:
+            self._seen(str(kind), obj)
 
 
 def _object(value: object) -> Mapping[str, Any]:

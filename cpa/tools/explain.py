@@ -43,7 +43,8 @@ from cpa.kube.api import ApiError
 from cpa.kube.client import KubeApi
 from cpa.kube.clientconfig import ConfigError, load_like_kubectl
 from cpa.kube.discovery import ResolveError, resolve
-from cpa.kube.targets import Current, Target, parse_targets, scale_path
+from cpa.kube.fieldowners import last_foreign_writer
+from cpa.kube.targets import Current, Target, object_path, parse_targets, scale_path
 from cpa.kube.template import NoTemplate, pod_template
 from cpa.kube.writers import read_current, writer_for
 from cpa.nodes.counts import ClusterCounts
@@ -275,6 +276,8 @@ class TargetView(NamedTuple):
 
     target: Target
     current: Current
+    writer: str | None = None
+    """The field manager other than ours that wrote the count last (managedFields)."""
 
 
 def read_target(args: argparse.Namespace) -> TargetView | None:
@@ -290,11 +293,21 @@ def read_target(args: argparse.Namespace) -> TargetView | None:
     try:
         api = _connect(args)
         target = resolve(api, target)
-        return TargetView(target, read_current(api, args.namespace, target))
+        return TargetView(target, read_current(api, args.namespace, target),
+                          _last_writer(api, args.namespace, target))
     except ResolveError as exc:
         raise InputError(str(exc)) from None
     except ApiError as exc:
         raise InputError(f"cannot read the scale of {target}: {exc}") from None
+
+
+def _last_writer(api: KubeApi, namespace: str, target: Target) -> str | None:
+    """Who else wrote the target's count last; None when it was us, or when the object
+    cannot be read (only its scale may be: the writer is then not said)."""
+    try:
+        return last_foreign_writer(api.get_json(object_path(namespace, target)), target)
+    except ApiError:
+        return None
 
 
 def current_replicas(args: argparse.Namespace, view: TargetView | None = None) -> int | None:
@@ -310,7 +323,14 @@ def target_steps(view: TargetView | None, replicas: int) -> tuple[int, list[Step
     if view is None:
         return replicas, []
     written, step = writer_for(view.target).explain(view.target, view.current, replicas)
-    return written, [] if step is None else [Step(*step)]
+    steps = [] if step is None else [Step(*step)]
+    if view.writer is not None:
+        steps.append(Step("target.writer", (
+            f"The count the target has now was written last by field manager {view.writer} "
+            "(its managedFields), not by this autoscaler: another writer. --watch-targets "
+            "answers it at once and names it; one that keeps undoing ours is contended "
+            "(docs/targets.md, Other writers).")))
+    return written, steps
 
 
 def behave(params: Params, decision: Decision, current: int | None) -> Outcome | None:
@@ -388,7 +408,8 @@ def render_json(counts: ClusterCounts, params: Params, decision: Decision,
         kind, writer = view.target.api, writer_for(view.target)
         doc["target"] = {"target": str(view.target), "kind": kind.name,
                          "api_version": kind.api_version, "writes": writer.writes,
-                         "current": view.current.replicas, "replicas": written}
+                         "current": view.current.replicas, "replicas": written,
+                         **({"last_writer": view.writer} if view.writer else {})}
         if writer.bounded:
             doc["target"]["max_replicas"] = view.current.max_replicas
         if written != doc["replicas"]:

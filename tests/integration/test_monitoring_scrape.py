@@ -6,7 +6,8 @@ alert that can never fire in someone's cluster.
 
 Some series exist only with an opt-in feature the dashboard shows: the zones counted (a
 ``zones`` key), an HPA floor target's clamp (``--target hpa/NAME``) and what a dry run would
-write (``--dry-run``), the Lease's (``--leader-elect``). So the daemon runs twice, with all
+write (``--dry-run``), the Lease's (``--leader-elect``), a contended target
+(``--watch-targets``). So the daemon runs twice, with all
 of them: once writing (and leading), once dry.
 """
 
@@ -49,7 +50,8 @@ def test_rules_and_dashboard_metrics_are_all_exposed(controlplane: ControlPlane,
               "--target=deployment/coredns,hpa/coredns", f"--default-params={PARAMS}")
     # The admin's kubeconfig: the test identity may not write HPAs (test_targets.py checks
     # the RBAC that needs).
-    proc = start(*common, "--leader-elect", kubeconfig=controlplane.admin_kubeconfig)
+    proc = start(*common, "--leader-elect", "--watch-targets",
+                 kubeconfig=controlplane.admin_kubeconfig)
     wait_replicas(admin, namespace, "deployment", "coredns", 2, proc=proc)
     wait_until("the HPA floor at 2", lambda: floor(admin, namespace, "coredns") == 2)
     proc.wait_poll_ok()
@@ -58,6 +60,7 @@ def test_rules_and_dashboard_metrics_are_all_exposed(controlplane: ControlPlane,
     assert 'cpa_cluster_zones{scope="all"} 1.0' in body
     assert 'cpa_hpa_floor_clamped{target="horizontalpodautoscaler/coredns"} 0.0' in body
     assert "cpa_dry_run 0.0" in body
+    assert 'cpa_target_contended{target="deployment/coredns"} 0.0' in body
     assert "cpa_leader 1.0" in body and "cpa_leader_lease_duration_seconds 15.0" in body
     proc.stop()
 

@@ -21,6 +21,7 @@ from tests.rbac import (
     HPA_FLOOR_RULES,
     LEASE_RULES,
     STATEFULSET_RULES,
+    WATCH_TARGET_RULES,
     Rule,
 )
 
@@ -175,6 +176,7 @@ def test_examples_exist() -> None:
         "hpa-floor-rbac.yaml",
         "config-dir.yaml",
         "configmap-update-rbac.yaml",
+        "watch-targets-rbac.yaml",
     } <= names
 
 
@@ -507,3 +509,10 @@ def test_budget_example_grants_only_what_the_budgets_need(main: list[Doc]) -> No
     assert {d["kind"] for d in docs} == {"Role", "RoleBinding"}
     sa = one(main, "ServiceAccount")["metadata"]
     assert granted_to(docs, sa["namespace"], sa["name"]) == BUDGET_RULES
+
+
+def test_watch_targets_example_grants_only_what_the_watch_needs(main: list[Doc]) -> None:
+    docs = example("watch-targets-rbac.yaml")
+    assert {d["kind"] for d in docs} == {"Role", "RoleBinding"}
+    sa = one(main, "ServiceAccount")["metadata"]
+    assert granted_to(docs, sa["namespace"], sa["name"]) == WATCH_TARGET_RULES

@@ -35,7 +35,8 @@ needs_promtool = pytest.mark.skipif(
 
 ALERTS = {"ProportionalAutoscalerPollsFailing", "ProportionalAutoscalerNoSuccessfulPoll",
           "ProportionalAutoscalerStaleNodeCounts", "ProportionalAutoscalerAnotherWriter",
-          "ProportionalAutoscalerAtMaxReplicas", "ProportionalAutoscalerNoLeader"}
+          "ProportionalAutoscalerAtMaxReplicas", "ProportionalAutoscalerNoLeader",
+          "ProportionalAutoscalerTargetContended"}
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
@@ -58,7 +59,7 @@ def test_every_alert_passes_its_promtool_unit_tests() -> None:
     assert "SUCCESS" in done.stdout
 
 
-def test_the_alerts_are_the_six_named_ones_with_severity_and_text() -> None:
+def test_the_alerts_are_the_seven_named_ones_with_severity_and_text() -> None:
     found = {rule["alert"]: rule for rule in rules()}
     assert set(found) == ALERTS
     for rule in found.values():

@@ -18,7 +18,9 @@ What is recorded:
   ``--update-configmap-from-defaults`` replaced its data with new defaults;
 * ``Warning``/``ReplicasCapped`` regarding the target (``capToPlaceable``), when its
   replicas newly exceed the Nodes (or zones) its Pods can be placed on, or by another
-  number: capped, or with ``"report"`` only said.
+  number: capped, or with ``"report"`` only said;
+* ``Warning``/``ForeignWrite`` regarding the target (``--watch-targets``), on every replica
+  count another writer set, naming its field manager.
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ class EventRecorder:
                 "name": scale.target.name, "namespace": self._namespace}, note)
         for capped_target, capped in result.placeable_changed:
             self._capped(capped_target, capped)
+        self._foreign(result)
         defaults = result.configmap_defaults
         if defaults is not None and defaults.replaced is not None:
             self.emit("Normal", "DefaultsApplied", "UpdateConfigMap", {
@@ -125,3 +128,16 @@ class EventRecorder:
             if not self._mounted:
                 regarding["resourceVersion"] = version
             self.emit("Warning", "InvalidParameters", "LoadParameters", regarding, invalid)
+
+    def _foreign(self, result: PollResult) -> None:
+        """``--watch-targets``: a Warning for each count another writer set."""
+        for write in result.foreign_writes:
+            kind = write.target.api
+            answer = ("it is contended, so answered at the poll period only"
+                      if write.contended else "answered at once")
+            ours = f" over our {write.ours}" if write.ours is not None else ""
+            self.emit("Warning", "ForeignWrite", "Scale", {
+                "apiVersion": kind.api_version, "kind": kind.name,
+                "name": write.target.name, "namespace": self._namespace},
+                f"Field manager {write.manager} set the replicas of {write.target} to "
+                f"{write.found}{ours}; {answer}")

@@ -25,12 +25,14 @@ from typing import TYPE_CHECKING, Protocol
 from cpa import logs
 from cpa.horizontal.daemon.configdir import ConfigDir, ConfigDirError
 from cpa.horizontal.daemon.configmapsource import ConfigMapSource, DefaultsReport
+from cpa.horizontal.daemon.foreignwrites import ForeignWrite
 from cpa.horizontal.daemon.loopconfig import LoopConfig
 from cpa.horizontal.daemon.objectstage import with_objects
 from cpa.horizontal.daemon.paramscache import InvalidParams, ParamsCache
 from cpa.horizontal.daemon.placements import PlacementCounts, TargetPlacements
 from cpa.horizontal.daemon.react import EarlyPolls
 from cpa.horizontal.daemon.target_writes import PollError, TargetWrites
+from cpa.horizontal.daemon.targetwatch import TargetWatches
 from cpa.horizontal.daemon.watchdogs import Overwrite
 from cpa.horizontal.decide.behavior import BehaviorStage
 from cpa.horizontal.decide.decision import Decision, decide
@@ -65,6 +67,10 @@ class PollResult(PollRecord):
     decision: Decision | None = None
     scales: list[ScaleResult] = field(default_factory=list)
     overwritten: list[Overwrite] = field(default_factory=list)  # another writer's changes
+    foreign_writes: list[ForeignWrite] = field(default_factory=list)
+    """Ours, ``--watch-targets``: another writer's changes, with the writer named."""
+    contended: dict[Target, bool] = field(default_factory=dict)
+    """Ours, ``--watch-targets``: whether each target of the poll is contended."""
     behavior: dict[Target, Outcome] = field(default_factory=dict)
     """Ours: what ``behavior`` made of the decision per target (empty without it)."""
     early: bool = False
@@ -149,8 +155,8 @@ class Autoscaler:
                  count_by: Callable[[CountingPolicy], bool] | None = None,
                  load: LoadAxes | None = None,
                  placements: PlacementCounts | None = None,
-                 placement_wait: float = 0.0,
-                 objects: ObjectCounters | None = None,
+                 placement_wait: float = 0.0, objects: ObjectCounters | None = None,
+                 target_watch: TargetWatches | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``may_write`` (leader election) is asked before every poll: a follower does not
         poll at all, it only keeps its node watch warm, and ``on_follower`` is called on
@@ -159,7 +165,7 @@ class Autoscaler:
         counts); ``placements`` (the node store) keeps the totals per placement for
         ``targetPlacement``, whose list with every label is waited for ``placement_wait``
         seconds at most. ``objects`` (ours) counts the Pods and Services while the
-        parameters in force have an axis of them."""
+        parameters in force, and ``target_watch`` (--watch-targets) the targets."""
         self._config = config
         self._objects = objects
         self._api = api
@@ -187,7 +193,7 @@ class Autoscaler:
                             if placements is not None else None)
         self._placed_decisions: dict[Target, tuple[Params, ClusterCounts, Decision]] = {}
         self._writes = TargetWrites(api, config.namespace, config.targets, config.dry_run,
-                                    lambda: self.behavior)
+                                    lambda: self.behavior, target_watch)
         self._last_desired: int | None = None  # the last poll's decision
         self._last_decision: tuple[Params, ClusterCounts, Decision] | None = None
         # Without anything that wakes the loop early (leader election), it sleeps once
@@ -414,7 +420,7 @@ class Autoscaler:
         in force, one that a scrape's wake() cuts short at once; else the ticker's."""
         if self._react is not None:
             return self._react.sleep(stop, until)
-        if self._load_active:  # the load's scrapes may wake() it
+        if self._load_active or self._writes.watching:  # wake() from another thread
             return self._ticker.sleep_prompt(stop, until)
         return self._ticker.sleep(stop, until)
 

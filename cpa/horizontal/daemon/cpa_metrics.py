@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import Counter, Gauge, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from prometheus_client.registry import Collector, CollectorRegistry
 
 from cpa.horizontal.decide.modes.registry import MODES
 from cpa.kube.configmap import DefaultsState
@@ -91,6 +91,31 @@ class _LoadCollector(Collector):
             yield from (available, rate, replicas, panic, ready, errors, scrapes, duration)
 
 
+class _ForeignSeries:
+    """``--watch-targets``: another writer's counts, and whether each target is contended;
+    no series without the flag."""
+
+    def __init__(self, registry: CollectorRegistry, targets: Sequence[Target]) -> None:
+        self.writes = Counter(
+            "cpa_foreign_writes", "Replica counts another writer set on a target, by the "
+            "field manager that wrote them (--watch-targets).", ["target", "manager"],
+            registry=registry)
+        self.contended = Gauge(
+            "cpa_target_contended", "1 while another writer keeps undoing a target's "
+            "replicas (3 times in 5 minutes) and it is answered at the poll period only; 0 "
+            "after 5 minutes without a foreign write (--watch-targets).", ["target"],
+            registry=registry)
+        for target in targets:
+            self.contended.labels(str(target)).set(0)
+
+    def observe(self, result: PollResult) -> None:
+        for target, contended in result.contended.items():
+            self.contended.labels(str(target)).set(1 if contended else 0)
+        for write in result.foreign_writes:
+            self.writes.labels(str(write.target), write.manager).inc()
+            self.contended.labels(str(write.target)).set(1 if write.contended else 0)
+
+
 def _whole(value: object) -> int:
     """A bound from the parameters' fields; 0 when the mode has none."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
@@ -104,8 +129,10 @@ class Metrics:
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time, dry_run: bool = False,
                  load_view: Callable[[], list[TargetLoad]] | None = None,
-                 follow_defaults: bool = False, leader_elect: bool = False) -> None:
+                 follow_defaults: bool = False, leader_elect: bool = False,
+                 watch_targets: bool = False) -> None:
         """``follow_defaults`` (``--update-configmap-from-defaults``): its series exist;
+        ``watch_targets`` (``--watch-targets``): the foreign writes' series exist;
         ``leader_elect``: ``cpa_leader`` starts at 0 (a scrape before the Lease is first
         acquired must not see 1); :meth:`watch_lease` adds the Lease's series."""
         self.registry = common.new_registry()
@@ -131,6 +158,7 @@ class Metrics:
         self.defaults_updates: Counter | None = None
         if follow_defaults:
             self._defaults_series()
+        self.foreign = _ForeignSeries(self.registry, targets) if watch_targets else None
         # The series every poll sets, looked up once: labels() costs more than set().
         self._poll_ok = self.polls.labels("success")
         self._poll_error = self.polls.labels("error")
@@ -315,6 +343,8 @@ class Metrics:
         for overwrite in result.overwritten:
             self.overwritten.labels(str(overwrite.target)).inc()
         self._observe_defaults(result)
+        if self.foreign is not None:
+            self.foreign.observe(result)
 
     def _observe_placeable(self, result: PollResult) -> None:
         """Ours, ``capToPlaceable``: each target's replicas beyond its room (0 when they

@@ -14,11 +14,13 @@ from collections.abc import Callable
 from cpa import __version__, logs
 from cpa.go.pflag import EXIT_INVALID
 from cpa.horizontal import cpa_flags as flags
+from cpa.horizontal.daemon.contention import Contention
 from cpa.horizontal.daemon.cpa_events import EventRecorder
 from cpa.horizontal.daemon.cpa_loop import Autoscaler, PollResult
 from cpa.horizontal.daemon.latemetrics import LateMetrics
 from cpa.horizontal.daemon.loadstage import LoadStage
 from cpa.horizontal.daemon.loopconfig import LoopConfig
+from cpa.horizontal.daemon.targetwatch import TargetWatches
 from cpa.kube.api import Api, ApiError, RawApi
 from cpa.kube.client import KubeApi
 from cpa.kube.clientconfig import Connection
@@ -62,7 +64,8 @@ def _run(prog: str, instance: str, opts: flags.Options, config: LoopConfig,
         load = LoadStage(_api_maker(conn), opts.namespace)  # ours: scrapers at a load key
         metrics = LateMetrics(opts.targets, watch.status, opts.dry_run, load.view,
                               opts.update_configmap_from_defaults,
-                              leader_elect=opts.leader_elect and not opts.dry_run)
+                              leader_elect=opts.leader_elect and not opts.dry_run,
+                              watch_targets=opts.watch_targets)
         server = serve_health(health, opts.health_port, metrics.exposition)
     except StartupError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
@@ -84,10 +87,16 @@ def _run(prog: str, instance: str, opts: flags.Options, config: LoopConfig,
         election = Election(api, opts, opts.namespace, opts.lease_name)
         metrics.watch_lease(election.status)
         health.record(None)  # a follower has no poll of its own to report
+    watches = (TargetWatches(api, opts.namespace, Contention(time.monotonic))
+               if opts.watch_targets else None)  # ours: --watch-targets
     autoscaler = _autoscaler(opts, instance, ready, election.writer if election else api,
-                             store, watch, health, metrics, election, load, api)
+                             store, watch, health, metrics, election, load, api, watches)
     stopper.also_interrupt(autoscaler.interrupt)
-    code = _poll(autoscaler, stopper.event, health, metrics, election, load)
+    try:
+        code = _poll(autoscaler, stopper.event, health, metrics, election, load)
+    finally:
+        if watches is not None:
+            watches.stop()
     server.shutdown()
     logs.get_logger("main").info("stopped", exit_code=code, signal=stopper.signal_name)
     return code
@@ -120,6 +129,7 @@ def _log_start(opts: flags.Options, conn: Connection) -> None:
         targets=[str(t) for t in opts.targets], nodelabels=opts.nodelabels or None,
         poll_period_seconds=opts.poll_period_seconds, events=opts.events,
         leader_elect=opts.leader_elect, react_to_node_changes=opts.react_to_node_changes,
+        **({"watch_targets": True} if opts.watch_targets else {}),
         **({"config_dir": opts.config_dir} if opts.config_dir else {}),
         **({"update_configmap_from_defaults": True}
            if opts.update_configmap_from_defaults else {}),
@@ -145,7 +155,7 @@ def _ready(config: LoopConfig, api: Api, watch: NodeReflector, stop: threading.E
 def _autoscaler(opts: flags.Options, instance: str, config: LoopConfig,
                 writer: RawApi, store: NodeStore, watch: NodeReflector, health: HealthState,
                 metrics: LateMetrics, election: Election | None, load: LoadStage,
-                api: KubeApi) -> Autoscaler:
+                api: KubeApi, watches: TargetWatches | None) -> Autoscaler:
     """The poll loop, its observers, the node store's changes and the load's scrapes
     handed to it; the Pods and Services counted (ours) while the parameters name them."""
     objects = ObjectCounters(api, first_list_wait=float(opts.poll_period_seconds))
@@ -158,7 +168,9 @@ def _autoscaler(opts: flags.Options, instance: str, config: LoopConfig,
                           health.record, metrics.failed_lease)) if election else None,
                       count_by=lambda policy: store.set_policy(policy, LABEL_LIST_WAIT),
                       load=load, placements=store, placement_wait=LABEL_LIST_WAIT,
-                      objects=objects)
+                      objects=objects, target_watch=watches)
+    if watches is not None:
+        watches.answer = loop.wake  # another writer's count: a poll at once
     load.wake = loop.wake  # a scrape that makes a panic likely polls now
     store.on_change = loop.node_listener
     if opts.events:

@@ -26,7 +26,8 @@ class LateMetrics:
     def __init__(self, targets: Sequence[Target], watch_status: Callable[[], WatchStatus],
                  dry_run: bool = False,
                  load_view: Callable[[], list[TargetLoad]] | None = None,
-                 follow_defaults: bool = False, leader_elect: bool = False) -> None:
+                 follow_defaults: bool = False, leader_elect: bool = False,
+                 watch_targets: bool = False) -> None:
         """``load_view``: the load axis's (:meth:`cpa.horizontal.daemon.loadstage.LoadStage.view`);
         ``follow_defaults``: ``--update-configmap-from-defaults``'s series;
         ``leader_elect``: ``cpa_leader`` is 0 until the Lease is acquired, even in a scrape
@@ -40,6 +41,7 @@ class LateMetrics:
         self._leading = not leader_elect
         self._load_view = load_view
         self._follow_defaults = follow_defaults
+        self._watch_targets = watch_targets
         self._lease: Callable[[], LeaseStatus] | None = None
 
     def _get(self) -> Metrics:
@@ -50,7 +52,8 @@ class LateMetrics:
                 self._real = Metrics(self._targets, self._watch_status,
                                      dry_run=self._dry_run, load_view=self._load_view,
                                      follow_defaults=self._follow_defaults,
-                                     leader_elect=self._leader_elect)
+                                     leader_elect=self._leader_elect,
+                                     watch_targets=self._watch_targets)
                 self._real.set_leader(self._leading)
                 if self._lease is not None:
                     self._real.watch_lease(self._lease)

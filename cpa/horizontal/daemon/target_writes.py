@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from cpa import logs
 from cpa.horizontal.daemon.budgets import Budgets
+from cpa.horizontal.daemon.foreignwrites import ForeignWrite, ForeignWrites
+from cpa.horizontal.daemon.targetwatch import TargetWatches
 from cpa.horizontal.daemon.watchdogs import FloorClamps, OtherWriters, Overwrite
 from cpa.horizontal.decide.decision import Decision
 from cpa.horizontal.decide.placeable import CapOutcome, Room, cap_replicas
@@ -38,6 +40,8 @@ class WriteRecord(Protocol):
     started: float
     scales: list[ScaleResult]
     overwritten: list[Overwrite]
+    foreign_writes: list[ForeignWrite]
+    contended: dict[Target, bool]
     behavior: dict[Target, Outcome]
     target_counts: dict[Target, ClusterCounts]
     placeable: dict[Target, CapOutcome]
@@ -49,9 +53,13 @@ class TargetWrites:
     run's last logged pair per target, the watchdogs' episodes)."""
 
     def __init__(self, api: RawApi, namespace: str, targets: tuple[Target, ...],
-                 dry_run: bool, behavior: Callable[[], BehaviorStage]) -> None:
+                 dry_run: bool, behavior: Callable[[], BehaviorStage],
+                 watches: TargetWatches | None = None) -> None:
         """``behavior``: the behavior stage, made when first asked for (its module is
-        loaded only for parameters with a ``behavior`` key)."""
+        loaded only for parameters with a ``behavior`` key); ``watches``
+        (``--watch-targets``): another writer's counts reported, its manager named."""
+        self._foreign = ForeignWrites(watches, watches.contention) if watches else None
+        self._watches = watches
         self._api = api
         self._namespace = namespace
         self._targets = targets
@@ -78,7 +86,11 @@ class TargetWrites:
         each target's room (ours), applied after every other step."""
         failures = list(failures or [])
         mode, rooms = caps
-        for target in self._targets if targets is None else targets:
+        targets = self._targets if targets is None else targets
+        if self._watches is not None and self._foreign is not None:  # --watch-targets
+            failures += self._watches.poll(targets)  # a 403 names the rule to add
+            result.contended = self._foreign.states(targets)  # a calm one is not contended
+        for target in targets:
             decision = with_load.get(target, proportional)
             if decision.error is not None:  # only a load axis's: the proportional one raised
                 failures.append(f"{target}: {decision.error}")
@@ -105,6 +117,11 @@ class TargetWrites:
         if failures:
             raise PollError("; ".join(failures))
 
+    @property
+    def watching(self) -> bool:
+        """``--watch-targets``: a watch's thread may wake the loop."""
+        return self._watches is not None
+
     def _ensure(self, target: Target, decision: Decision, behavior: Behavior | None,
                 result: WriteRecord, cap: tuple[str, Room] | None) -> ScaleResult:
         """One target's write, its writer's way. Whatever goes wrong is this target's
@@ -125,12 +142,17 @@ class TargetWrites:
     def _watch_write(self, res: ScaleResult, decision: Decision, result: WriteRecord) -> None:
         """A clamped floor, another writer, or (a dry run) what would have been written."""
         self._clamps.check(res)
+        overwrite = None
         if res.dry_run:
             self._would_write(res, decision)
         else:  # a dry run writes nothing, so there is no fight to report
             overwrite = self._writers.check(res)
             if overwrite is not None:
                 result.overwritten.append(overwrite)
+        if self._foreign is not None:
+            foreign = self._foreign.check(res, overwrite)
+            if foreign is not None:
+                result.foreign_writes.append(foreign)
 
     def _shaper(self, target: Target, behavior: Behavior | None, result: WriteRecord,
                 decision: Decision) -> Callable[[int], int] | None:
