@@ -88,7 +88,7 @@ class PodChurn:
     (namespace, name)); a second window goes on where the first stopped."""
 
     def __init__(self, client: Callable[[], AdminClient], existing: Callable[[int], tuple[
-            str, str]], namespaces: int, present: int, threads: int = 24) -> None:
+            str, str]], namespaces: int, present: int, threads: int = 48) -> None:
         self._client = client
         self._existing = existing
         self._namespaces = namespaces
