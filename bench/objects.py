@@ -228,14 +228,15 @@ def churn_window(plane: ControlPlane, churn: podchurn.PodChurn, rate: float,
     achieved rates; with the Pods axis (``counted``), whether the daemon's count comes
     back to the API's and how long after the window that took."""
     def window(proc: subprocess.Popen[bytes], port: int) -> dict[str, Any]:
-        ours, theirs = measure.cpu_seconds(proc.pid), _cpu(plane.apiserver_pid)
+        pids = {"daemon": proc.pid, "apiserver": plane.apiserver_pid,
+                "etcd": plane.etcd_pid, "generator": os.getpid()}
+        before = {name: _cpu(pid) for name, pid in pids.items()}
         done = churn.run(rate, seconds)
         wall = max(1e-9, time.monotonic() - done.started)
         out = done.summary(rate)
-        out["daemon_cpu_percent"] = round(100 * (measure.cpu_seconds(proc.pid) - ours)
-                                          / wall, 1)
-        out["apiserver_cpu_percent"] = round(100 * (_cpu(plane.apiserver_pid) - theirs)
-                                             / wall, 1)
+        for name, pid in pids.items():  # the generator's own share says if it kept up
+            out[f"{name}_cpu_percent"] = round(100 * (_cpu(pid) - before[name]) / wall, 1)
+        out["load_average"] = os.getloadavg()
         if counted:
             out.update(_count_check(plane, port, churn.present))
         return out
