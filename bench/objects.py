@@ -250,7 +250,7 @@ def _free_port() -> int:
         return port
 
 
-def _existing(pods: int) -> Callable[[int], tuple[str, str]]:
+def existing_pods(pods: int) -> Callable[[int], tuple[str, str]]:
     """The i-th Pod there before the churn: the created ones in order, then the churn's
     own (so that a long churn on a few Pods goes on deleting)."""
     def pod(i: int) -> tuple[str, str]:
@@ -267,7 +267,7 @@ def measure_daemons(plane: ControlPlane, args: argparse.Namespace) -> dict[str, 
     admin = plane.admin()
     total_pods, total_services = args.pods, args.services + 1  # and `kubernetes`
     expected = max(1, math.ceil(total_pods / 1000), math.ceil(total_services / 1000))
-    churn = podchurn.PodChurn(lambda: plane.client(plane.admin_token), _existing(args.pods),
+    churn = podchurn.PodChurn(lambda: plane.client(plane.admin_token), existing_pods(args.pods),
                               NAMESPACES, total_pods)
     rate, seconds = args.churn_rate, args.churn_seconds
     out: dict[str, Any] = {}
