@@ -178,6 +178,11 @@ def _churn_rates(run: dict[str, Any]) -> str:
             if churn else "-")
 
 
+def _count_right(run: dict[str, Any]) -> str:
+    right = (run.get("churn") or {}).get("count_right")
+    return "-" if right is None else "yes" if right else "no"
+
+
 def objects(path: Path) -> str:
     """bench.objects: the daemon without and with the Pods and Services axes."""
     d = _load(path)
@@ -198,9 +203,7 @@ def objects(path: Path) -> str:
             row("churn: CPU %, ours / API server",
                 lambda s: churn("daemon_cpu_percent", ".1f")(s) + " / "
                 + churn("apiserver_cpu_percent", ".0f")(s)),
-            row("churn: count right after",
-                lambda s: {True: "yes", False: "no"}.get(
-                    (s.get("churn") or {}).get("count_right"), "-"))]
+            row("churn: count right after", _count_right)]
     return _table([f"{d['pods']:,} Pods, {d['services']:,} Services", "without the axes",
                    "with them"], body)
 
