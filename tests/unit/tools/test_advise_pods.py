@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from cpa import redact
 from cpa.tools.advise import Series, advise_main, advise_pods, pods_bound, replay_pods
+
+
+@pytest.fixture(autouse=True)
+def _no_remembered_credentials() -> None:
+    """Other tests in this process remember credentials (a token file holding "second"),
+    which the tools scrub from what they print: this output is checked to the letter."""
+    redact.forget_all()
 
 
 def series(rates: list[float | None], pods: list[int | None], step: float = 10.0) -> Series:
