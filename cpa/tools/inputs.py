@@ -39,10 +39,10 @@ from cpa.objects.watch import KINDS, ObjectWatch, rule
 
 __all__ = ["COUNT_MAX", "REPLICAS_MAX", "InputError", "ToolParser", "UsageError",
            "add_object_arguments", "add_parameter_arguments", "answer", "cluster_counts",
-           "count", "data_from_file",
-           "data_from_json", "defaults", "explicit_params", "flag_names", "given_objects",
-           "listed_objects", "parameters_from_flags", "parse_params", "read_text",
-           "replica_count", "unknown_argument"]
+           "count", "data_from_file", "data_from_json", "defaults", "explicit_params",
+           "flag_names", "given_objects", "listed_objects", "object_count",
+           "parameters_from_flags", "parse_params", "read_text", "replica_count",
+           "unknown_argument"]
 
 COUNT_MAX: Final = 2**63 - 1
 """The most nodes or cores a hand-given count may name: Kubernetes reads a quantity as a
@@ -498,6 +498,12 @@ def cluster_counts(nodes: object, cores: object, schedulable_nodes: object = Non
 def count(value: str, flag: str) -> int:
     """A whole count typed on the command line (``--nodes 40``), 0 to ``COUNT_MAX``."""
     return _whole(value, flag, COUNT_MAX)
+
+
+def object_count(value: object, what: str) -> int | None:
+    """Ours: a ``pods`` or ``services`` cell of a timeline, a whole count from 0 to
+    ``COUNT_MAX``; None when the cell is empty or absent (not counted at that row)."""
+    return None if value is None or value == "" else _whole(value, what, COUNT_MAX)
 
 
 def replica_count(value: str, flag: str) -> int:

@@ -12,7 +12,9 @@ polls).
 The timeline is CSV with a header, or a JSON list of objects, with ``t`` (seconds, strictly
 increasing), ``nodes``, ``cores`` and optionally ``schedulable_nodes``/``schedulable_cores``
 (default: all of them), and ``zones``/``schedulable_zones`` (for parameters with a ``zones``
-key; default: ``zones``), and ``qps`` (or ``rate``) for parameters with a ``load`` key: the
+key; default: ``zones``), ``pods``/``services`` (ours, for parameters with a Pods or
+Services axis: the Pods not finished, the Services), and ``qps`` (or ``rate``) for
+parameters with a ``load`` key: the
 load's rate at that row (per second; an empty cell is a failed scrape). With a load key
 each row is one scrape sample, and a poll unless ``--poll-period-seconds`` spaces the polls
 out (then a row is a poll when that much time has passed since the last one, as the
@@ -54,6 +56,7 @@ from cpa.tools.inputs import (
     add_parameter_arguments,
     answer,
     cluster_counts,
+    object_count,
     parameters_from_flags,
     parse_command_line,
     read_text,
@@ -65,7 +68,7 @@ __all__ = ["Compared", "Row", "SimStep", "changed", "figure", "load_timeline", "
 
 REQUIRED: Final = ("t", "nodes", "cores")
 OPTIONAL: Final = ("schedulable_nodes", "schedulable_cores", "zones", "schedulable_zones",
-                   "qps", "rate")
+                   "pods", "services", "qps", "rate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +101,10 @@ class SimStep:
     """With a ``load`` key: the load axis's count (None: the axis is out)."""
     panic: bool = False
     """With a ``load`` key: the load axis is in panic mode."""
+    pods: int | None = None
+    """Ours, with a Pods axis: the row's Pods, else None."""
+    services: int | None = None
+    """Ours, with a Services axis: the row's Services, else None."""
 
 
 # ----------------------------------------------------------------------------- timeline
@@ -136,6 +143,8 @@ def _row(cells: Mapping[str, object], where: str) -> Row:
     counts = cluster_counts(cells["nodes"], cells["cores"], cells.get("schedulable_nodes"),
                             cells.get("schedulable_cores"), cells.get("zones"),
                             cells.get("schedulable_zones"), where=where)
+    counts = counts._replace(pods=object_count(cells.get("pods"), f"{where}: pods"),
+                             services=object_count(cells.get("services"), f"{where}: services"))
     if "qps" in cells and "rate" in cells:
         raise InputError(f"{where}: give qps or rate, not both")
     return Row(t, counts, rate_cell(cells.get("qps", cells.get("rate")), where))
@@ -255,9 +264,7 @@ def simulate(params: Params, rows: Sequence[Row], start: int | None = None, *,
                          "column with the load's rate at each row")
     last_poll = -math.inf
     for row in rows:
-        if params.shared.zones is not None and row.counts.total_zones is None:
-            raise InputError(f"t {row.t:g}: the parameters have a zones key: give the "
-                             "timeline a zones column (the zones the Nodes are in)")
+        _check_columns(params, row)
         axis: LoadAxis | None = None
         if replay is not None and replay.load is not None:
             replay.sample(row, current)
@@ -284,8 +291,29 @@ def simulate(params: Params, rows: Sequence[Row], start: int | None = None, *,
                              decision.replicas, current, reason, decision.zones,
                              row.qps if shown else None,
                              decision.replicas if shown and axis is None
-                             else decision.proportional, decision.load, panic))
+                             else decision.proportional, decision.load, panic,
+                             *_objects(params, row.counts)))
     return steps
+
+
+def _check_columns(params: Params, row: Row) -> None:
+    """A key that needs a count the row lacks is an error naming the column to add."""
+    if params.shared.zones is not None and row.counts.total_zones is None:
+        raise InputError(f"t {row.t:g}: the parameters have a zones key: give the "
+                         "timeline a zones column (the zones the Nodes are in)")
+    for kind in sorted(params.object_kinds()):
+        if getattr(row.counts, kind) is None:
+            what = "Pods not finished" if kind == "pods" else "Services"
+            raise InputError(f"t {row.t:g}: the parameters have a {kind} axis: give the "
+                             f"timeline a {kind} column (the {what} in the cluster) with a "
+                             "count in every row")
+
+
+def _objects(params: Params, counts: ClusterCounts) -> tuple[int | None, int | None]:
+    """The Pods and Services of a row, each only when the parameters count it."""
+    kinds = params.object_kinds()
+    return (counts.pods if "pods" in kinds else None,
+            counts.services if "services" in kinds else None)
 
 
 def writes(steps: Sequence[SimStep], start: int) -> int:
@@ -326,13 +354,14 @@ class Compared(NamedTuple):
 def render_text(steps: Sequence[SimStep], start: int, compared: Compared, *,
                 all_rows: bool = False) -> str:
     zoned = any(s.zones is not None for s in steps)  # a zones column only when counted
+    objects = [k for k in ("pods", "services") if any(getattr(s, k) is not None for s in steps)]
     loaded = any(s.proportional is not None for s in steps)  # a load key
     load_header = ("qps", "proportional", "load", "mode") if loaded else ()
-    header = ("t", "nodes", *(("zones",) if zoned else ()), "cores", *load_header, "desired",
-              "replicas", "reason")
+    header = ("t", "nodes", *(("zones",) if zoned else ()), "cores", *objects, *load_header,
+              "desired", "replicas", "reason")
     shown = [s for s, keep in zip(steps, changed(steps), strict=True) if keep or all_rows]
     table = [header] + [(f"{s.t:g}", str(s.nodes), *((str(s.zones),) if zoned else ()),
-                         str(s.cores),
+                         str(s.cores), *(_cell(getattr(s, k)) for k in objects),
                          *((_cell(s.qps), _cell(s.proportional), _cell(s.load),
                             "panic" if s.panic else "stable") if loaded else ()),
                          str(s.desired), str(s.replicas), s.reason)
@@ -505,7 +534,8 @@ def _parser() -> ToolParser:
     p.add_argument("--timeline", required=True, metavar="FILE",
                    help="CSV with a header, or a JSON list of objects: t (seconds, "
                         "increasing), nodes, cores[, schedulable_nodes, schedulable_cores, "
-                        "zones, schedulable_zones, qps (the load's rate, with a load key)]")
+                        "zones, schedulable_zones, pods, services (with those axes), qps "
+                        "(the load's rate, with a load key)]")
     add_parameter_arguments(p)
     p.add_argument("--start-replicas", metavar="N",
                    help="the target's replicas before the first row (default: the first "
@@ -591,8 +621,9 @@ def _json_step(step: SimStep) -> dict[str, Any]:
     doc = asdict(step)
     if float(step.t).is_integer():
         doc["t"] = int(step.t)
-    if step.zones is None:  # only parameters with a zones key count them
-        del doc["zones"]
+    for key in ("zones", "pods", "services"):  # only parameters that count them
+        if doc[key] is None:
+            del doc[key]
     if step.proportional is None:  # only parameters with a load key have these
         for key in ("qps", "proportional", "load", "panic"):
             del doc[key]

@@ -172,6 +172,42 @@ def placement(path: Path) -> str:
     return _table([f"{d['nodes']:,} Nodes", "without the key", "with `targetPlacement`"], body)
 
 
+def _churn_rates(run: dict[str, Any]) -> str:
+    churn = run.get("churn") or {}
+    return (f"{churn['creates_per_second']:.0f} / {churn['deletes_per_second']:.0f}"
+            if churn else "-")
+
+
+def _count_right(run: dict[str, Any]) -> str:
+    right = (run.get("churn") or {}).get("count_right")
+    return "-" if right is None else "yes" if right else "no"
+
+
+def objects(path: Path) -> str:
+    """bench.objects: the daemon without and with the Pods and Services axes."""
+    d = _load(path)
+    sides = (d["without_axes"], d["with_axes"])
+
+    def row(label: str, cell: Callable[[dict[str, Any]], str]) -> list[str]:
+        return [label, *(cell(side) for side in sides)]
+
+    def churn(key: str, spec: str) -> Callable[[dict[str, Any]], str]:
+        return lambda side: _fmt((side.get("churn") or {}).get(key), spec)
+
+    body = [row("first correct write, s", lambda s: f"{s['first_correct_write_seconds']:.2f}"),
+            row("API server CPU to it, s", lambda s: f"{s['apiserver_sync_cpu_seconds']:.2f}"),
+            row("peak RSS / in the churn, MiB",
+                lambda s: f"{s['peak_rss_mib']:.1f} / " + churn("peak_rss_mib", ".1f")(s)),
+            row("CPU a steady poll, ms", lambda s: f"{s['cpu_ms_per_poll']:.1f}"),
+            row("churn: created / deleted a second", _churn_rates),
+            row("churn: CPU %, ours / API server",
+                lambda s: churn("daemon_cpu_percent", ".1f")(s) + " / "
+                + churn("apiserver_cpu_percent", ".0f")(s)),
+            row("churn: count right after", _count_right)]
+    return _table([f"{d['pods']:,} Pods, {d['services']:,} Services", "without the axes",
+                   "with them"], body)
+
+
 def _p99_in_spike(run: dict[str, Any], jump: int, end: int) -> str:
     values = [w["p99_ms"] for w in run["windows"]
               if jump <= w["start"] < end and w["p99_ms"] is not None]
@@ -199,7 +235,7 @@ def dns_spike(path: Path) -> str:
 
 RENDERERS: dict[str, Callable[[Path], str]] = {
     f.__name__: f for f in (full_run, reaction, pollcost, container, load_scrape,
-                            load_reaction, placement, dns_spike)}
+                            load_reaction, placement, objects, dns_spike)}
 
 
 def rendered(text: str) -> str:

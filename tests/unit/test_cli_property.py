@@ -75,13 +75,13 @@ def _timeline() -> st.SearchStrategy[str]:
         ["", "3920m", "1.5", "1e400", "nan", "x", "-0", "2k", "1Ki"]), st.text(max_size=5))
     header = st.lists(st.sampled_from(["t", "nodes", "cores", "schedulable_nodes",
                                        "schedulable_cores", "zones", "schedulable_zones",
-                                       "other", ""]),
+                                       "pods", "services", "other", ""]),
                       min_size=1, max_size=6)
     csv = st.tuples(header, st.lists(st.lists(cell, max_size=6), max_size=6)).map(
         lambda hr: "\n".join([",".join(hr[0]), *(",".join(r) for r in hr[1])]) + "\n")
     row = st.dictionaries(st.sampled_from(["t", "nodes", "cores", "schedulable_nodes",
                                            "schedulable_cores", "zones",
-                                           "schedulable_zones", "x"]),
+                                           "schedulable_zones", "pods", "services", "x"]),
                           st.one_of(_scalar, cell), max_size=5)
     as_json = st.lists(st.one_of(row, _scalar), max_size=5).map(json.dumps)
     return st.one_of(csv, as_json)
@@ -136,10 +136,26 @@ def _load_timeline() -> st.SearchStrategy[str]:
     return st.lists(row, min_size=1, max_size=12).map(lambda rows: "t,nodes,cores,qps\n" + "".join(
         f"{sum(r[0] for r in rows[:i + 1])},{n},{n * 4},{q}\n" for i, (_, n, q) in enumerate(rows)))
 
+_PODS_CONFIGMAP = yaml.safe_dump({"kind": "ConfigMap", "metadata": {"name": "p"}, "data": {
+    "linear": '{"nodesPerReplica":4,"podsPerReplica":100,"servicesPerReplica":10}'}})
+
+
+def _pods_timeline() -> st.SearchStrategy[str]:
+    """Timelines with pods and services columns, some cells hostile (negative, not a
+    number, huge), for the Pods and Services axes and for advice."""
+    cell = st.one_of(st.integers(-3, 10**20).map(str),
+                     st.sampled_from(["", "x", "1e400", "nan", "1.5", "-0"]))
+    row = st.tuples(st.integers(1, 30), st.integers(0, 50), cell, cell)
+    return st.lists(row, min_size=1, max_size=12).map(lambda rows: "t,nodes,cores,qps,pods,"
+                                                      "services\n" + "".join(
+        f"{sum(r[0] for r in rows[:i + 1])},{n},{n * 4},{n * 10},{p},{v}\n"
+        for i, (_, n, p, v) in enumerate(rows)))
+
 _contents = st.one_of(st.binary(max_size=64), st.text(max_size=64), _json_text,
                       _configmap(), _timeline(), _kubeconfig(), _good_timeline(),
                       st.just(_GOOD_CONFIGMAP), st.just(_ZONED_CONFIGMAP),
-                      st.just(_LOAD_CONFIGMAP), _load_timeline())
+                      st.just(_LOAD_CONFIGMAP), _load_timeline(), st.just(_PODS_CONFIGMAP),
+                      _pods_timeline())
 
 # --- command lines ---------------------------------------------------------------------
 
