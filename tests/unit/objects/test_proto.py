@@ -18,8 +18,15 @@ from hypothesis import strategies as st
 from cpa.kube import wire
 from cpa.kube.wire import PROTOBUF, frames, lines
 from cpa.objects.proto import Meta, MetaEvent, decode_event, decode_list_page
-from cpa.objects.watch import ACCEPT_LIST, ACCEPT_LIST_PROTOBUF, KINDS, ObjectWatch
+from cpa.objects.watch import (
+    ACCEPT_LIST,
+    ACCEPT_LIST_PROTOBUF,
+    ACCEPT_WATCH_PROTOBUF,
+    KINDS,
+    ObjectWatch,
+)
 from tests.fakes import FakeResponse, ScriptedApi
+from tests.unit.objects.fixtures import record_protobuf as recorded
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "protobuf"
 WATCH = f"{PROTOBUF};stream=watch"
@@ -42,6 +49,8 @@ def pb_events(name: str, chunk: int = 65536) -> list[MetaEvent]:
 
 
 def test_recorded_content_types() -> None:
+    assert (recorded.ACCEPT["pb"], recorded.ACCEPT["pb-watch"]) == (
+        ACCEPT_LIST_PROTOBUF, ACCEPT_WATCH_PROTOBUF), "recorded as the watch asks"
     types = json.loads(fixture("versions.json"))["content_types"]
     assert types["pods-page.pb"] == PROTOBUF, "the server encodes metadata lists in protobuf"
     assert types["watch.pb"] == WATCH
