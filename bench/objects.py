@@ -141,11 +141,12 @@ Extra = Callable[[subprocess.Popen[bytes], int], dict[str, Any]]
 
 
 def run_daemon(plane: ControlPlane, admin: AdminClient, params: dict[str, Any],
-               expected: int, polls: int, log: Path, extra: Extra | None = None
-               ) -> dict[str, Any]:
+               expected: int, polls: int, log: Path, extra: Extra | None = None,
+               source: Path | None = None) -> dict[str, Any]:
     """One daemon on the cluster as it is: its peak RSS, time to the first correct write,
     the API server's CPU from its start to that write (the initial sync), its CPU per
-    steady poll; then ``extra`` (the churn) while it still runs."""
+    steady poll; then ``extra`` (the churn) while it still runs. ``source``: the daemon
+    imported from that source tree (``--compare``) rather than the installed one."""
     _params(admin, params)
     _set_replicas(admin, 1 if expected != 1 else 3)  # so that the right count is a write
     quiet = settle(plane)
@@ -158,7 +159,8 @@ def run_daemon(plane: ControlPlane, admin: AdminClient, params: dict[str, Any],
     plane_cpu = _cpu(plane.apiserver_pid)
     with log.open("wb") as out:
         began = time.monotonic()
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
     sampler = measure.RssSampler(proc.pid, 0.1)
     try:
         alive: Callable[[], bool] = lambda: proc.poll() is None  # noqa: E731
@@ -279,6 +281,21 @@ def measure_daemons(plane: ControlPlane, args: argparse.Namespace) -> dict[str, 
     return out
 
 
+def compare(plane: ControlPlane, args: argparse.Namespace) -> dict[str, Any]:
+    """The daemon with the axes from each ``--compare`` source tree in turn, ``--rounds``
+    times: paired figures on one cluster, so that a change is judged against the same
+    objects and the same machine load (which moves the API server's CPU from run to run)."""
+    admin = plane.admin()
+    expected = max(1, math.ceil(args.pods / 1000), math.ceil((args.services + 1) / 1000))
+    runs: dict[str, list[dict[str, Any]]] = {str(src): [] for src in args.compare}
+    for i in range(args.rounds):
+        for src in args.compare:
+            runs[str(src)].append(run_daemon(plane, admin, AXES, expected, args.polls,
+                                             plane.workdir / f"compare-{i}.log",
+                                             source=src.resolve()))
+    return runs
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.objects")
     parser.add_argument("--pods", type=int, default=150_000)
@@ -288,6 +305,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="Pods created and deleted a second (each)")
     parser.add_argument("--churn-seconds", type=float, default=60.0,
                         help="the churn window with each daemon (0: no churn)")
+    parser.add_argument("--compare", type=Path, nargs="*", default=[],
+                        help="source trees whose daemon runs with the axes, in turn, after "
+                             "the two runs (e.g. git archive checkouts of two commits)")
+    parser.add_argument("--rounds", type=int, default=3, help="turns of --compare")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     plane = ControlPlane(bin_dir=ensure_binaries())
@@ -299,6 +320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["create"] = populate(admin, args.pods, args.services)
         _deployment(admin)
         result.update(measure_daemons(plane, args))
+        if args.compare:
+            result["compare"] = compare(plane, args)
     finally:
         plane.stop()
     text = json.dumps(result, indent=2)

@@ -12,7 +12,7 @@ from typing import Any
 from cpa.kube.api import ApiError
 from cpa.objects.counters import CountUnavailable, ObjectCounters
 from cpa.objects.tally import Tally, uid_key
-from cpa.objects.watch import ACCEPT_LIST, ACCEPT_WATCH, KINDS, Kind, ObjectWatch
+from cpa.objects.watch import ACCEPT_LIST_PROTOBUF, ACCEPT_WATCH_PROTOBUF, KINDS, Kind, ObjectWatch
 from tests.fakes import FakeResponse, ScriptedApi
 
 UID = "6f1d2c3b-0000-4000-8000-{:012d}"
@@ -63,7 +63,8 @@ def test_paged_metadata_list_then_watch_from_its_version() -> None:
     assert api.page_calls[0] == {"limit": "2", "fieldSelector":
                                  "status.phase!=Succeeded,status.phase!=Failed"}
     assert api.page_calls[1]["continue"] == "tok"
-    assert api.accepts[:2] == [ACCEPT_LIST, ACCEPT_LIST] and api.accepts[2] == ACCEPT_WATCH
+    assert api.accepts[:2] == [ACCEPT_LIST_PROTOBUF] * 2  # a JSON answer is read too
+    assert api.accepts[2] == ACCEPT_WATCH_PROTOBUF
     query = api.stream_calls[0][0]
     assert query["resourceVersion"] == "5" and query["watch"] == "1"
     assert query["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed"
