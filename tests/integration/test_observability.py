@@ -161,7 +161,10 @@ def test_leader_election_one_writer_and_takeover(controlplane: ControlPlane, nam
     wait_replicas(admin, namespace, "deployment", "coredns", 8, proc=second)
     print(f"\nleader killed: the follower took over after {took:.1f}s (lease 15s); "
           f"leaseTransitions={new_holder['leaseTransitions']}")
-    assert took <= 15 + 2 * 2.2 + 2, "takeover within the lease duration (plus a retry)"
+    # The follower tries every retry period times 1 + U(0, 1.2), up to 4.4 s (client-go's
+    # jitter): it can see the last renewal up to one such try late, and acquires at the first
+    # try after the lease ran out from then; 2 s more for this check to see the metric.
+    assert took <= 15 + 2 * (2 * 2.2) + 2, "takeover within the lease duration plus two tries"
 
     # A clean stop hands over at once.
     third = start(*args(namespace, "--leader-elect"), kubeconfig=kubeconfig)
