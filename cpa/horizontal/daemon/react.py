@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from cpa import logs
 from cpa.horizontal.decide.decision import decide
@@ -35,31 +37,26 @@ REACT_MIN_INTERVAL_SECONDS = 1.0
 """At most one early poll a second, however the Nodes churn."""
 
 
+@dataclass(eq=False, slots=True)
 class EarlyPolls:
-    """When to poll between the period's polls, and the early poll itself (``poll``)."""
+    """When to poll between the period's polls, and the early poll itself (``poll``).
+    ``last``: the parameters parsed last and the replicas the last poll decided."""
 
-    def __init__(self, ticker: Ticker, clock: Callable[[], float],
-                 counts: Callable[[], ClusterCounts],
-                 last: Callable[[], tuple[Params | None, int | None]],
-                 poll: Callable[[], object],
-                 may_write: Callable[[], bool] | None) -> None:
-        """``last``: the parameters parsed last and the replicas the last poll decided;
-        ``poll``: run one early poll."""
-        self._ticker = ticker
-        self._clock = clock
-        self._counts = counts
-        self._last = last
-        self._poll = poll
-        self._may_write = may_write
-        self._nodes_dirty = False
-        self._last_early = float("-inf")
-        self._log = logs.get_logger("autoscaler")
-        self.early_polls = 0
-        """Polls run early because the node counts changed the decision."""
-        self.node_wakeups = 0
-        """Node changes the loop woke up for."""
-        self.decision_checks = 0
-        """Decisions recomputed against new node counts, without a poll."""
+    ticker: Ticker
+    clock: Callable[[], float]
+    counts: Callable[[], ClusterCounts]
+    last: Callable[[], tuple[Params | None, int | None]]
+    poll: Callable[[], object]
+    may_write: Callable[[], bool] | None
+    early_polls: int = field(init=False, default=0)
+    """Polls run early because the node counts changed the decision."""
+    node_wakeups: int = field(init=False, default=0)
+    """Node changes the loop woke up for."""
+    decision_checks: int = field(init=False, default=0)
+    """Decisions recomputed against new node counts, without a poll."""
+    _nodes_dirty: bool = field(init=False, default=False)
+    _last_early: float = field(init=False, default=float("-inf"))
+    _log: Any = field(init=False, default_factory=lambda: logs.get_logger("autoscaler"))
 
     def nodes_changed(self) -> None:
         """The node store's ``on_change``: a Node's record changed. Runs in the watch's
@@ -67,12 +64,12 @@ class EarlyPolls:
         time)."""
         if not self._nodes_dirty:
             self._nodes_dirty = True
-            self._ticker.interrupt()
+            self.ticker.interrupt()
 
     def sleep(self, stop: threading.Event, until: float) -> bool:
         """The ticker's prompt wait with early polls: the same boundaries, and an early
         poll whenever the node counts change the decision; True when stopped."""
-        return self._ticker.sleep_prompt(stop, until, self._between)
+        return self.ticker.sleep_prompt(stop, until, self._between)
 
     def _between(self, stop: threading.Event, until: float) -> None:
         if self._nodes_dirty:
@@ -81,14 +78,14 @@ class EarlyPolls:
     def _pause(self, stop: threading.Event, seconds: float) -> bool:
         """Wait ``seconds`` (node changes meanwhile are taken in by the caller); False
         when a stop or a wake() cut it short."""
-        deadline = self._clock() + seconds
+        deadline = self.clock() + seconds
         while True:
-            if stop.is_set() or self._ticker.woken:
+            if stop.is_set() or self.ticker.woken:
                 return False
-            remaining = deadline - self._clock()
+            remaining = deadline - self.clock()
             if remaining <= 0:
                 return True
-            self._ticker.wait_interrupt(min(remaining, 1.0))
+            self.ticker.wait_interrupt(min(remaining, 1.0))
 
     def _settle(self, stop: threading.Event, cap: float) -> float | None:
         """Wait until the node changes pause for ``REACT_DEBOUNCE_SECONDS``, or until
@@ -97,10 +94,10 @@ class EarlyPolls:
         none is lost: the decision reads the counts, not the events."""
         while True:
             self._nodes_dirty = False
-            now = self._clock()
+            now = self.clock()
             if not self._pause(stop, min(now + REACT_DEBOUNCE_SECONDS, cap) - now):
                 return None
-            now = self._clock()
+            now = self.clock()
             if not self._nodes_dirty or now >= cap:
                 return now
 
@@ -108,12 +105,12 @@ class EarlyPolls:
         """Do the counts now give another replica count than the last poll's decision?
         Computed with the parameters parsed last (no request, no parsing): O(1)."""
         self._nodes_dirty = False
-        params, last = self._last()
+        params, last = self.last()
         if params is None or last is None:
             return False
         self.decision_checks += 1
         try:
-            decision = decide(params, self._counts())
+            decision = decide(params, self.counts())
         except Exception:  # the next regular poll reports whatever this is
             return False
         if decision.error is not None:  # e.g. the Pods or Services, which only polls count
@@ -129,31 +126,31 @@ class EarlyPolls:
         the counts now move the decision. A follower never does (only the leader polls), nor
         does the loop when the period's poll comes first anyway."""
         self.node_wakeups += 1
-        if self._may_write is not None and not self._may_write():
+        if self.may_write is not None and not self.may_write():
             self._nodes_dirty = False
             return
         last_call = until - REACT_DEBOUNCE_SECONDS  # later, the period's poll sees them
-        earliest = max(self._clock() + REACT_DEBOUNCE_SECONDS,
+        earliest = max(self.clock() + REACT_DEBOUNCE_SECONDS,
                        self._last_early + REACT_MIN_INTERVAL_SECONDS)
         if earliest >= last_call:
             self._nodes_dirty = False
             return
-        settled = self._settle(stop, min(self._clock() + REACT_MIN_INTERVAL_SECONDS,
+        settled = self._settle(stop, min(self.clock() + REACT_MIN_INTERVAL_SECONDS,
                                          last_call))
         if settled is None:
             return
         if settled >= last_call:
             self._nodes_dirty = False
             return
-        if earliest > settled and not self._pause(stop, earliest - self._clock()):
+        if earliest > settled and not self._pause(stop, earliest - self.clock()):
             return
         if not self._decision_moved():
             return
-        if self._may_write is not None and not self._may_write():
+        if self.may_write is not None and not self.may_write():
             return
-        self._last_early = self._clock()
+        self._last_early = self.clock()
         self.early_polls += 1
         if logs.v(4):
             self._log.info("poll.early", reason="the node counts change the decision",
-                           desired_before=self._last()[1])
-        self._poll()
+                           desired_before=self.last()[1])
+        self.poll()

@@ -9,7 +9,8 @@ Nodes its Pods can be placed on (:mod:`cpa.horizontal.decide.placeable`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cpa import logs
 from cpa.horizontal.daemon.budgets import Budgets
@@ -48,29 +49,34 @@ class WriteRecord(Protocol):
     placeable_changed: list[tuple[Target, CapOutcome]]
 
 
+@dataclass(eq=False, slots=True)
 class TargetWrites:
     """Writes each target's count, poll after poll (what it keeps across polls: the dry
-    run's last logged pair per target, the watchdogs' episodes)."""
+    run's last logged pair per target, the watchdogs' episodes). ``behavior``: the
+    behavior stage, made when first asked for (its module is loaded only for parameters
+    with a ``behavior`` key); ``watches`` (``--watch-targets``): another writer's counts
+    reported, its manager named."""
 
-    def __init__(self, api: RawApi, namespace: str, targets: tuple[Target, ...],
-                 dry_run: bool, behavior: Callable[[], BehaviorStage],
-                 watches: TargetWatches | None = None) -> None:
-        """``behavior``: the behavior stage, made when first asked for (its module is
-        loaded only for parameters with a ``behavior`` key); ``watches``
-        (``--watch-targets``): another writer's counts reported, its manager named."""
+    api: RawApi
+    namespace: str
+    targets: tuple[Target, ...]
+    dry_run: bool
+    behavior: Callable[[], BehaviorStage]
+    watches: TargetWatches | None = None
+    _foreign: ForeignWrites | None = field(init=False)
+    _writers: OtherWriters = field(init=False, default_factory=OtherWriters)
+    _clamps: FloorClamps = field(init=False, default_factory=FloorClamps)
+    _budgets: Budgets = field(init=False)
+    _would: dict[Target, tuple[int | None, int]] = field(init=False, default_factory=dict)
+    """Dry run: the pair last logged per target, logged once each."""
+    _short: dict[Target, tuple[int, int, int]] = field(init=False, default_factory=dict)
+    """capToPlaceable: the shortfall last logged per target, logged once each."""
+    _log: Any = field(init=False, default_factory=lambda: logs.get_logger("autoscaler"))
+
+    def __post_init__(self) -> None:
+        watches = self.watches
         self._foreign = ForeignWrites(watches, watches.contention) if watches else None
-        self._watches = watches
-        self._api = api
-        self._namespace = namespace
-        self._targets = targets
-        self._dry_run = dry_run
-        self._behavior = behavior
-        self._writers = OtherWriters()
-        self._clamps = FloorClamps()
-        self._budgets = Budgets(api, namespace)
-        self._would: dict[Target, tuple[int | None, int]] = {}  # dry run: logged once each
-        self._short: dict[Target, tuple[int, int, int]] = {}  # capToPlaceable: logged once
-        self._log = logs.get_logger("autoscaler")
+        self._budgets = Budgets(self.api, self.namespace)
 
     def update(self, proportional: Decision, with_load: Mapping[Target, Decision],
                counts: ClusterCounts, behavior: Behavior | None,
@@ -86,9 +92,9 @@ class TargetWrites:
         each target's room (ours), applied after every other step."""
         failures = list(failures or [])
         mode, rooms = caps
-        targets = self._targets if targets is None else targets
-        if self._watches is not None and self._foreign is not None:  # --watch-targets
-            failures += self._watches.poll(targets)  # a 403 names the rule to add
+        targets = self.targets if targets is None else targets
+        if self.watches is not None and self._foreign is not None:  # --watch-targets
+            failures += self.watches.poll(targets)  # a 403 names the rule to add
             result.contended = self._foreign.states(targets)  # a calm one is not contended
         for target in targets:
             decision = with_load.get(target, proportional)
@@ -120,7 +126,7 @@ class TargetWrites:
     @property
     def watching(self) -> bool:
         """``--watch-targets``: a watch's thread may wake the loop."""
-        return self._watches is not None
+        return self.watches is not None
 
     def _ensure(self, target: Target, decision: Decision, behavior: Behavior | None,
                 result: WriteRecord, cap: tuple[str, Room] | None) -> ScaleResult:
@@ -129,12 +135,12 @@ class TargetWrites:
         :class:`ApiError` result; anything else (a bug) is caught here too, so that the
         targets after it are still written in this poll."""
         try:
-            return writer_for(target).ensure(self._api, self._namespace, target,
+            return writer_for(target).ensure(self.api, self.namespace, target,
                                              decision.replicas,
                                              self._capper(target, result, cap, decision.replicas,
                                                           self._shaper(target, behavior,
                                                                        result, decision)),
-                                             dry_run=self._dry_run)
+                                             dry_run=self.dry_run)
         except Exception as exc:
             return ScaleResult(target, None, decision.replicas, False,
                                f"{target}: unexpected {type(exc).__name__}: {exc}")
@@ -169,7 +175,7 @@ class TargetWrites:
         desired, now, floor = decision.replicas, result.started, decision.floor
 
         def shape(current: int) -> int:
-            outcome = self._behavior().shape(target, behavior, desired, current, now, floor)
+            outcome = self.behavior().shape(target, behavior, desired, current, now, floor)
             result.behavior[target] = outcome
             return outcome.replicas
         return shape
@@ -221,8 +227,8 @@ class TargetWrites:
         if outcome is None or res.error is not None:
             return {}
         if res.changed and res.previous is not None:
-            self._behavior().written(res.target, res.previous, res.replicas, result.started)
-        elif self._behavior().newly_held(res.target, outcome):
+            self.behavior().written(res.target, res.previous, res.replicas, result.started)
+        elif self.behavior().newly_held(res.target, outcome):
             self._log.info("scale.held", target=str(res.target), replicas=outcome.replicas,
                            desired=outcome.desired, behavior=outcome.reason)
         if not outcome.shaped:

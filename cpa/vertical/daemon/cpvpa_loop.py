@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, NamedTuple
 
 from cpa import logs
 from cpa.kube.api import ApiError
@@ -35,13 +35,9 @@ from cpa.objects.counters import CountUnavailable, ObjectCounters
 from cpa.runtime.polls import PollRecord, report
 from cpa.runtime.ticker import Ticker
 from cpa.vertical.daemon.configfile import ConfigFile
-from cpa.vertical.daemon.inplace import InPlaceOutcome, InPlaceResizer
 from cpa.vertical.daemon.target import TargetLoop, TargetPollResult
-from cpa.vertical.daemon.writer import TemplateWriter
-from cpa.vertical.decide.budget import FallbackBudget
-from cpa.vertical.decide.formula import CoresError, CountsUnavailable, Requirements
-from cpa.vertical.decide.patch import Difference
-from cpa.vertical.decide.state import Plan, VerticalState
+from cpa.vertical.decide.formula import CoresError, CountsUnavailable
+from cpa.vertical.decide.state import VerticalState
 
 __all__ = ["TargetPollResult", "VerticalAutoscaler", "VerticalLoopConfig",
            "VerticalPollResult"]
@@ -54,92 +50,49 @@ class VerticalLoopConfig(NamedTuple):
 
 @dataclass(slots=True)
 class VerticalPollResult(PollRecord):
-    """Everything one poll saw and did: the counts, and each target's share (the
-    properties below are the first target's, CPVA's only one)."""
+    """Everything one poll saw and did: the counts, and each target's share."""
 
     nodes: int | None = None
     cores: int | None = None
     dry_run: bool = False
     targets: list[TargetPollResult] = field(default_factory=list)
 
-    def _first(self) -> TargetPollResult | None:
-        return self.targets[0] if self.targets else None
-
     @property
-    def plan(self) -> Plan | None:
-        first = self._first()
-        return first.plan if first else None
-
-    @property
-    def written(self) -> Requirements | None:
-        first = self._first()
-        return first.written if first else None
-
-    @property
-    def write_failed(self) -> bool:
-        first = self._first()
-        return first.write_failed if first else False
-
-    @property
-    def inplace(self) -> InPlaceOutcome | None:
-        first = self._first()
-        return first.inplace if first else None
-
-    @property
-    def template_skipped(self) -> str | None:
-        first = self._first()
-        return first.template_skipped if first else None
-
-    @property
-    def drift(self) -> list[Difference]:
-        first = self._first()
-        return first.drift if first else []
-
-    @property
-    def fallbacks(self) -> list[str]:
-        first = self._first()
-        return first.fallbacks if first else []
-
+    def first(self) -> TargetPollResult:
+        """The first target's share: CPVA's only target."""
+        return self.targets[0]
 
 Observer = Callable[[VerticalPollResult], None]
 
 
+@dataclass(eq=False, slots=True)
 class VerticalAutoscaler:
-    """The poll loop of ``/cpvpa``."""
+    """The poll loop of ``/cpvpa``. ``targets``: each target's loop, CPVA's only one first
+    (ours: the others of a ``--target`` comma list). ``may_write`` (leader election) is
+    asked before every poll: a follower does not poll, it calls ``warm`` instead (the Node
+    counts get ready for a takeover) and ``on_follower`` (to report a Lease it cannot
+    read). ``objects`` (ours) counts the Pods and Services while a config in force has
+    ``podsPerStep``/``servicesPerStep``."""
 
-    def __init__(self, config: VerticalLoopConfig, counts: Callable[[], tuple[int, int]],
-                 config_file: ConfigFile, state: VerticalState, writer: TemplateWriter, *,
-                 resizer: InPlaceResizer | None = None, observers: Sequence[Observer] = (),
-                 stale: Callable[[], str | None] | None = None,
-                 may_write: Callable[[], bool] | None = None,
-                 warm: Callable[[], None] | None = None,
-                 on_follower: Callable[[], None] | None = None,
-                 more_targets: Sequence[TargetLoop] = (),
-                 budget: FallbackBudget | None = None,
-                 objects: ObjectCounters | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        """``state``, ``writer``, ``resizer`` and ``budget`` (the fallback's) are the first
-        target's, CPVA's only one; ``more_targets`` the others of a comma list.
-        ``may_write`` (leader election) is asked before every poll: a follower does not
-        poll, it calls ``warm`` instead (the Node counts get ready for a takeover) and
-        ``on_follower`` (to report a Lease it cannot read). ``objects`` (ours) counts the
-        Pods and Services while a config in force has ``podsPerStep``/``servicesPerStep``."""
-        self._config = config
-        self._objects = objects
-        self._warm = warm
-        self._on_follower = on_follower
-        self._counts = counts
-        self._file = config_file
-        self.targets = [TargetLoop(state, writer, resizer=resizer, budget=budget,
-                                   clock=clock),
-                        *more_targets]
-        self._observers = list(observers)
-        self._stale = stale
-        self._may_write = may_write
-        self._clock = clock
-        self._ticker = Ticker(float(config.poll_period_seconds), clock)
-        self._log = logs.get_logger("cpvpa")
-        self.polls = 0
+    config: VerticalLoopConfig
+    counts: Callable[[], tuple[int, int]]
+    config_file: ConfigFile
+    targets: list[TargetLoop]
+    _: KW_ONLY
+    observers: list[Observer] = field(default_factory=list)
+    stale: Callable[[], str | None] | None = None
+    may_write: Callable[[], bool] | None = None
+    warm: Callable[[], None] | None = None
+    on_follower: Callable[[], None] | None = None
+    objects: ObjectCounters | None = None
+    clock: Callable[[], float] = time.monotonic
+    polls: int = field(init=False, default=0)
+    _ticker: Ticker = field(init=False)
+    _log: Any = field(init=False, default_factory=lambda: logs.get_logger("cpvpa"))
+
+    def __post_init__(self) -> None:
+        self.observers = list(self.observers)  # add_observer must not change the caller's
+        self._ticker = Ticker(float(self.config.poll_period_seconds), self.clock)
 
     @property
     def state(self) -> VerticalState:
@@ -147,7 +100,7 @@ class VerticalAutoscaler:
         return self.targets[0].state
 
     def add_observer(self, observer: Observer) -> None:
-        self._observers.append(observer)
+        self.observers.append(observer)
 
     def wake(self) -> None:
         self._ticker.wake()
@@ -161,7 +114,7 @@ class VerticalAutoscaler:
     def poll_once(self) -> VerticalPollResult:
         """One poll; never raises: the result carries the error."""
         self.polls += 1
-        result = VerticalPollResult(started=self._clock(),
+        result = VerticalPollResult(started=self.clock(),
                                     dry_run=self.targets[0].writer.dry_run)
         try:
             self._poll(result)
@@ -169,21 +122,21 @@ class VerticalAutoscaler:
             result.error = f"unexpected {type(exc).__name__}: {exc}"
         if result.error is not None:
             self._log.error("poll.failed", error=result.error)
-        result.duration = self._clock() - result.started
-        report(self._observers, result, self._log)
+        result.duration = self.clock() - result.started
+        report(self.observers, result, self._log)
         return result
 
     def _poll(self, result: VerticalPollResult) -> None:
-        result.stale = self._stale() if self._stale is not None else None
+        result.stale = self.stale() if self.stale is not None else None
         try:
-            nodes, cores = self._counts()
+            nodes, cores = self.counts()
         except (ApiError, CoresError) as exc:
             result.error = f"Error getting cluster size: {exc}"
             return
         result.nodes, result.cores = nodes, cores
         if logs.v(4):
             self._log.info("poll.counts", nodes=nodes, cores=cores)
-        file = self._file.poll()
+        file = self.config_file.poll()
         wanted: set[str] = set()  # the kinds of object the configs in force count
         for target in self.targets:
             share = TargetPollResult(target.key)
@@ -192,8 +145,8 @@ class VerticalAutoscaler:
                 target.poll(nodes, cores, file, share, self._counted(wanted))
             except Exception as exc:  # one target's bug must not stop the others
                 share.error = f"unexpected {type(exc).__name__}: {exc}"
-        if self._objects is not None:
-            self._objects.use(frozenset(wanted))
+        if self.objects is not None:
+            self.objects.use(frozenset(wanted))
         failed = [t for t in result.targets if t.error is not None]
         if len(self.targets) == 1:
             result.error = result.targets[0].error
@@ -204,7 +157,7 @@ class VerticalAutoscaler:
                  ) -> Callable[[frozenset[str]], dict[str, int]] | None:
         """Ours: what a target's config asks of the Pod and Service counts (their watches
         started as it asks; those no config asked for are stopped after the poll)."""
-        objects = self._objects
+        objects = self.objects
         if objects is None:
             return None
 
@@ -225,14 +178,14 @@ class VerticalAutoscaler:
 
     def _tick(self) -> None:
         """The leader polls; a follower keeps its Node counts ready for a takeover."""
-        if self._may_write is None or self._may_write():
+        if self.may_write is None or self.may_write():
             self.poll_once()
             return
-        if self._on_follower is not None:
-            self._on_follower()
-        if self._warm is not None:
+        if self.on_follower is not None:
+            self.on_follower()
+        if self.warm is not None:
             try:
-                self._warm()
+                self.warm()
             except Exception as exc:  # the leader's polls report such errors
                 if logs.v(4):
                     self._log.info("follower.warm_failed", error=str(exc))

@@ -141,12 +141,11 @@ def _autoscaler(opts: VerticalOptions, writer: RawApi, nodes: NodeCounts,
         instance = os.environ.get("HOSTNAME") or PROG
         observers.append(VerticalEvents(EventSink(
             writer, opts.namespace, REPORTING_CONTROLLER, instance, doing="sizing")).observe)
-    first, *more = [_target_loop(opts, writer, i) for i in range(len(opts.patch_targets))]
     return VerticalAutoscaler(
         VerticalLoopConfig(period, opts.resize_mode == "in-place"), nodes.counts,
-        ConfigFile(opts.config_file), first.state, first.writer, resizer=first.resizer,
-        budget=first.budget, objects=objects,
-        observers=observers, stale=stale, more_targets=more,
+        ConfigFile(opts.config_file),
+        [_target_loop(opts, writer, i) for i in range(len(opts.patch_targets))],
+        objects=objects, observers=observers, stale=stale,
         may_write=election.is_leader if election is not None else None, warm=nodes.warm,
         on_follower=(lambda: election.follower_report(
             health.record, metrics.failed_lease if metrics is not None else None))

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from cpa import logs
@@ -110,29 +110,35 @@ class _ListError(Exception):
         self.error = error
 
 
+@dataclass(eq=False, slots=True)
 class InPlaceResizer:
     """Resizes one target's Pods; remembers deferred resizes to time them out."""
 
-    def __init__(self, api: RawApi, namespace: str, target: PatchTarget, *,
-                 template: str = "when-safe", deferred_timeout: float = 300.0,
-                 backoff: BackoffPolicy = DEFAULT_POLICY,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._api = api
-        self.namespace = namespace
-        self.target = target
-        self.template = template
-        self.deferred_timeout = deferred_timeout
-        self._clock = clock
-        self._deferred: dict[str, float] = {}  # Pod uid -> when first seen deferred
-        self._backoff: Backoff[str] = Backoff(backoff)  # Pod uid -> its retry schedule
-        self._last_error: dict[str, tuple[str, str]] = {}  # Pod uid -> reason, message
+    api: RawApi
+    namespace: str
+    target: PatchTarget
+    _: KW_ONLY
+    template: str = "when-safe"
+    deferred_timeout: float = 300.0
+    backoff: BackoffPolicy = DEFAULT_POLICY
+    clock: Callable[[], float] = time.monotonic
+    _deferred: dict[str, float] = field(init=False, default_factory=dict)
+    """Pod uid -> when it was first seen deferred."""
+    _retries: Backoff[str] = field(init=False)
+    """Pod uid -> its retry schedule."""
+    _last_error: dict[str, tuple[str, str]] = field(init=False, default_factory=dict)
+    """Pod uid -> the reason and message last logged for it."""
+    _log: Any = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._retries = Backoff(self.backoff)
         self._log = logs.get_logger("resize")
 
     def poll(self, computed: Requirements) -> InPlaceOutcome:
         out = InPlaceOutcome()
         try:
             path = target_path(self.namespace, self.target)
-            obj = self._api.get_json(path)
+            obj = self.api.get_json(path)
             check_workload(obj, self.target.kind, f"GET {path}")  # malformed: status 0
         except ApiError as exc:
             if not classify(exc.status).fallback:
@@ -168,7 +174,7 @@ class InPlaceResizer:
             self._one(pod, computed, out, seen)
         for uid in [u for u in self._deferred if u not in seen]:
             del self._deferred[uid]
-        self._backoff.keep_only(present)
+        self._retries.keep_only(present)
         for uid in [u for u in self._last_error if u not in present]:
             del self._last_error[uid]
         if malformed:  # the poll's error, never a refusal: nothing falls back for it
@@ -184,7 +190,7 @@ class InPlaceResizer:
         owners = {str((obj.get("metadata") or {}).get("uid"))}
         if self.target.kind == "Deployment":
             try:
-                sets = self._api.get_json(
+                sets = self.api.get_json(
                     f"/apis/apps/v1/namespaces/{self.namespace}/replicasets",
                     {"labelSelector": selector})
                 owners = {str((rs.get("metadata") or {}).get("uid"))
@@ -194,7 +200,7 @@ class InPlaceResizer:
                 raise _ListError("replicasets", exc) from exc
         path = f"/api/v1/namespaces/{self.namespace}/pods"
         try:
-            listed = self._api.get_json(path, {"labelSelector": selector})
+            listed = self.api.get_json(path, {"labelSelector": selector})
             items = list_items(listed, "Pod", f"GET {path}")
         except ApiError as exc:
             raise _ListError("pods", exc) from exc
@@ -236,8 +242,8 @@ class InPlaceResizer:
             return
         if status.state == "deferred":
             seen.add(uid)
-            since = self._deferred.setdefault(uid, self._clock())
-            waited = self._clock() - since
+            since = self._deferred.setdefault(uid, self.clock())
+            waited = self.clock() - since
             if waited > self.deferred_timeout:
                 out.refusals.append(Refusal(
                     name, "deferred", f"deferred by the kubelet for {waited:.0f}s "
@@ -252,12 +258,12 @@ class InPlaceResizer:
             out.refusals.append(Refusal(name, plan.refusal, plan.message))
             return
         if plan.body is None:
-            self._backoff.succeeded(uid)  # resized since (by someone): nothing to retry
+            self._retries.succeeded(uid)  # resized since (by someone): nothing to retry
             self._last_error.pop(uid, None)
             return
-        now = self._clock()
-        if not self._backoff.due(uid, now):
-            waiting = self._backoff.get(uid)
+        now = self.clock()
+        if not self._retries.due(uid, now):
+            waiting = self._retries.get(uid)
             assert waiting is not None
             reason, message = self._last_error.get(uid, ("other", ""))
             out.retries.append(Retry(name, reason, message, waiting.failures,
@@ -271,19 +277,19 @@ class InPlaceResizer:
         path = f"/api/v1/namespaces/{self.namespace}/pods/{name}/resize"
         assert plan.body is not None
         try:
-            self._api.send_raw("PATCH", path, plan.body.encode(), STRATEGIC_MERGE)
+            self.api.send_raw("PATCH", path, plan.body.encode(), STRATEGIC_MERGE)
         except ApiError as exc:
             verdict = classify(exc.status)
             if not verdict.fallback:
                 # From when it failed: a request that timed out took its whole deadline.
-                self._retry_later(name, uid, verdict.reason, exc, self._clock(), out)
+                self._retry_later(name, uid, verdict.reason, exc, self.clock(), out)
                 return
             hint = {"unsupported": "; the API server has no pods/resize (Kubernetes 1.33+ "
                                    "has it on by default)",
                     "forbidden": "; grant patch on pods/resize"}.get(verdict.reason, "")
             out.refusals.append(Refusal(name, verdict.reason, f"{exc.message}{hint}"))
             return
-        self._backoff.succeeded(uid)
+        self._retries.succeeded(uid)
         self._last_error.pop(uid, None)
         out.resized.append(name)
         self._log.info("resize.pod", pod=name, body=plan.body,
@@ -293,7 +299,7 @@ class InPlaceResizer:
     def _retry_later(self, name: str, uid: str, reason: str, exc: ApiError, now: float,
                      out: InPlaceOutcome) -> None:
         """A transient failure: back the Pod off, say when it is tried again."""
-        attempt = self._backoff.failed(uid, now)
+        attempt = self._retries.failed(uid, now)
         message = str(exc)
         self._last_error[uid] = (reason, message)
         out.retries.append(Retry(name, reason, message, attempt.failures, attempt.delay,

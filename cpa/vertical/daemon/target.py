@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any
 
 from cpa import logs
 from cpa.vertical.daemon.fallback import Evictions, evict
@@ -48,22 +49,27 @@ class TargetPollResult:
     error: str | None = None
 
 
+@dataclass(eq=False, slots=True)
 class TargetLoop:
-    """One target across polls."""
+    """One target across polls: its state, writer, resizer and fallback budget, and what
+    was logged once per change."""
 
-    def __init__(self, state: VerticalState, writer: TemplateWriter, *,
-                 resizer: InPlaceResizer | None = None,
-                 budget: FallbackBudget | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.state = state
-        self.writer = writer
-        self.resizer = resizer
-        self.budget = budget
-        self._clock = clock
-        self.key = target_key(writer.target)
+    state: VerticalState
+    writer: TemplateWriter
+    _: KW_ONLY
+    resizer: InPlaceResizer | None = None
+    budget: FallbackBudget | None = None
+    clock: Callable[[], float] = time.monotonic
+    key: str = field(init=False)
+    _log: Any = field(init=False)
+    _skipped_for: Requirements | None = field(init=False, default=None)
+    """The computed values the template skip was last logged for."""
+    _fallen_back: dict[str, Requirements] = field(init=False, default_factory=dict)
+    """Reason -> the computed values that fallback was last logged for."""
+
+    def __post_init__(self) -> None:
+        self.key = target_key(self.writer.target)
         self._log = logs.get_logger("cpvpa")
-        self._skipped_for: Requirements | None = None  # template skip logged for these
-        self._fallen_back: dict[str, Requirements] = {}  # reason -> logged for these
 
     def poll(self, nodes: int, cores: int, file: FileRead,
              result: TargetPollResult | None = None,
@@ -114,7 +120,7 @@ class TargetLoop:
         if outcome.refusals:
             return self._fallback(result, outcome, computed, write)
         if self.budget is not None:
-            self.budget.plan((), self._clock())  # nothing refused: forget the waits
+            self.budget.plan((), self.clock())  # nothing refused: forget the waits
         if outcome.patch_template:
             return write
         if write or result.drift:
@@ -137,7 +143,7 @@ class TargetLoop:
         refused = f"in-place resize refused: {reasons}"
         if self.budget is not None:
             plan = result.fallback = self.budget.plan(
-                sorted({r.pod for r in outcome.refusals}), self._clock())
+                sorted({r.pod for r in outcome.refusals}), self.clock())
             if not plan.due:
                 left = max(seconds for _, seconds in plan.waiting)
                 self._add_error(result, f"{refused}; the fallback waits "

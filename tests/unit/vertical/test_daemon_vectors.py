@@ -19,6 +19,7 @@ from typing import Any
 from cpa.kube.api import ApiError
 from cpa.vertical.daemon.configfile import ConfigFile
 from cpa.vertical.daemon.cpvpa_loop import VerticalAutoscaler, VerticalLoopConfig
+from cpa.vertical.daemon.target import TargetLoop
 from cpa.vertical.daemon.writer import STRATEGIC_MERGE, TemplateWriter
 from cpa.vertical.decide.cpva_config import decode_config
 from cpa.vertical.decide.patch import PatchTarget
@@ -107,7 +108,7 @@ def run_case(case: dict[str, Any], root: Path) -> None:
 
     loop = VerticalAutoscaler(
         VerticalLoopConfig(), counts, ConfigFile(str(files.path) if case["file"] else ""),
-        VerticalState(default, InvalidConfigPolicy.KEEP_PREVIOUS), writer)
+        [TargetLoop(VerticalState(default, InvalidConfigPolicy.KEEP_PREVIOUS), writer)])
     for i, (step, result) in enumerate(zip(case["steps"], case["results"], strict=True)):
         files.apply(step)
         step_counts[0] = None if step.get("list_error") else (step["nodes"], step["cores"])

@@ -16,6 +16,7 @@ from cpa.vertical.daemon.configfile import ConfigFile
 from cpa.vertical.daemon.cpvpa_loop import VerticalAutoscaler, VerticalLoopConfig
 from cpa.vertical.daemon.cpvpa_metrics import VerticalMetrics
 from cpa.vertical.daemon.inplace import InPlaceResizer
+from cpa.vertical.daemon.target import TargetLoop
 from cpa.vertical.daemon.writer import TemplateWriter
 from cpa.vertical.decide.cpva_config import decode_config
 from cpa.vertical.decide.patch import PatchTarget
@@ -116,8 +117,8 @@ def make_loop(cluster: Cluster, *, in_place: bool = False, template: str = "when
                if in_place else None)
     return VerticalAutoscaler(
         VerticalLoopConfig(in_place=in_place), lambda: sizes[-1], ConfigFile(""),
-        VerticalState(CONFIG, InvalidConfigPolicy.REFUSE),
-        TemplateWriter(cluster, "ns", target), resizer=resizer,
+        [TargetLoop(VerticalState(CONFIG, InvalidConfigPolicy.REFUSE),
+                    TemplateWriter(cluster, "ns", target), resizer=resizer)],
         observers=[metrics.observe] if metrics else [])
 
 
@@ -144,8 +145,8 @@ def test_a_failed_node_count_ends_the_poll_before_the_config_file(tmp_path: Any)
 
     cluster = Cluster()
     loop = VerticalAutoscaler(VerticalLoopConfig(), counts, ConfigFile("/x", stat=stat),
-                              VerticalState(CONFIG), TemplateWriter(
-                                  cluster, "ns", PatchTarget("DaemonSet", "agent")))
+                              [TargetLoop(VerticalState(CONFIG), TemplateWriter(
+                                  cluster, "ns", PatchTarget("DaemonSet", "agent")))])
     result = loop.poll_once()
     assert result.error is not None and result.error.startswith("Error getting cluster size")
     assert stats == [] and cluster.template_patches == []
@@ -155,18 +156,19 @@ def test_first_poll_writes_then_only_changes_and_failures_are_retried() -> None:
     cluster = Cluster()
     sizes = [(3, 24)]
     loop = make_loop(cluster, counts=sizes)
-    assert loop.poll_once().written is not None
-    assert loop.poll_once().written is None and len(cluster.template_patches) == 1
+    assert loop.poll_once().first.written is not None
+    assert loop.poll_once().first.written is None and len(cluster.template_patches) == 1
     assert resources(cluster.ds) == WANT
     cluster.patch_error = ApiError(500, "InternalError", "flaky")
     sizes.append((4, 32))
     failed = loop.poll_once()
-    assert failed.write_failed and failed.error is not None and "Update failure" in failed.error
+    assert failed.first.write_failed
+    assert failed.error is not None and "Update failure" in failed.error
     cluster.patch_error = None
-    assert loop.poll_once().written is not None  # retried at the next poll
+    assert loop.poll_once().first.written is not None  # retried at the next poll
     assert resources(cluster.ds)["requests"]["cpu"] == "42m"
     loop.forget_written()  # leadership lost and regained: written again at once
-    assert loop.poll_once().written is not None and len(cluster.template_patches) == 3
+    assert loop.poll_once().first.written is not None and len(cluster.template_patches) == 3
 
 
 # --- in place ----------------------------------------------------------------------------
@@ -176,17 +178,17 @@ def test_in_place_resizes_pods_and_leaves_a_rolling_template_alone() -> None:
     cluster = Cluster("RollingUpdate")
     loop = make_loop(cluster, in_place=True)
     first = loop.poll_once()
-    assert first.error is None and first.inplace is not None
-    assert sorted(first.inplace.resized) == ["p1", "p2"]
+    assert first.error is None and first.first.inplace is not None
+    assert sorted(first.first.inplace.resized) == ["p1", "p2"]
     assert all(resources(p) == WANT for p in cluster.pods)
-    assert cluster.template_patches == [] and first.template_skipped
-    assert {(d.container, d.kind, d.resource) for d in first.drift} == {
+    assert cluster.template_patches == [] and first.first.template_skipped
+    assert {(d.container, d.kind, d.resource) for d in first.first.drift} == {
         ("c", "requests", "cpu"), ("c", "requests", "memory")}
     again = loop.poll_once()
-    assert again.inplace is not None and again.inplace.resized == []
+    assert again.first.inplace is not None and again.first.inplace.resized == []
     cluster.pods.append(cluster.new_pod("p3"))  # created later from the old template
     third = loop.poll_once()
-    assert third.inplace is not None and third.inplace.resized == ["p3"]
+    assert third.first.inplace is not None and third.first.inplace.resized == ["p3"]
 
 
 def test_in_place_patches_an_on_delete_template_too() -> None:
@@ -195,7 +197,7 @@ def test_in_place_patches_an_on_delete_template_too() -> None:
     result = loop.poll_once()
     assert result.error is None and len(cluster.template_patches) == 1
     assert resources(cluster.ds) == WANT and all(resources(p) == WANT for p in cluster.pods)
-    assert result.template_skipped is None
+    assert result.first.template_skipped is None
 
 
 def test_in_place_never_and_always() -> None:
@@ -221,13 +223,13 @@ def test_a_refused_resize_falls_back_to_the_template_once_per_change(
     sizes = [(3, 24)]
     loop = make_loop(cluster, in_place=True, counts=sizes, metrics=metrics)
     first = loop.poll_once()
-    assert first.fallbacks == [reason] and first.error is not None
+    assert first.first.fallbacks == [reason] and first.error is not None
     assert len(cluster.template_patches) == 1 and resources(cluster.ds) == WANT
     second = loop.poll_once()  # same values: no new fallback, nothing to patch
-    assert second.fallbacks == [] and len(cluster.template_patches) == 1
+    assert second.first.fallbacks == [] and len(cluster.template_patches) == 1
     sizes.append((4, 32))
     third = loop.poll_once()
-    assert third.fallbacks == [reason] and len(cluster.template_patches) == 2
+    assert third.first.fallbacks == [reason] and len(cluster.template_patches) == 2
     text = metrics.exposition().decode()
     assert f'cpvpa_resize_fallbacks_total{{reason="{reason}"}} 2.0' in text
 
@@ -253,19 +255,19 @@ def test_a_transient_resize_error_is_retried_next_poll_and_never_falls_back(
     metrics = VerticalMetrics()
     loop = make_loop(cluster, in_place=True, clock=clock, metrics=metrics)
     first = loop.poll_once()
-    assert first.fallbacks == [] and cluster.template_patches == []
-    assert first.inplace is not None and first.inplace.resized == ["p2"]
-    [retry] = first.inplace.retries
+    assert first.first.fallbacks == [] and cluster.template_patches == []
+    assert first.first.inplace is not None and first.first.inplace.resized == ["p2"]
+    [retry] = first.first.inplace.retries
     assert (retry.pod, retry.reason, retry.failures, retry.retry_in) == ("p1", reason, 1, 1.0)
     assert first.error is not None and "retried at a later poll" in first.error
-    assert first.template_skipped  # the policy's own decision, as if p1 had been resized
+    assert first.first.template_skipped  # the policy's own decision, as if p1 had been resized
     text = metrics.exposition().decode()
     assert f'cpvpa_resize_retries_total{{reason="{reason}"}} 1.0' in text
     assert "cpvpa_pod_resizes_retrying 1.0" in text
     clock.now += 10  # the next poll, at the default period
     second = loop.poll_once()
-    assert second.error is None and second.inplace is not None
-    assert second.inplace.resized == ["p1"] and second.inplace.retries == []
+    assert second.error is None and second.first.inplace is not None
+    assert second.first.inplace.resized == ["p1"] and second.first.inplace.retries == []
     assert all(resources(p) == WANT for p in cluster.pods)
     assert cluster.template_patches == [] and cluster.resize_tries.count("p1") == 2
     text = metrics.exposition().decode()
@@ -282,12 +284,12 @@ def test_a_pod_that_keeps_failing_is_backed_off_and_a_success_resets_it() -> Non
     for _ in range(40):  # a 1 s poll period, 40 s
         before = cluster.resize_tries.count("p1")
         result = loop.poll_once()
-        assert result.fallbacks == [] and cluster.template_patches == []
+        assert result.first.fallbacks == [] and cluster.template_patches == []
         if cluster.resize_tries.count("p1") > before:
             tried_at.append(clock.now - 1000)
         else:  # waiting: said, not sent
-            assert result.inplace is not None
-            [waiting] = result.inplace.retries
+            assert result.first.inplace is not None
+            [waiting] = result.first.inplace.retries
             assert not waiting.failed_now and waiting.retry_in > 0
         clock.now += 1
     # Six failures, waits 1, 2, 4, 8, 16, 32 s after them; the seventh try succeeds.
@@ -298,8 +300,8 @@ def test_a_pod_that_keeps_failing_is_backed_off_and_a_success_resets_it() -> Non
     cluster.pods[0]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1m"
     cluster.resize_faults["p1"] = [ApiError(500, "InternalError", "again")]
     again = loop.poll_once()  # after a success the count starts again from one
-    assert again.inplace is not None and again.inplace.retries[0].failures == 1
-    assert again.inplace.retries[0].retry_in == 1.0
+    assert again.first.inplace is not None and again.first.inplace.retries[0].failures == 1
+    assert again.first.inplace.retries[0].retry_in == 1.0
 
 
 def test_one_pods_backoff_holds_no_other_pod_back_and_a_gone_pod_is_forgotten() -> None:
@@ -313,13 +315,13 @@ def test_one_pods_backoff_holds_no_other_pod_back_and_a_gone_pod_is_forgotten() 
     cluster.resize_error = None
     cluster.pods.append(cluster.new_pod("p3"))  # a new Pod is tried at once
     result = loop.poll_once()
-    assert result.inplace is not None and result.inplace.resized == ["p3"]
-    assert [r.pod for r in result.inplace.retries] == ["p1", "p2"]
+    assert result.first.inplace is not None and result.first.inplace.resized == ["p3"]
+    assert [r.pod for r in result.first.inplace.retries] == ["p1", "p2"]
     del cluster.pods[0]
     cluster.pods.append(cluster.new_pod("p1"))  # p1 replaced: same name, a new uid
     cluster.pods[-1]["metadata"]["uid"] = "uid-p1-new"
     result = loop.poll_once()
-    assert result.inplace is not None and result.inplace.resized == ["p1"]
+    assert result.first.inplace is not None and result.first.inplace.resized == ["p1"]
 
 
 @pytest.mark.parametrize("path", [DS_PATH, "/api/v1/namespaces/ns/pods"])
@@ -330,7 +332,7 @@ def test_a_transient_error_reading_the_target_or_its_pods_patches_nothing(
     cluster.get_faults[path] = error
     loop = make_loop(cluster, in_place=True)
     result = loop.poll_once()
-    assert result.error is not None and result.fallbacks == []
+    assert result.error is not None and result.first.fallbacks == []
     assert cluster.template_patches == [] and cluster.resizes == []
     del cluster.get_faults[path]
     result = loop.poll_once()
@@ -343,7 +345,7 @@ def test_a_refusal_still_falls_back_beside_a_transient_error() -> None:
     cluster.resize_faults["p1"] = [ApiError(500, "InternalError", "flaky")]
     cluster.resize_faults["p2"] = [ApiError(422, "Invalid", "Pod QoS is immutable")]
     result = make_loop(cluster, in_place=True).poll_once()
-    assert result.fallbacks == ["invalid"] and len(cluster.template_patches) == 1
+    assert result.first.fallbacks == ["invalid"] and len(cluster.template_patches) == 1
     assert result.error is not None
     assert "Pod p2: invalid" in result.error and "Pod p1: resize failed" in result.error
 
@@ -357,11 +359,12 @@ def test_a_deferred_resize_waits_then_falls_back() -> None:
         p["status"]["conditions"] = [{"type": "PodResizePending", "status": "True",
                                       "reason": "Deferred", "message": "not enough room"}]
     waiting = loop.poll_once()
-    assert waiting.inplace is not None and sorted(waiting.inplace.pending) == ["p1", "p2"]
+    assert waiting.first.inplace is not None
+    assert sorted(waiting.first.inplace.pending) == ["p1", "p2"]
     assert waiting.error is None and cluster.template_patches == []
     clock.now += 61
     late = loop.poll_once()
-    assert late.fallbacks == ["deferred"] and len(cluster.template_patches) == 1
+    assert late.first.fallbacks == ["deferred"] and len(cluster.template_patches) == 1
 
 
 def test_an_infeasible_resize_falls_back_at_once() -> None:
@@ -370,7 +373,7 @@ def test_an_infeasible_resize_falls_back_at_once() -> None:
         {"type": "PodResizePending", "status": "True", "reason": "Infeasible",
          "message": "Node didn't have enough capacity: cpu"}]
     result = make_loop(cluster, in_place=True).poll_once()
-    assert result.fallbacks == ["infeasible"] and len(cluster.template_patches) == 1
+    assert result.first.fallbacks == ["infeasible"] and len(cluster.template_patches) == 1
     assert result.error is not None and "enough capacity" in result.error
 
 
@@ -379,7 +382,7 @@ def test_pods_of_another_owner_and_pods_not_running_are_left_alone() -> None:
     cluster.pods[0]["metadata"]["ownerReferences"][0]["uid"] = "someone-else"
     cluster.pods[1]["status"]["phase"] = "Pending"
     result = make_loop(cluster, in_place=True).poll_once()
-    assert result.inplace is not None and result.inplace.resized == []
+    assert result.first.inplace is not None and result.first.inplace.resized == []
     assert cluster.resizes == []
 
 
@@ -418,7 +421,8 @@ def test_a_follower_does_not_poll_but_warms_its_node_counts() -> None:
 
     loop = VerticalAutoscaler(
         VerticalLoopConfig(poll_period_seconds=0.01), lambda: (3, 24), ConfigFile(""),
-        VerticalState(CONFIG), TemplateWriter(cluster, "ns", PatchTarget("DaemonSet", "agent")),
+        [TargetLoop(VerticalState(CONFIG),
+                    TemplateWriter(cluster, "ns", PatchTarget("DaemonSet", "agent")))],
         may_write=may_write, warm=lambda: warmed.append(1),
         on_follower=lambda: reported.append(1))
     reported: list[int] = []

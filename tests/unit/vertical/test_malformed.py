@@ -27,11 +27,11 @@ def test_a_malformed_pod_is_named_and_the_others_are_resized(spoil: Any, field: 
     cluster.pods.append(cluster.new_pod("p3"))
     spoil(cluster.pods[1])
     result = make_loop(cluster, in_place=True).poll_once()
-    assert result.inplace is not None and sorted(result.inplace.resized) == ["p1", "p3"]
+    assert result.first.inplace is not None and sorted(result.first.inplace.resized) == ["p1", "p3"]
     assert resources(cluster.pods[0]) == resources(cluster.pods[2]) == WANT
     assert result.error is not None and "the Pod answered does not decode" in result.error
     assert f"{field} is " in result.error and "unexpected" not in result.error
-    assert result.fallbacks == [] and cluster.template_patches == []
+    assert result.first.fallbacks == [] and cluster.template_patches == []
 
 
 def test_a_quantity_may_be_a_number() -> None:
@@ -39,7 +39,7 @@ def test_a_quantity_may_be_a_number() -> None:
     cluster = Cluster("RollingUpdate")
     cluster.pods[0]["spec"]["containers"][0]["resources"]["limits"]["memory"] = 1073741824
     result = make_loop(cluster, in_place=True).poll_once()
-    assert result.inplace is not None and "p1" in result.inplace.resized
+    assert result.first.inplace is not None and "p1" in result.first.inplace.resized
     assert result.error is None
 
 
@@ -55,7 +55,7 @@ def test_a_malformed_target_patches_nothing(spoil: Any, field: str) -> None:
     result = make_loop(cluster, in_place=True).poll_once()
     assert result.error is not None and f"{field} is " in result.error
     assert result.error.startswith("cannot read the target: GET ")
-    assert result.fallbacks == [] and cluster.template_patches == [] and cluster.resizes == []
+    assert result.first.fallbacks == [] and cluster.template_patches == [] and cluster.resizes == []
 
 
 def test_a_null_selector_requirement_or_owner_is_skipped() -> None:
@@ -64,5 +64,5 @@ def test_a_null_selector_requirement_or_owner_is_skipped() -> None:
     cluster.ds["spec"]["selector"]["matchExpressions"] = [None]
     cluster.pods[0]["metadata"]["ownerReferences"].insert(0, None)
     result = make_loop(cluster, in_place=True).poll_once()
-    assert result.error is None and result.inplace is not None
-    assert sorted(result.inplace.resized) == ["p1", "p2"]
+    assert result.error is None and result.first.inplace is not None
+    assert sorted(result.first.inplace.resized) == ["p1", "p2"]

@@ -61,9 +61,9 @@ def loop(api: Api, observers: list[Any] | None = None) -> VerticalAutoscaler:
         return VerticalState(CONFIG, target=key, targets=KEYS)
 
     second = TargetLoop(state(KEYS[1]), TemplateWriter(api, "ns", B))
+    first = TargetLoop(state(KEYS[0]), TemplateWriter(api, "ns", A))
     return VerticalAutoscaler(VerticalLoopConfig(), lambda: (3, 24), ConfigFile(""),
-                              state(KEYS[0]), TemplateWriter(api, "ns", A),
-                              more_targets=[second], observers=observers or [])
+                              [first, second], observers=observers or [])
 
 
 A_PATH = "/apis/apps/v1/namespaces/ns/deployments/a"
