@@ -26,6 +26,7 @@ from typing import Any
 from cpa import redact
 from cpa.http.message import field_value_problem
 from cpa.kube import execplugin
+from cpa.kube.objects import json_type
 from cpa.kube.tokenfile import FileToken
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -109,33 +110,9 @@ def _resolve(base: Path, path: str) -> str:
     return str(p if p.is_absolute() else base / p)
 
 
-def _describe(value: object) -> str:
-    if isinstance(value, bool):
-        return f"the bool {str(value).lower()}"
-    if isinstance(value, str):
-        return f'the string "{value}"'
-    if isinstance(value, int | float):
-        return f"the number {value}"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a map"
-    return f"the {type(value).__name__} {value}"
-
-
 _SECRET_FIELDS = frozenset({"token", "password", "client-key-data", "value"})
 """Fields whose value an error never shows, only its type (an exec plugin's ``env``
 ``value`` may hold a secret too)."""
-
-
-def _kind(value: object) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, list):
-        return "list"
-    return "map" if isinstance(value, dict) else type(value).__name__
 
 
 def _parse_yaml(text: str, shown: Path) -> Any:
@@ -178,7 +155,7 @@ class _Fields:
         return f"{self.where}.{key}" if self.where else key
 
     def _wrong(self, key: str, want: str, value: object) -> ConfigError:
-        shown = f"a {_kind(value)}" if key in _SECRET_FIELDS else _describe(value)
+        shown = json_type(value, shown=key not in _SECRET_FIELDS)
         return self.error(f"{self._at(key)} must be {want}, not {shown} "
                           "(client-go refuses this kubeconfig too)")
 
@@ -307,7 +284,7 @@ def from_kubeconfig(path: str, context_name: str = "") -> Connection:
     except OSError as exc:
         raise ConfigError(f"cannot read kubeconfig {file}: {exc}") from exc
     if not isinstance(doc, dict):
-        raise ConfigError(f"kubeconfig {file} is not a map of fields ({_describe(doc)})")
+        raise ConfigError(f"kubeconfig {file} is not a map of fields ({json_type(doc)})")
     top = _Fields(doc, "", file)
     ctx_name = context_name or top.string("current-context")
     if not ctx_name:

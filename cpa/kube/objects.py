@@ -34,7 +34,7 @@ from cpa.kube.api import ApiError
 
 __all__ = ["ConfigMapObject", "HpaObject", "LeaseSpec", "MalformedObject", "ScaleObject",
            "check_discovery", "check_pod", "check_workload", "decode_configmap",
-           "decode_hpa", "decode_lease", "decode_scale", "list_items"]
+           "decode_hpa", "decode_lease", "decode_scale", "json_type", "list_items"]
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -63,22 +63,22 @@ class _Invalid(Exception):
         self.problem = problem
 
 
-def _json_type(value: object) -> str:
-    """The JSON type of a decoded value, as Go's errors name it (``a string ("7")``)."""
-    if isinstance(value, bool):
-        return f"a bool ({'true' if value else 'false'})"
-    if isinstance(value, int):
-        return f"a number ({value})"
-    if isinstance(value, float):
-        return f"a number ({value!r})"
-    if isinstance(value, str):
-        text = value if len(value) <= 40 else value[:37] + "..."
-        return f"a string ({text!r})"
+def json_type(value: object, *, shown: bool = True) -> str:
+    """The type of a decoded JSON or YAML value as Go's errors name it (``a string
+    ("7")``); without the value itself when not ``shown`` (a credential's)."""
     if isinstance(value, list):
         return "an array"
     if isinstance(value, dict):
         return "an object"
-    return f"a {type(value).__name__}"
+    if isinstance(value, bool):
+        kind, text = "bool", "true" if value else "false"
+    elif isinstance(value, int | float):
+        kind, text = "number", repr(value)
+    elif isinstance(value, str):
+        kind, text = "string", repr(value if len(value) <= 40 else value[:37] + "...")
+    else:
+        kind, text = type(value).__name__, str(value)
+    return f"a {kind} ({text})" if shown else f"a {kind}"
 
 
 def _typed(parent: Mapping[str, Any], key: str, field: str, accept: Callable[[Any], bool],
@@ -86,7 +86,7 @@ def _typed(parent: Mapping[str, Any], key: str, field: str, accept: Callable[[An
     """A field's value if ``accept`` takes it; None when null or missing."""
     value = parent.get(key)
     if value is not None and not accept(value):
-        raise _Invalid(field, f"is {_json_type(value)}, not {noun}")
+        raise _Invalid(field, f"is {json_type(value)}, not {noun}")
     return value
 
 
@@ -124,7 +124,7 @@ def _string_map(parent: Mapping[str, Any], key: str, field: str) -> dict[str, st
         if item is None:
             item = ""
         elif not isinstance(item, str):
-            raise _Invalid(f"{field}[{name!r}]", f"is {_json_type(item)}, not a string")
+            raise _Invalid(f"{field}[{name!r}]", f"is {json_type(item)}, not a string")
         out[name] = item
     return out
 
@@ -290,21 +290,21 @@ def _check(value: object, schema: object, field: str) -> None:
         return
     if isinstance(schema, dict):
         if not isinstance(value, dict):
-            raise _Invalid(field, f"is {_json_type(value)}, not an object")
+            raise _Invalid(field, f"is {json_type(value)}, not an object")
         for key, inner in schema.items():
             _check(value.get(key), inner, f"{field}.{key}" if field else key)
     elif isinstance(schema, list):
         if not isinstance(value, list):
-            raise _Invalid(field, f"is {_json_type(value)}, not an array")
+            raise _Invalid(field, f"is {json_type(value)}, not an array")
         for i, item in enumerate(value):
             _check(item, schema[0], f"{field}[{i}]")
     elif isinstance(schema, _MapOf):
         if not isinstance(value, dict):
-            raise _Invalid(field, f"is {_json_type(value)}, not an object")
+            raise _Invalid(field, f"is {json_type(value)}, not an object")
         for key, item in value.items():
             _check(item, schema.values, f"{field}[{key!r}]")
     elif not _leaf_ok(value, str(schema)):
-        raise _Invalid(field, f"is {_json_type(value)}, not {_NAMES[str(schema)]}")
+        raise _Invalid(field, f"is {json_type(value)}, not {_NAMES[str(schema)]}")
 
 
 def _leaf_ok(value: object, schema: str) -> bool:
@@ -350,9 +350,9 @@ def list_items(doc: Mapping[str, Any], kind: str, where: str) -> list[dict[str, 
         return []
     if not isinstance(items, list):
         raise MalformedObject(f"{kind}List", where, "items",
-                              f"is {_json_type(items)}, not an array")
+                              f"is {json_type(items)}, not an array")
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             raise MalformedObject(f"{kind}List", where, f"items[{i}]",
-                                  f"is {_json_type(item)}, not an object")
+                                  f"is {json_type(item)}, not an object")
     return items

@@ -35,10 +35,9 @@ from cpa.horizontal.scrape.prometheus import PrometheusClient, PrometheusError
 from cpa.tools.inputs import (
     InputError,
     ToolParser,
-    answer,
     object_count,
-    parse_command_line,
     read_text,
+    run_command,
 )
 
 __all__ = ["Candidate", "PodsCandidate", "Series", "advise", "advise_main", "advise_pods",
@@ -485,7 +484,4 @@ def _run(args: argparse.Namespace) -> str:
 
 def advise_main(argv: Sequence[str]) -> int:
     """Exit 0 with the advice; 1 with one line saying what is wrong."""
-    args = parse_command_line(_parser(), argv)
-    if isinstance(args, int):
-        return args
-    return answer("cpa advise", args.output, lambda: (_run(args), 0))
+    return run_command(_parser(), argv, lambda args: (_run(args), 0))

@@ -57,16 +57,15 @@ from cpa.tools.inputs import (
     ToolParser,
     add_object_arguments,
     add_parameter_arguments,
-    answer,
     cluster_counts,
     defaults,
     explicit_params,
     given_objects,
     listed_objects,
     parameters_from_flags,
-    parse_command_line,
     parse_params,
     replica_count,
+    run_command,
 )
 
 if TYPE_CHECKING:
@@ -474,10 +473,7 @@ def explain_main(argv: Sequence[str]) -> int:
     flags are /cpvpa's."""
     if "--vertical" in argv:
         return explain_vertical_main([a for a in argv if a != "--vertical"])
-    args = parse_command_line(_parser(), argv)
-    if isinstance(args, int):
-        return args
-    return answer("cpa explain", args.output, lambda: _explain(args))
+    return run_command(_parser(), argv, _explain)
 
 
 def _rate(text: str, flag: str) -> float:

@@ -181,6 +181,16 @@ def _our_words(message: str) -> str:
     return message
 
 
+def run_command(parser: ToolParser, argv: Sequence[str],
+                compute: Callable[[argparse.Namespace], tuple[str, int]]) -> int:
+    """A tool's whole command: parse ``argv`` (exit 0 after ``--help``, 2 after a syntax
+    error), then print what ``compute`` returns, as :func:`answer`."""
+    args = parse_command_line(parser, argv)
+    if isinstance(args, int):
+        return args
+    return answer(parser.prog, args.output, lambda: compute(args))
+
+
 def parse_command_line(parser: ToolParser, argv: Sequence[str]) -> argparse.Namespace | int:
     """The parsed arguments, or the exit code when there is nothing to run: 0 after
     ``--help``, 2 after a syntax error (one line on stderr)."""

@@ -54,13 +54,12 @@ from cpa.tools.inputs import (
     InputError,
     ToolParser,
     add_parameter_arguments,
-    answer,
     cluster_counts,
     object_count,
     parameters_from_flags,
-    parse_command_line,
     read_text,
     replica_count,
+    run_command,
 )
 
 __all__ = ["Compared", "Row", "SimStep", "changed", "figure", "load_timeline", "render_text",
@@ -558,10 +557,7 @@ def _parser() -> ToolParser:
 
 def simulate_main(argv: Sequence[str]) -> int:
     """Exit 0 with the replay; 1 with one line saying what is wrong (never a traceback)."""
-    args = parse_command_line(_parser(), argv)
-    if isinstance(args, int):
-        return args
-    return answer("cpa simulate", args.output, lambda: (_run(args), 0))
+    return run_command(_parser(), argv, lambda args: (_run(args), 0))
 
 
 def _run(args: argparse.Namespace) -> str:

@@ -173,10 +173,10 @@ def test_an_auth_provider_without_the_official_client_says_what_to_install(
 # --- client-go's types and refusals ------------------------------------------------------
 @pytest.mark.parametrize(("cluster", "user", "fragment"), [
     ({"insecure-skip-tls-verify": "false"}, {"token": "t"},
-     r'clusters\["k"\]\.cluster\.insecure-skip-tls-verify must be a bool .* not the string '
-     r'"false"'),
-    ({"insecure-skip-tls-verify": 1}, {"token": "t"}, "must be a bool .* not the number 1"),
-    ({"server": 6443}, {"token": "t"}, r"cluster\.server must be a string, not the number"),
+     r'clusters\["k"\]\.cluster\.insecure-skip-tls-verify must be a bool .* not a string '
+     r"\('false'\)"),
+    ({"insecure-skip-tls-verify": 1}, {"token": "t"}, "must be a bool .* not a number \\(1\\)"),
+    ({"server": 6443}, {"token": "t"}, r"cluster\.server must be a string, not a number"),
     ({"tls-server-name": True}, {"token": "t"}, "tls-server-name must be a string"),
     ({"certificate-authority-data": "%%%"}, {"token": "t"},
      "certificate-authority-data is not valid base64"),
@@ -353,7 +353,7 @@ CANARY = "CANARYsecret0123456789"
     ({"token": CANARY + "\x01"}, "token contains a control character (0x01) at byte 22"),
     ({"token": 1234567890123}, "token must be a string, not a number"),
     ({"password": 1234567890123, "username": "u"}, "password must be a string, not a number"),
-    ({"client-key-data": ["CANARY"]}, "client-key-data must be a string, not a list"),
+    ({"client-key-data": ["CANARY"]}, "client-key-data must be a string, not an array"),
 ])
 def test_a_kubeconfig_credential_that_cannot_be_used_is_named_never_shown(
         tmp_path: Path, user: dict[str, object], fragment: str) -> None:
