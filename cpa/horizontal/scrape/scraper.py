@@ -22,7 +22,8 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from cpa import logs
 from cpa.horizontal.decide.load import Load
@@ -64,46 +65,49 @@ class ScrapeStatus(NamedTuple):
     """The Pods the last scrape left out, with the reason: (name, reason), by name."""
 
 
+@dataclass(eq=False, slots=True)
 class Scraper:
-    """Scrapes one target's Pods (or Prometheus) until :meth:`stop`."""
+    """Scrapes one target's Pods (or Prometheus) until :meth:`stop`. ``load``: the
+    parameters' load key in force (:meth:`update` changes it)."""
 
-    def __init__(self, api: Api, namespace: str, scale_path: str, target: str, load: Load,
-                 clock: Callable[[], float] = time.monotonic,
-                 on_sample: Callable[[Scraper], None] | None = None) -> None:
-        self._api = api
-        self._namespace = namespace
-        self._scale_path = scale_path
-        self._target = target
-        self._load = load
-        self._clock = clock
-        self._on_sample = on_sample
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._samples: deque[Sample] = deque()
-        self._book = CounterBook(load.stable_window_seconds)
-        self._selector: str | None = None
-        self._selector_at = float("-inf")
-        self._errors: Counter[str] = Counter()
-        self._fault: tuple[str, str] | None = None
-        self._failing: dict[str, str] = {}  # pod -> reason, logged once per episode
-        self._ready = self._answered = self._scrapes = 0
-        self._metric_seen = False  # some Pod's page has had the metric
-        self._unseen_logged = False
-        self._duration = 0.0
-        self._prometheus: PrometheusClient | None = None
-        self._pages = PodPages(clock)
-        self._log = logs.get_logger("load")
+    api: Api
+    namespace: str
+    scale_path: str
+    target: str
+    load: Load
+    clock: Callable[[], float] = time.monotonic
+    on_sample: Callable[[Scraper], None] | None = None
+    _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+    _stop: threading.Event = field(init=False, default_factory=threading.Event)
+    _thread: threading.Thread | None = field(init=False, default=None)
+    _samples: deque[Sample] = field(init=False, default_factory=deque)
+    _book: CounterBook = field(init=False)
+    _selector: str | None = field(init=False, default=None)
+    _selector_at: float = field(init=False, default=float("-inf"))
+    _errors: Counter[str] = field(init=False, default_factory=Counter)
+    _fault: tuple[str, str] | None = field(init=False, default=None)
+    _failing: dict[str, str] = field(init=False, default_factory=dict)
+    """Pod -> the reason it fails, logged once per episode."""
+    _ready: int = field(init=False, default=0)
+    _answered: int = field(init=False, default=0)
+    _scrapes: int = field(init=False, default=0)
+    _metric_seen: bool = field(init=False, default=False)
+    """Some Pod's page has had the metric."""
+    _unseen_logged: bool = field(init=False, default=False)
+    _duration: float = field(init=False, default=0.0)
+    _prometheus: PrometheusClient | None = field(init=False, default=None)
+    _pages: PodPages = field(init=False)
+    _log: Any = field(init=False, default_factory=lambda: logs.get_logger("load"))
 
-    @property
-    def load(self) -> Load:
-        return self._load
+    def __post_init__(self) -> None:
+        self._book = CounterBook(self.load.stable_window_seconds)
+        self._pages = PodPages(self.clock)
 
     def update(self, load: Load) -> None:
         """New parameters: a changed source or metric starts the samples afresh (old rates
         were of something else); changed windows keep them."""
         with self._lock:
-            old, self._load = self._load, load
+            old, self.load = self.load, load
             if (old.source, old.metric, old.port, old.path, old.prometheus) != (
                     load.source, load.metric, load.port, load.path, load.prometheus):
                 self._samples.clear()
@@ -111,7 +115,7 @@ class Scraper:
             self._book.horizon = load.stable_window_seconds
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"load-{self._target}",
+        self._thread = threading.Thread(target=self._run, name=f"load-{self.target}",
                                         daemon=True)
         self._thread.start()
 
@@ -134,42 +138,42 @@ class Scraper:
                                 tuple(sorted(self._failing.items())))
 
     def _run(self) -> None:
-        next_at = self._clock()
+        next_at = self.clock()
         while not self._stop.is_set():
             try:
                 self.scrape_once()
             except Exception as exc:  # a scraper thread must never die
                 self._record_fault("internal", f"unexpected {type(exc).__name__}: {exc}")
-            next_at += self._load.scrape_interval_seconds
-            now = self._clock()
+            next_at += self.load.scrape_interval_seconds
+            now = self.clock()
             if next_at <= now:  # a scrape overran: the next starts a whole interval later
-                next_at = now + self._load.scrape_interval_seconds
+                next_at = now + self.load.scrape_interval_seconds
             if self._stop.wait(next_at - now):
                 return
 
     # --- one scrape ---------------------------------------------------------------
     def scrape_once(self) -> Sample | None:
         """Scrape now; keep and return the sample (None: a gap, the fault recorded)."""
-        load = self._load
-        started = self._clock()
+        load = self.load
+        started = self.clock()
         if load.prometheus is not None:
             sample = self._query(load, started)
         else:
             sample = self._pods(load, started)
         with self._lock:
             self._scrapes += 1
-            self._duration = self._clock() - started
+            self._duration = self.clock() - started
             if sample is not None:
                 self._samples.append(sample)
                 if self._fault is not None:
-                    self._log.info("load.scrape.recovered", target=self._target,
+                    self._log.info("load.scrape.recovered", target=self.target,
                                    after=self._fault[0])
                 self._fault = None
             horizon = started - load.stable_window_seconds - load.scrape_interval_seconds
             while self._samples and self._samples[0].at <= horizon:
                 self._samples.popleft()
-        if sample is not None and self._on_sample is not None:
-            self._on_sample(self)
+        if sample is not None and self.on_sample is not None:
+            self.on_sample(self)
         return sample
 
     def _record_fault(self, reason: str, message: str) -> None:
@@ -178,7 +182,7 @@ class Scraper:
             self._fault = (reason, message)
             self._errors[reason] += 0  # the reason has a series from its first time
         if first:  # once per episode and reason
-            self._log.warning("load.scrape.failed", target=self._target, reason=reason,
+            self._log.warning("load.scrape.failed", target=self.target, reason=reason,
                               error=message)
 
     def _count(self, reason: str) -> None:
@@ -193,11 +197,11 @@ class Scraper:
                 client.close()
             client = self._prometheus = PrometheusClient(load.prometheus)
         try:
-            ready = read_selection(self._api, self._scale_path).replicas
+            ready = read_selection(self.api, self.scale_path).replicas
             rate = client.instant(load.scrape_timeout_seconds)
         except ApiError as exc:
             self._count("scale")
-            self._record_fault("scale", f"cannot read {self._target}'s scale: {exc}")
+            self._record_fault("scale", f"cannot read {self.target}'s scale: {exc}")
             return None
         except PrometheusError as exc:
             self._count(exc.reason)
@@ -210,19 +214,19 @@ class Scraper:
     def _pods_now(self, started: float) -> list[ReadyPod] | None:
         if self._selector is None or started - self._selector_at >= SELECTOR_REFRESH_SECONDS:
             try:
-                selection = read_selection(self._api, self._scale_path)
+                selection = read_selection(self.api, self.scale_path)
             except ApiError as exc:
                 self._count("scale")
-                self._record_fault("scale", f"cannot read {self._target}'s scale: {exc}")
+                self._record_fault("scale", f"cannot read {self.target}'s scale: {exc}")
                 return None
             if not selection.selector:
                 self._record_fault("no_selector", (
-                    f"{self._target}'s /scale has no status.selector, so its Pods are "
+                    f"{self.target}'s /scale has no status.selector, so its Pods are "
                     "unknown (a custom resource must fill scale.status.selector)"))
                 return None
             self._selector, self._selector_at = selection.selector, started
         try:
-            pods, _selected = list_ready_pods(self._api, self._namespace, self._selector)
+            pods, _selected = list_ready_pods(self.api, self.namespace, self._selector)
         except ApiError as exc:
             self._count("pods_list")
             self._record_fault("pods_list", str(exc))
@@ -237,7 +241,7 @@ class Scraper:
             with self._lock:
                 self._ready = self._answered = 0
             self._record_fault("no_ready_pods", (
-                f"no Ready Pod matches {self._target}'s selector {self._selector!r}"))
+                f"no Ready Pod matches {self.target}'s selector {self._selector!r}"))
             return None
         by_uid = {pod.uid: pod for pod in pods}
         answers = self._pages.fetch_all(
@@ -257,7 +261,7 @@ class Scraper:
             faults[reason] += 1
             failing[pod.name] = reason
             if self._failing.get(pod.name) != reason:
-                self._log.warning("load.pod.failed", target=self._target, pod=pod.name,
+                self._log.warning("load.pod.failed", target=self.target, pod=pod.name,
                                   ip=pod.ip, reason=reason, error=error)
         self._book.keep_only(by_uid)
         self._say_unseen(load)
@@ -280,21 +284,21 @@ class Scraper:
         new = ready - answered - sum(faults.values())
         if answered >= needed:
             self._record_fault("overflow", (
-                f"the rates of {self._target}'s Pods add up to more than a number can hold"))
+                f"the rates of {self.target}'s Pods add up to more than a number can hold"))
         elif faults and answered:
             self._count("too_few_pods")
             self._record_fault("too_few_pods", (
-                f"{answered} of {ready} Ready Pods of {self._target} gave a rate, fewer than "
+                f"{answered} of {ready} Ready Pods of {self.target} gave a rate, fewer than "
                 f"the {needed} an estimate needs: {listed}" + (
                     f", {new} new (a rate from their second scrape)" if new else "")))
         elif faults:
             reason, _count = faults.most_common(1)[0]
-            self._record_fault(reason, f"no Pod of {self._target} gave a rate: {ready} "
+            self._record_fault(reason, f"no Pod of {self.target} gave a rate: {ready} "
                                        f"Ready, {listed}")
         else:  # new Pods or new series only: a counter needs two scrapes
             message = "the first scrape: a counter needs two"
             if answered:
-                message = (f"{answered} of {ready} Ready Pods of {self._target} gave a rate, "
+                message = (f"{answered} of {ready} Ready Pods of {self.target} gave a rate, "
                            f"fewer than the {needed} an estimate needs; {new} are new (a "
                            "rate from their second scrape)")
             with self._lock:
@@ -323,7 +327,7 @@ class Scraper:
         once."""
         if not self._metric_seen and not self._unseen_logged and self._scrapes >= UNSEEN_SCRAPES:
             self._unseen_logged = True
-            self._log.warning("load.metric.unseen", target=self._target, metric=load.metric,
+            self._log.warning("load.metric.unseen", target=self.target, metric=load.metric,
                               scrapes=self._scrapes, hint=(
                                   "no Pod's page has had this metric yet: its rate counts as "
                                   "0; check the name (an idle CoreDNS shows "
