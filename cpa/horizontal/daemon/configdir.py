@@ -40,14 +40,8 @@ class ConfigDir:
     def __init__(self, path: str, *, readlink: Callable[[str], str] = os.readlink) -> None:
         self.path = path
         self._readlink = readlink
-
-    @property
-    def label(self) -> str:
-        return f"--config-dir {self.path}"
-
-    @property
-    def log_fields(self) -> dict[str, str]:
-        return {"config_dir": self.path}
+        self.label = f"--config-dir {path}"
+        self.log_fields = {"config_dir": path}
 
     def read(self, known: str | None) -> tuple[str, Mapping[str, str] | None]:
         """The parameters source (:class:`~cpa.horizontal.daemon.paramscache.ParamsSource`): one

@@ -63,6 +63,8 @@ class ConfigMapSource:
         self._api = api
         self.namespace = namespace
         self.name = name
+        self.label = f"ConfigMap {namespace}/{name}"
+        self.log_fields = {"configmap": name}
         self._defaults = default_params
         self._dry_run = dry_run
         self._follow = update_from_defaults and default_params is not None
@@ -77,14 +79,6 @@ class ConfigMapSource:
         self._would_update_logged: str | None = None
         self.defaults: DefaultsReport | None = None
         """This poll's :class:`DefaultsReport` (None without the flag)."""
-
-    @property
-    def label(self) -> str:
-        return f"ConfigMap {self.namespace}/{self.name}"
-
-    @property
-    def log_fields(self) -> dict[str, str]:
-        return {"configmap": self.name}
 
     def read(self, known: str | None) -> tuple[str, Mapping[str, str] | None]:
         """GET (or create) the ConfigMap, bring it to the defaults when that is ours to do;

@@ -66,15 +66,10 @@ class InvalidParams(Exception):
 class ParamsSource(Protocol):
     """Where the parameters come from: data with a version that changes with it."""
 
-    @property
-    def label(self) -> str:
-        """How error messages name it: ``ConfigMap NS/NAME``, ``--config-dir DIR``."""
-        ...
-
-    @property
-    def log_fields(self) -> dict[str, str]:
-        """How log events name it: ``configmap=NAME``, ``config_dir=DIR``."""
-        ...
+    label: str
+    """How error messages name it: ``ConfigMap NS/NAME``, ``--config-dir DIR``."""
+    log_fields: dict[str, str]
+    """How log events name it: ``configmap=NAME``, ``config_dir=DIR``."""
 
     def read(self, known: str | None) -> tuple[str, Mapping[str, str] | None]:
         """(its version, its data); the data may be left unread (anything) when the version

@@ -29,7 +29,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
@@ -174,6 +174,18 @@ class _Decoder:
         self._next += count
         return self._escaped[self._next - 1] if count else False
 
+    def _known(self, value: JsonObject, names: tuple[str, ...]
+               ) -> Iterator[tuple[str, str, JsonValue]]:
+        """Each member whose key decodes into one of the fields ``names`` (by Go's rules):
+        its key, that field and its value; the others are skipped, as Go ignores them."""
+        for key, member in value.members:
+            self._take()
+            field = match_field(key, names)
+            if field is None:
+                self._skip(member)
+            else:
+                yield key, field, member
+
     def _skip(self, value: JsonValue) -> None:
         """Consume the string tokens of a member Go ignores (iteratively: any depth)."""
         count = 0
@@ -219,28 +231,21 @@ class _Decoder:
         return result
 
     def container(self, value: JsonValue, where: str) -> ContainerScaleConfig:
+        value = _object(value, f'container {where}: expected an object with "requests" '
+                               'and/or "limits"')
         if value is None:
             return ContainerScaleConfig()
-        if not isinstance(value, JsonObject):
-            raise ConfigError(f"container {where}: expected an object with \"requests\" "
-                              f"and/or \"limits\", got {describe(value)}")
         maps: dict[str, dict[str, ResourceScaleConfig] | None] = {}
-        for key, member in value.members:
-            self._take()
-            field = match_field(key, _CONTAINER_FIELDS)
-            if field is None:
-                self._skip(member)
-                continue
+        for key, field, member in self._known(value, _CONTAINER_FIELDS):
             maps[field] = self.resources(member, maps.get(field), f"{where}.{key}")
         return ContainerScaleConfig(requests=maps.get("Requests"), limits=maps.get("Limits"))
 
     def resources(self, value: JsonValue, existing: dict[str, ResourceScaleConfig] | None,
                   where: str) -> dict[str, ResourceScaleConfig] | None:
+        value = _object(value, f'{where}: expected an object of resource names such as '
+                               '"cpu" and "memory"')
         if value is None:
             return None
-        if not isinstance(value, JsonObject):
-            raise ConfigError(f"{where}: expected an object of resource names such as "
-                              f'"cpu" and "memory", got {describe(value)}')
         result = existing if existing is not None else {}
         for name, member in value.members:
             self._take()
@@ -248,18 +253,13 @@ class _Decoder:
         return result
 
     def resource(self, value: JsonValue, where: str) -> ResourceScaleConfig:
+        value = _object(value, f"{where}: expected an object with base, max, step, "
+                               "coresPerStep and nodesPerStep")
         if value is None:
             return ResourceScaleConfig()
-        if not isinstance(value, JsonObject):
-            raise ConfigError(f"{where}: expected an object with base, max, step, "
-                              f"coresPerStep and nodesPerStep, got {describe(value)}")
         fields: dict[str, Quantity | int | None] = {}
-        for key, member in value.members:
-            self._take()
-            field = match_field(key, _RESOURCE_FIELDS)
-            if field is None:
-                self._skip(member)
-            elif field in ("CoresPerStep", "NodesPerStep"):
+        for key, field, member in self._known(value, _RESOURCE_FIELDS):
+            if field in ("CoresPerStep", "NodesPerStep"):
                 fields[field] = self.integer(member, f"{where}.{key}")
             elif field in _OBJECT_FIELDS:
                 fields[field] = _positive(self.integer(member, f"{where}.{key}"),
@@ -374,3 +374,11 @@ def config_string(config: ScaleConfig | None) -> str:
         parts.append(f"[{name}]: {{ requests: {{ {requests}}}, limits: {{ {limits}}} }}, ")
     parts.append("}")
     return "".join(parts)
+
+
+def _object(value: JsonValue, expected: str) -> JsonObject | None:
+    """``value`` as an object; None for JSON null (Go leaves the field zero); anything else
+    is a :class:`ConfigError` saying what was ``expected`` and what came."""
+    if value is None or isinstance(value, JsonObject):
+        return value
+    raise ConfigError(f"{expected}, got {describe(value)}")
