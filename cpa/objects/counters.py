@@ -46,38 +46,6 @@ class Watch(Protocol):
     def wait_synced(self, timeout: float | None = None) -> bool: ...
 
 
-class _Counted:
-    """An :class:`ObjectWatch` seen as a :class:`Watch`."""
-
-    def __init__(self, watch: ObjectWatch) -> None:
-        self.watch = watch
-
-    @property
-    def error(self) -> str | None:
-        return self.watch.error
-
-    @property
-    def forbidden(self) -> bool:
-        return self.watch.forbidden
-
-    @property
-    def synced(self) -> bool:
-        return self.watch.synced
-
-    @property
-    def count(self) -> int:
-        return self.watch.tally.count
-
-    def start(self) -> None:
-        self.watch.start()
-
-    def wait_synced(self, timeout: float | None = None) -> bool:
-        return self.watch.wait_synced(timeout)
-
-    def stop(self, timeout: float = 1.0) -> None:
-        self.watch.stop(timeout)
-
-
 class ObjectCounters:
     """The watches of the kinds in use, started and stopped as the parameters change."""
 
@@ -89,8 +57,8 @@ class ObjectCounters:
         first list (the daemon's poll period), rather than failing at once."""
         self._first_wait = first_list_wait
         self._fresh: set[str] = set()  # started, and no poll has waited for them yet
-        self._make = make or (lambda kind: _Counted(
-            ObjectWatch(api, kind, clock=clock, rng=random.Random())))
+        self._make = make or (lambda kind: ObjectWatch(api, kind, clock=clock,
+                                                        rng=random.Random()))
         self._watches: dict[str, Watch] = {}
         self._log = logs.get_logger("objects")
 

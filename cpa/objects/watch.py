@@ -110,6 +110,11 @@ class ObjectWatch(Reflector):
         """The last failure was a 403: the poll says which rule to add."""
         self.lists = 0
 
+    @property
+    def count(self) -> int:
+        """The objects counted now (what :class:`~cpa.objects.counters.Watch` reads)."""
+        return self.tally.count
+
     def list_once(self) -> int:
         """List once (``cpa explain --from-cluster``), no watch: the count."""
         self._sync()
