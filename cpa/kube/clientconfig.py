@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from cpa import redact
 from cpa.http.message import field_value_problem
@@ -30,6 +30,8 @@ from cpa.kube.objects import json_type
 from cpa.kube.tokenfile import FileToken
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+_T = TypeVar("_T")
 
 
 class ConfigError(Exception):
@@ -162,21 +164,24 @@ class _Fields:
     def has(self, key: str) -> bool:
         return self._doc.get(key) is not None
 
-    def string(self, key: str) -> str:
-        value = self._doc.get(key)
-        if value is None:  # absent or null: Go's zero value
-            return ""
-        if not isinstance(value, str):
-            raise self._wrong(key, "a string", value)
-        return value
-
-    def boolean(self, key: str) -> bool:
+    def _get(self, key: str, kind: type[_T], want: str, items: type | None = None
+             ) -> _T | None:
+        """The value at ``key`` when it is a ``kind`` (of ``items``), None when absent or
+        null (the caller gives Go's zero value); anything else is an error naming ``want``."""
         value = self._doc.get(key)
         if value is None:
-            return False
-        if not isinstance(value, bool):
-            raise self._wrong(key, "a bool (true or false, without quotes)", value)
+            return None
+        listed = value if isinstance(value, list) else ()
+        if not isinstance(value, kind) or (
+                items is not None and not all(isinstance(v, items) for v in listed)):
+            raise self._wrong(key, want, value)
         return value
+
+    def string(self, key: str) -> str:
+        return self._get(key, str, "a string") or ""
+
+    def boolean(self, key: str) -> bool:
+        return self._get(key, bool, "a bool (true or false, without quotes)") or False
 
     def data(self, key: str) -> bytes | None:
         """A ``[]byte`` field: base64 in the file, as Go's encoding/json writes it."""
@@ -189,27 +194,14 @@ class _Fields:
             raise self.error(f"{self._at(key)} is not valid base64 ({exc})") from None
 
     def strings(self, key: str) -> list[str]:
-        value = self._doc.get(key)
-        if value is None:
-            return []
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self._wrong(key, "a list of strings", value)
-        return list(value)
+        return list(self._get(key, list, "a list of strings", str) or [])
 
     def mapping(self, key: str) -> _Fields | None:
-        value = self._doc.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, dict):
-            raise self._wrong(key, "a map", value)
-        return _Fields(value, self._at(key), self.file)
+        value = self._get(key, dict, "a map")
+        return None if value is None else _Fields(value, self._at(key), self.file)
 
     def mappings(self, key: str) -> list[_Fields]:
-        value = self._doc.get(key)
-        if value is None:
-            return []
-        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-            raise self._wrong(key, "a list of maps", value)
+        value = self._get(key, list, "a list of maps", dict) or []
         return [_Fields(v, f"{self._at(key)}[{i}]", self.file) for i, v in enumerate(value)]
 
 
