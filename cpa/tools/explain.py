@@ -55,6 +55,7 @@ from cpa.tools.explain_vertical import explain_vertical_main
 from cpa.tools.inputs import (
     InputError,
     ToolParser,
+    add_flags,
     add_object_arguments,
     add_parameter_arguments,
     cluster_counts,
@@ -84,20 +85,20 @@ def _parser() -> ToolParser:
                     "Nothing is written to the cluster.")
     add_parameter_arguments(p, from_cluster=True)
     cl = p.add_argument_group("cluster (--nodes and --cores, or --from-cluster)")
-    cl.add_argument("--nodes", metavar="N", help="total nodes")
-    cl.add_argument("--cores", metavar="CPU",
-                    help="total allocatable cores, a quantity (1536, 3920m); rounded up once, "
-                         "as the daemon rounds the sum of its Nodes'")
-    cl.add_argument("--schedulable-nodes", metavar="N", help="default: --nodes")
-    cl.add_argument("--schedulable-cores", metavar="CPU", help="default: --cores")
-    cl.add_argument("--zones", metavar="N",
-                    help="zones the Nodes are in (for parameters with a zones key)")
-    cl.add_argument("--schedulable-zones", metavar="N",
-                    help="zones the schedulable Nodes are in (default: --zones)")
+    add_flags(
+        cl.add_argument,
+        ("--nodes", "N", "total nodes"),
+        ("--cores", "CPU",
+         "total allocatable cores, a quantity (1536, 3920m); rounded up once, as the daemon "
+         "rounds the sum of its Nodes'"),
+        ("--schedulable-nodes", "N", "default: --nodes"),
+        ("--schedulable-cores", "CPU", "default: --cores"),
+        ("--zones", "N", "zones the Nodes are in (for parameters with a zones key)"),
+        ("--schedulable-zones", "N", "zones the schedulable Nodes are in (default: --zones)"))
     add_object_arguments(cl.add_argument, "parameters with a Pods axis",
                          "parameters with a Services axis")
-    cl.add_argument("--from-cluster", action="store_true",
-                    help="read Nodes and the ConfigMap from the cluster (read-only)")
+    add_flags(cl.add_argument, ("--from-cluster", "",
+                                "read Nodes and the ConfigMap from the cluster (read-only)"))
     cl.add_argument("--namespace", default="", help="with --from-cluster")
     cl.add_argument("--nodelabels", default="", help="with --from-cluster")
     cl.add_argument("--kubeconfig", default="", metavar="PATH",
@@ -106,24 +107,24 @@ def _parser() -> ToolParser:
     cl.add_argument("--context", default="", metavar="NAME",
                     help="with --from-cluster: the kubeconfig context (default: its "
                          "current-context)")
-    cl.add_argument("--current-replicas", metavar="N",
-                    help="the target's replicas now: shows what a behavior in the parameters "
-                         "would do this poll")
+    add_flags(cl.add_argument, ("--current-replicas", "N",
+                                "the target's replicas now: shows what a behavior in the "
+                                "parameters would do this poll"))
     cl.add_argument("--target", default="", metavar="KIND/NAME",
                     help="with --from-cluster: read the current replicas from this target's "
                          "scale (read-only)")
     ld = p.add_argument_group("the load axis (parameters with a load key)")
-    ld.add_argument("--stable-rate", metavar="RATE",
-                    help="the load's rate (per second) over the stable window")
-    ld.add_argument("--panic-rate", metavar="RATE",
-                    help="over the panic window (default: --stable-rate)")
-    ld.add_argument("--ready-pods", metavar="N",
-                    help="the target's Ready Pods (default: --current-replicas, or the "
-                         "target's replicas)")
+    add_flags(
+        ld.add_argument,
+        ("--stable-rate", "RATE", "the load's rate (per second) over the stable window"),
+        ("--panic-rate", "RATE", "over the panic window (default: --stable-rate)"),
+        ("--ready-pods", "N",
+         "the target's Ready Pods (default: --current-replicas, or the target's replicas)"))
     p.add_output_argument()
-    p.add_argument("--vertical", action="store_true",
-                   help="explain what /cpvpa, the vertical autoscaler, would write instead: "
-                        "it takes /cpvpa's flags (cpa explain --vertical --help)")
+    add_flags(p.add_argument, ("--vertical", "",
+                               "explain what /cpvpa, the vertical autoscaler, would write "
+                               "instead: it takes /cpvpa's flags (cpa explain --vertical "
+                               "--help)"))
     return p
 
 

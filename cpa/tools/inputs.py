@@ -203,20 +203,34 @@ def parse_command_line(parser: ToolParser, argv: Sequence[str]) -> argparse.Name
         return exc.code if isinstance(exc.code, int) else 0
 
 
+def add_flags(add_argument: Callable[..., argparse.Action],
+              *rows: tuple[str, str, str]) -> None:
+    """Flags without a default, one row each: the flag, its metavar ("" for a switch, which
+    is False unless given) and its help; added with a parser's or a group's
+    ``add_argument``."""
+    for flag, metavar, text in rows:
+        if metavar:
+            add_argument(flag, metavar=metavar, help=text)
+        else:
+            add_argument(flag, action="store_true", help=text)
+
+
 def add_parameter_arguments(p: argparse.ArgumentParser, *, from_cluster: bool = False) -> None:
     """The parameter flags, shared by ``explain`` and ``simulate``; ``from_cluster``: the
     command also has ``--from-cluster`` (explain), which these flags' help then mentions."""
     src = p.add_argument_group("parameters (one of)")
-    src.add_argument("--data", metavar="JSON",
-                     help='the ConfigMap\'s data as a JSON object of strings, e.g. '
-                          '\'{"linear": "{\\"nodesPerReplica\\": 16}"}\'')
-    src.add_argument("--configmap-file", metavar="PATH",
-                     help="a file with the ConfigMap (YAML or JSON; in a multi-document "
-                          "file, the ConfigMap named by --configmap when there are several)")
-    src.add_argument("--default-params", metavar="JSON",
-                     help="the --default-params flag's value"
-                          + ("; with --from-cluster, used only when the ConfigMap does not "
-                             "exist (as the daemon would create it)" if from_cluster else ""))
+    add_flags(
+        src.add_argument,
+        ("--data", "JSON",
+         'the ConfigMap\'s data as a JSON object of strings, e.g. '
+         '\'{"linear": "{\\"nodesPerReplica\\": 16}"}\''),
+        ("--configmap-file", "PATH",
+         "a file with the ConfigMap (YAML or JSON; in a multi-document file, the ConfigMap "
+         "named by --configmap when there are several)"),
+        ("--default-params", "JSON",
+         "the --default-params flag's value" + (
+             "; with --from-cluster, used only when the ConfigMap does not exist (as the "
+             "daemon would create it)" if from_cluster else "")))
     src.add_argument("--configmap", default="", metavar="NAME",
                      help="the ConfigMap's name: which one --configmap-file picks"
                           + (" (with --from-cluster: which one is read)" if from_cluster

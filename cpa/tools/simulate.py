@@ -53,6 +53,7 @@ from cpa.nodes.counts import ClusterCounts
 from cpa.tools.inputs import (
     InputError,
     ToolParser,
+    add_flags,
     add_parameter_arguments,
     cluster_counts,
     object_count,
@@ -536,22 +537,26 @@ def _parser() -> ToolParser:
                         "zones, schedulable_zones, pods, services (with those axes), qps "
                         "(the load's rate, with a load key)]")
     add_parameter_arguments(p)
-    p.add_argument("--start-replicas", metavar="N",
-                   help="the target's replicas before the first row (default: the first "
-                        "row's formula result)")
-    p.add_argument("--poll-period-seconds", metavar="SECONDS",
-                   help="with a load key: rows are scrapes, and a poll decides only when "
-                        "this long has passed since the last one (default: every row)")
+    add_flags(
+        p.add_argument,
+        ("--start-replicas", "N",
+         "the target's replicas before the first row (default: the first row's formula "
+         "result)"),
+        ("--poll-period-seconds", "SECONDS",
+         "with a load key: rows are scrapes, and a poll decides only when this long has "
+         "passed since the last one (default: every row)"))
     p.add_output_argument()
-    p.add_argument("--all-rows", action="store_true",
-                   help="print every row (default: the first and those where the formula's "
-                        "count or the written replicas changed; -o json has every row)")
-    p.add_argument("--plot", metavar="FILE.png",
-                   help="draw the timeline, the formula's count, the written replicas and "
-                        "where the behavior held them, over time (matplotlib)")
-    p.add_argument("--compare", action="store_true",
-                   help="with --plot: add a panel for the same timeline without behavior "
-                        "(with a load key: the proportional count alone, upstream's)")
+    add_flags(
+        p.add_argument,
+        ("--all-rows", "",
+         "print every row (default: the first and those where the formula's count or the "
+         "written replicas changed; -o json has every row)"),
+        ("--plot", "FILE.png",
+         "draw the timeline, the formula's count, the written replicas and where the "
+         "behavior held them, over time (matplotlib)"),
+        ("--compare", "",
+         "with --plot: add a panel for the same timeline without behavior (with a load key: "
+         "the proportional count alone, upstream's)"))
     return p
 
 
