@@ -146,15 +146,12 @@ class Counting(NamedTuple):
         if per is None:
             return replicas
         limit = max(1, math.floor(per * nodes))
-        if replicas <= limit:
-            steps.append(Step("counting.replicas_per_node", (
-                f"maxReplicasPerNode {format_go_float(per)} allows up to {limit} replicas on "
-                f"{plural(nodes, 'Node')}, so {replicas} stays.")))
-            return replicas
-        steps.append(Step("counting.replicas_per_node", (
-            f"maxReplicasPerNode {format_go_float(per)} allows at most {limit} replicas on "
-            f"{plural(nodes, 'Node')}, so {replicas} is lowered to {limit}.")))
-        return limit
+        outcome = (f"up to {limit} replicas on {plural(nodes, 'Node')}, so {replicas} stays."
+                   if replicas <= limit else f"at most {limit} replicas on "
+                   f"{plural(nodes, 'Node')}, so {replicas} is lowered to {limit}.")
+        steps.append(Step("counting.replicas_per_node",
+                          f"maxReplicasPerNode {format_go_float(per)} allows {outcome}"))
+        return min(replicas, limit)
 
 
 NO_COUNTING: Final = Counting()

@@ -88,6 +88,9 @@ ScaleConfig: TypeAlias = Mapping[str, ContainerScaleConfig]
 """Container name -> its config. A decoded top-level ``null`` is ``None`` instead."""
 
 _CONTAINER_FIELDS: Final = ("Requests", "Limits")
+_CONTAINER_EXPECTED: Final = 'an object with "requests" and/or "limits"'
+_RESOURCES_EXPECTED: Final = 'an object of resource names such as "cpu" and "memory"'
+_RESOURCE_EXPECTED: Final = "an object with base, max, step, coresPerStep and nodesPerStep"
 _RESOURCE_FIELDS: Final = ("Base", "Max", "Step", "CoresPerStep", "NodesPerStep",
                             "PodsPerStep", "ServicesPerStep")
 _OBJECT_FIELDS: Final = ("PodsPerStep", "ServicesPerStep")  # ours: whole numbers > 0
@@ -231,8 +234,7 @@ class _Decoder:
         return result
 
     def container(self, value: JsonValue, where: str) -> ContainerScaleConfig:
-        value = _object(value, f'container {where}: expected an object with "requests" '
-                               'and/or "limits"')
+        value = _object(value, f"container {where}", _CONTAINER_EXPECTED)
         if value is None:
             return ContainerScaleConfig()
         maps: dict[str, dict[str, ResourceScaleConfig] | None] = {}
@@ -242,8 +244,7 @@ class _Decoder:
 
     def resources(self, value: JsonValue, existing: dict[str, ResourceScaleConfig] | None,
                   where: str) -> dict[str, ResourceScaleConfig] | None:
-        value = _object(value, f'{where}: expected an object of resource names such as '
-                               '"cpu" and "memory"')
+        value = _object(value, where, _RESOURCES_EXPECTED)
         if value is None:
             return None
         result = existing if existing is not None else {}
@@ -253,8 +254,7 @@ class _Decoder:
         return result
 
     def resource(self, value: JsonValue, where: str) -> ResourceScaleConfig:
-        value = _object(value, f"{where}: expected an object with base, max, step, "
-                               "coresPerStep and nodesPerStep")
+        value = _object(value, where, _RESOURCE_EXPECTED)
         if value is None:
             return ResourceScaleConfig()
         fields: dict[str, Quantity | int | None] = {}
@@ -376,9 +376,9 @@ def config_string(config: ScaleConfig | None) -> str:
     return "".join(parts)
 
 
-def _object(value: JsonValue, expected: str) -> JsonObject | None:
+def _object(value: JsonValue, where: str, expected: str) -> JsonObject | None:
     """``value`` as an object; None for JSON null (Go leaves the field zero); anything else
     is a :class:`ConfigError` saying what was ``expected`` and what came."""
     if value is None or isinstance(value, JsonObject):
         return value
-    raise ConfigError(f"{expected}, got {describe(value)}")
+    raise ConfigError(f"{where}: expected {expected}, got {describe(value)}")
