@@ -4,8 +4,9 @@ connection's close).
 
 Why not ``http.client``: its answer header goes through the ``email`` parser, which alone
 cost more CPU than the TLS, the JSON and the decision of a steady poll together; here a
-request head is written in one piece and an answer's header read with a plain loop into
-:class:`HeaderFields` (the figure: docs/architecture.md).
+request head is written in one piece and an answer's header split into
+:class:`HeaderFields` as one block when the reader holds it whole (:func:`read_head`), line
+by line otherwise (the figure: docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -144,21 +145,6 @@ class Answer:
                 self.close()
         return data
 
-    def _read_status(self) -> tuple[str, int, str]:
-        """The status line."""
-        assert self.fp is not None
-        line = self.fp.readline(MAX_LINE + 1)
-        if len(line) > MAX_LINE:
-            raise ProtocolError("a status line longer than 65,536 bytes")
-        if not line:
-            raise RemoteDisconnected("the server closed the connection without an answer")
-        text = line.decode("iso-8859-1")
-        status = status_line(text)
-        if status is None:
-            self.close()
-            raise ProtocolError(f"not an HTTP status line: {text.strip()[:80]!r}")
-        return status
-
     def _check_close(self) -> bool:
         """Whether the server ends the connection after this answer (RFC 9112, 9.3; an
         HTTP/1.0 server keeps it only when it says keep-alive)."""
@@ -173,19 +159,18 @@ class Answer:
     def begin(self) -> None:
         if self.headers is not None:
             return
-        if self.fp is not None:
-            # Tell a connection broken before the answer's first byte (nothing answered:
-            # safe to send a GET again) from one broken part-way through its header.
-            try:
-                self.fp.peek(1)  # blocks until a byte, EOF or an error
-            except (ConnectionResetError, ConnectionAbortedError, ssl.SSLEOFError) as exc:
-                raise Unanswered(f"{type(exc).__name__}: {exc}") from exc
+        fp = self.fp
+        assert fp is not None
+        # Tell a connection broken before the answer's first byte (nothing answered: safe
+        # to send a GET again) from one broken part-way through its header.
+        try:
+            fp.peek(1)  # blocks until a byte, EOF or an error
+        except (ConnectionResetError, ConnectionAbortedError, ssl.SSLEOFError) as exc:
+            raise Unanswered(f"{type(exc).__name__}: {exc}") from exc
         while True:
-            version, status, reason = self._read_status()
-            if status != 100:  # Continue
+            version, status, reason, fields = read_head(fp)
+            if status != 100:  # Continue: its own header is read and left
                 break
-            read_fields(self.fp)  # a 100 Continue's own header
-        fields = read_fields(self.fp)
         self.status = status
         self.reason = reason.strip()
         if version in ("HTTP/1.0", "HTTP/0.9"):
@@ -227,6 +212,36 @@ def status_line(text: str) -> tuple[str, int, str] | None:
     return parts[0], status, parts[2] if len(parts) == 3 else ""
 
 
+def read_head(fp: io.BufferedReader) -> tuple[str, int, str, HeaderFields]:
+    """An answer's status line (version, code, reason) and header fields.
+
+    The API server writes a small answer's whole header in one piece, which the reader then
+    holds already: it is taken as one block and decoded once. A header that came in
+    pieces, that is larger than the reader's buffer, or that ends a line with a bare LF
+    is read line by line instead, with ``http.client``'s limits."""
+    buffered = fp.peek(1)
+    end = buffered.find(b"\r\n\r\n")
+    if end >= 0 and buffered.count(b"\n", 0, end) == buffered.count(b"\r\n", 0, end):
+        lines = fp.read(end + 4).decode("iso-8859-1").split("\r\n")[:-2]
+        if len(lines) > MAX_FIELDS + 1:
+            raise ProtocolError(f"got more than {MAX_FIELDS} headers")
+        return (*parsed_status(lines[0]), fields_of(lines[1:]))
+    line = fp.readline(MAX_LINE + 1)
+    if len(line) > MAX_LINE:
+        raise ProtocolError("a status line longer than 65,536 bytes")
+    if not line:
+        raise RemoteDisconnected("the server closed the connection without an answer")
+    return (*parsed_status(line.decode("iso-8859-1")), read_fields(fp))
+
+
+def parsed_status(text: str) -> tuple[str, int, str]:
+    """The status line's parts; :class:`ProtocolError` if it is not one."""
+    status = status_line(text)
+    if status is None:
+        raise ProtocolError(f"not an HTTP status line: {text.strip()[:80]!r}")
+    return status
+
+
 def read_fields(fp: Any) -> HeaderFields:
     """Header lines up to the empty one, with ``http.client``'s limits."""
     lines: list[str] = []
@@ -237,6 +252,8 @@ def read_fields(fp: Any) -> HeaderFields:
             raise ProtocolError("a header line longer than 65,536 bytes")
         if line in (b"\r\n", b"\n", b""):
             return fields_of(lines)
+        if len(lines) >= MAX_FIELDS:
+            raise ProtocolError(f"got more than {MAX_FIELDS} headers")
         lines.append(line.decode("iso-8859-1"))
 
 
@@ -272,7 +289,12 @@ def field_value_problem(value: str | bytes, offset: int = 0) -> str | None:
     character that is not ASCII. The reason names the byte (``offset`` more, for a value
     read from a file after leading whitespace), never the value: a field may be a
     credential."""
-    data = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+    if isinstance(value, str):
+        if value.isascii() and value.isprintable():  # most values: no byte to name
+            return None
+        data = value.encode("utf-8", "surrogateescape")
+    else:
+        data = value
     if data.isascii() and not CONTROL.search(data):
         return None
     for index, byte in enumerate(data, offset):
