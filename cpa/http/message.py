@@ -4,9 +4,8 @@ connection's close).
 
 Why not ``http.client``: its answer header goes through the ``email`` parser, which alone
 cost more CPU than the TLS, the JSON and the decision of a steady poll together; here a
-request head is written in one piece and an answer's header split into
-:class:`HeaderFields` as one block when the reader holds it whole (:func:`read_head`), line
-by line otherwise (the figure: docs/architecture.md).
+request head is written in one piece and an answer's header read with a plain loop into
+:class:`HeaderFields` (the figure: docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -213,19 +212,8 @@ def status_line(text: str) -> tuple[str, int, str] | None:
 
 
 def read_head(fp: io.BufferedReader) -> tuple[str, int, str, HeaderFields]:
-    """An answer's status line (version, code, reason) and header fields.
-
-    The API server writes a small answer's whole header in one piece, which the reader then
-    holds already: it is taken as one block and decoded once. A header that came in
-    pieces, that is larger than the reader's buffer, or that ends a line with a bare LF
-    is read line by line instead, with ``http.client``'s limits."""
-    buffered = fp.peek(1)
-    end = buffered.find(b"\r\n\r\n")
-    if end >= 0 and buffered.count(b"\n", 0, end) == buffered.count(b"\r\n", 0, end):
-        lines = fp.read(end + 4).decode("iso-8859-1").split("\r\n")[:-2]
-        if len(lines) > MAX_FIELDS + 1:
-            raise ProtocolError(f"got more than {MAX_FIELDS} headers")
-        return (*parsed_status(lines[0]), fields_of(lines[1:]))
+    """An answer's status line (version, code, reason) and header fields, with
+    ``http.client``'s limits."""
     line = fp.readline(MAX_LINE + 1)
     if len(line) > MAX_LINE:
         raise ProtocolError("a status line longer than 65,536 bytes")
@@ -289,12 +277,7 @@ def field_value_problem(value: str | bytes, offset: int = 0) -> str | None:
     character that is not ASCII. The reason names the byte (``offset`` more, for a value
     read from a file after leading whitespace), never the value: a field may be a
     credential."""
-    if isinstance(value, str):
-        if value.isascii() and value.isprintable():  # most values: no byte to name
-            return None
-        data = value.encode("utf-8", "surrogateescape")
-    else:
-        data = value
+    data = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
     if data.isascii() and not CONTROL.search(data):
         return None
     for index, byte in enumerate(data, offset):
