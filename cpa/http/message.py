@@ -5,7 +5,7 @@ connection's close).
 Why not ``http.client``: its answer header goes through the ``email`` parser, which alone
 cost more CPU than the TLS, the JSON and the decision of a steady poll together; here a
 request head is written in one piece and an answer's header read with a plain loop into
-:class:`HeaderFields` (the figure: docs/architecture.md).
+:class:`HeaderFields`.
 """
 
 from __future__ import annotations
