@@ -37,7 +37,7 @@ REACT_MIN_INTERVAL_SECONDS = 1.0
 """At most one early poll a second, however the Nodes churn."""
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, repr=False, slots=True)
 class EarlyPolls:
     """When to poll between the period's polls, and the early poll itself (``poll``).
     ``last``: the parameters parsed last and the replicas the last poll decided."""

@@ -49,7 +49,7 @@ class WriteRecord(Protocol):
     placeable_changed: list[tuple[Target, CapOutcome]]
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, repr=False, slots=True)
 class TargetWrites:
     """Writes each target's count, poll after poll (what it keeps across polls: the dry
     run's last logged pair per target, the watchdogs' episodes). ``behavior``: the

@@ -65,7 +65,7 @@ class ScrapeStatus(NamedTuple):
     """The Pods the last scrape left out, with the reason: (name, reason), by name."""
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, repr=False, slots=True)
 class Scraper:
     """Scrapes one target's Pods (or Prometheus) until :meth:`stop`. ``load``: the
     parameters' load key in force (:meth:`update` changes it)."""

@@ -65,7 +65,7 @@ class VerticalPollResult(PollRecord):
 Observer = Callable[[VerticalPollResult], None]
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, repr=False, slots=True)
 class VerticalAutoscaler:
     """The poll loop of ``/cpvpa``. ``targets``: each target's loop, CPVA's only one first
     (ours: the others of a ``--target`` comma list). ``may_write`` (leader election) is

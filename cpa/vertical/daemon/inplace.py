@@ -110,7 +110,7 @@ class _ListError(Exception):
         self.error = error
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, repr=False, slots=True)
 class InPlaceResizer:
     """Resizes one target's Pods; remembers deferred resizes to time them out."""
 

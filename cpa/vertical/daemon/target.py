@@ -49,7 +49,7 @@ class TargetPollResult:
     error: str | None = None
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, repr=False, slots=True)
 class TargetLoop:
     """One target across polls: its state, writer, resizer and fallback budget, and what
     was logged once per change."""
