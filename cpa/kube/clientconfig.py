@@ -171,9 +171,8 @@ class _Fields:
         value = self._doc.get(key)
         if value is None:
             return None
-        listed = value if isinstance(value, list) else ()
-        if not isinstance(value, kind) or (
-                items is not None and not all(isinstance(v, items) for v in listed)):
+        if not isinstance(value, kind) or (items is not None and isinstance(value, list)
+                                           and not all(isinstance(v, items) for v in value)):
             raise self._wrong(key, want, value)
         return value
 

@@ -64,8 +64,9 @@ class _Invalid(Exception):
 
 
 def json_type(value: object, *, shown: bool = True) -> str:
-    """The type of a decoded JSON or YAML value as Go's errors name it (``a string
-    ("7")``); without the value itself when not ``shown`` (a credential's)."""
+    """The type of a decoded JSON or YAML value for an error (``a string ('7')``,
+    ``a number (1)``, ``an array``); without the value itself when not ``shown`` (a
+    credential's)."""
     if isinstance(value, list):
         return "an array"
     if isinstance(value, dict):

@@ -146,9 +146,9 @@ class Counting(NamedTuple):
         if per is None:
             return replicas
         limit = max(1, math.floor(per * nodes))
-        outcome = (f"up to {limit} replicas on {plural(nodes, 'Node')}, so {replicas} stays."
-                   if replicas <= limit else f"at most {limit} replicas on "
-                   f"{plural(nodes, 'Node')}, so {replicas} is lowered to {limit}.")
+        on = plural(nodes, "Node")
+        outcome = (f"up to {limit} replicas on {on}, so {replicas} stays." if replicas <= limit
+                   else f"at most {limit} replicas on {on}, so {replicas} is lowered to {limit}.")
         steps.append(Step("counting.replicas_per_node",
                           f"maxReplicasPerNode {format_go_float(per)} allows {outcome}"))
         return min(replicas, limit)
