@@ -16,6 +16,10 @@ A GET whose connection is reset or closed is sent again, as Go and client-go do:
 when a kept-alive connection broke before the first byte of the answer (Go's transport),
 else after one second (client-go's rule for a GET: a connection reset or a probable EOF
 counts as ``Retry-After: 1``), within the same 10 tries and the deadline. A write never is.
+
+A request answered 401 is sent once more, a write too, when the credentials then give
+another token (a token file read again, an exec plugin run again): the server did nothing
+with the refused request, and a rotated token that was revoked costs no failed poll.
 """
 
 from __future__ import annotations
@@ -120,12 +124,19 @@ class KubeApi:
             headers["Content-Type"] = content_type
         return headers
 
-    def _refused(self, status: int, headers: Mapping[str, str]) -> None:
+    def _refused(self, status: int, headers: Mapping[str, str]) -> bool:
         """A 401: tell the credentials which header was refused (a token file is read
-        again, an exec plugin run again, before the next request; not when they hold
-        another token already)."""
-        if status == 401 and self.conn.unauthorized is not None:
-            self.conn.unauthorized(headers.get("Authorization"))
+        again, an exec plugin run again; not when they hold another token already). True
+        when they give another header now: the request is worth sending once more, since
+        the server did nothing with the refused one (a token rotated, then revoked)."""
+        if status != 401 or self.conn.unauthorized is None:
+            return False
+        refused = headers.get("Authorization")
+        self.conn.unauthorized(refused)
+        try:
+            return self.conn.authorization() != refused
+        except (ConfigError, TokenFileError):  # said by the next request, as it fails
+            return False
 
     def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
                 body: Any = None, timeout: float | None = None,
@@ -150,6 +161,7 @@ class KubeApi:
         # byte of the answer or a timeout, and never a write.
         reconnects = 1 if method == "GET" else 0
         retries = 0
+        reauthorized = False
         while True:
             try:
                 headers = self._headers(content_type if data is not None else None)
@@ -169,10 +181,12 @@ class KubeApi:
                 continue
             if 200 <= resp.status < 300:
                 return answer
+            if self._refused(resp.status, headers) and not reauthorized:
+                reauthorized = True
+                continue
             wait = retry_after(resp.status, resp.headers)
             if (wait is None or retries >= MAX_RETRIES
                     or not self._wait_retry(min(wait, RETRY_AFTER_CAP), end)):
-                self._refused(resp.status, headers)
                 raise api_error(resp.status, answer, resp.headers.get("Content-Type"))
             retries += 1
 

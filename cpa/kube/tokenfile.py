@@ -1,17 +1,16 @@
 """A bearer token read from a file: the in-cluster ServiceAccount token, a kubeconfig's
-``tokenFile``.
+``tokenFile``, the Prometheus source's ``bearerTokenFile``.
 
 Such a file changes under a running daemon. The kubelet rotates a projected token (at 80%
-of its life) by swapping its ``..data`` symlink to a new directory, and a revoked token
-(its Pod, Secret or ServiceAccount deleted) is refused at once, with a 401. Read every 60 s
-and never after a 401 (as before), a rotation plus revocation failed 28-30 polls over
-56-60 s. client-go's file token source re-reads every minute, drops its token when the API
-server answers 401 so that the next request reads the file again
-(``tokenSourceTransport``, ``ResetTokenOlderThan``), and refuses an empty file ("read empty
-token from file"), keeping the last good token. The same rules here, plus one: each request
-stats the file (a few microseconds) and reads it again when stat says it is another file
-(the kubelet's swap gives a new inode) or was written (size, mtime), so a rotated token is
-used from the next request on, not up to a minute later.
+of its life) by swapping its ``..data`` symlink to a new directory; the old token stays
+valid until it expires, so picking the new one up within a minute is soon enough. A revoked
+token (its Pod, Secret or ServiceAccount deleted) is refused at once, with a 401. The rules
+are client-go's for a file token source: the file is read again every minute and after the
+server answers 401 to the token held (``tokenSourceTransport``, ``ResetTokenOlderThan``),
+and an empty file ("read empty token from file") keeps the last good token. The clients
+add one step client-go leaves out: a request answered 401 is sent once more when the file
+then holds another token (:meth:`cpa.kube.client.KubeApi.request`), so a token rotated and
+then revoked costs no failed poll.
 
 The rules are :func:`reason_to_read`, pure; :class:`FileToken` does the I/O.
 """
@@ -24,7 +23,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from cpa import logs, redact
 from cpa.http.message import field_value_problem
@@ -39,32 +38,15 @@ class TokenFileError(Exception):
     """The file holds no usable token and there is no earlier one to keep using."""
 
 
-class Stamp(NamedTuple):
-    """What stat says of the file the path leads to; another stamp means it changed."""
-
-    device: int
-    inode: int
-    size: int
-    mtime_ns: int
-
-    @classmethod
-    def of(cls, st: os.stat_result) -> Stamp:
-        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def reason_to_read(*, cached: bool, refused: bool, stamp: Stamp | None,
-                   read_stamp: Stamp | None, age: float) -> str | None:
+def reason_to_read(*, cached: bool, refused: bool, age: float) -> str | None:
     """Why the file must be read before this request, or None when the cached token serves.
 
     ``cached``: a good token is held; ``refused``: the API server answered 401 to it since
-    it was read; ``stamp``: the file's now (None: stat failed), ``read_stamp``: at the last
-    read; ``age``: seconds since that read."""
+    it was read; ``age``: seconds since the last read."""
     if not cached:
         return "first"
     if refused:
         return "refused"
-    if stamp != read_stamp:
-        return "changed"
     if age >= TOKEN_REREAD_SECONDS:
         return "period"
     return None
@@ -114,16 +96,12 @@ class FileToken:
     one."""
 
     def __init__(self, path: str | os.PathLike[str],
-                 clock: Callable[[], float] = time.monotonic,
-                 stat: Callable[[str], os.stat_result] = os.stat) -> None:
-        # Text, made once: stat's argument on every request.
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._path = os.fspath(path)
         self._clock = clock
-        self._stat = stat
         self._lock = threading.Lock()
         self._header = ""  # "Bearer <the last good token>"; empty until one was read
         self._read_at = 0.0
-        self._read_stamp: Stamp | None = None
         self._refused = False
         self._unusable: str | None = None  # why the file is not usable now (said once)
         self._log: Any = None
@@ -136,18 +114,13 @@ class FileToken:
         """``Bearer <token>``; raises :class:`TokenFileError` when the file has never held
         a usable token."""
         with self._lock:
-            try:
-                stamp: Stamp | None = Stamp.of(self._stat(self._path))
-            except OSError:
-                stamp = None
             now = self._clock()
             reason = reason_to_read(cached=bool(self._header), refused=self._refused,
-                                    stamp=stamp, read_stamp=self._read_stamp,
                                     age=now - self._read_at)
             if reason is None:
                 return self._header
             said: list[dict[str, str]] = []
-            self._read(stamp, now, said)
+            self._read(now, said)
             header = self._header
             problem = self._unusable
         self._say(said)
@@ -165,11 +138,11 @@ class FileToken:
             if self._header and refused == self._header:
                 self._refused = True
 
-    def _read(self, stamp: Stamp | None, now: float, said: list[dict[str, str]]) -> None:
+    def _read(self, now: float, said: list[dict[str, str]]) -> None:
         """Read the file (under the lock); keep the last good token when it holds none.
         What to log goes in ``said`` (a field ``became``: usable or unusable), written
         after the lock is let go."""
-        self._read_at, self._read_stamp, self._refused = now, stamp, False
+        self._read_at, self._refused = now, False
         problem: str | None
         try:
             token, unsendable = token_of(read_regular_file(self._path, MAX_TOKEN_BYTES + 1))

@@ -6,8 +6,9 @@ The request goes through the one HTTP client (:mod:`cpa.http.fetch`): one deadli
 whole query, redirects followed with the credentials kept to the configured server, no
 credential in any error. TLS: a CA file (else the system's), optionally no verification.
 The bearer token is read from its file as the API server's token is
-(:class:`cpa.kube.tokenfile.FileToken`: again when the file changes, the last good token
-kept, one that cannot be sent refused by its byte); ``user:password@`` in the URL is sent as
+(:class:`cpa.kube.tokenfile.FileToken`: again every minute and after a 401, which sends the
+query once more with a new token, the last good token kept, one that cannot be sent
+refused by its byte); ``user:password@`` in the URL is sent as
 Basic authentication, as Go's client sends it. The range query serves ``cpa advise``.
 """
 
@@ -21,7 +22,7 @@ from typing import Any
 
 from cpa import __version__, redact
 from cpa.horizontal.decide.load import Prometheus
-from cpa.http.fetch import Fetcher, FetchError
+from cpa.http.fetch import Fetched, Fetcher, FetchError
 from cpa.kube.tokenfile import FileToken, TokenFileError
 
 __all__ = ["PrometheusClient", "PrometheusError"]
@@ -35,6 +36,14 @@ class PrometheusError(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+def _fetch(fetcher: Fetcher, url: str, timeout: float, authorization: str | None) -> Fetched:
+    try:
+        return fetcher.get(url, timeout=timeout, max_bytes=MAX_ANSWER_BYTES,
+                           accept="application/json", authorization=authorization)
+    except FetchError as exc:
+        raise PrometheusError(exc.reason, f"cannot query Prometheus: {exc}") from None
 
 
 def _context(source: Prometheus) -> ssl.SSLContext | None:
@@ -120,12 +129,15 @@ class PrometheusClient:
                                     user_agent=f"cluster-proportional-autoscaler-py/"
                                                f"{__version__}")
         url = self.source.url.rstrip("/") + api + "?" + urllib.parse.urlencode(params)
-        try:
-            answer = self._fetcher.get(url, timeout=timeout, max_bytes=MAX_ANSWER_BYTES,
-                                       accept="application/json",
-                                       authorization=self._authorization())
-        except FetchError as exc:
-            raise PrometheusError(exc.reason, f"cannot query Prometheus: {exc}") from None
+        sent = self._authorization()
+        answer = _fetch(self._fetcher, url, timeout, sent)
+        if answer.status == 401 and self._token is not None:
+            # The token file is read again after a 401, and the query sent once more if it
+            # holds another token (as the API server's client does).
+            self._token.unauthorized(sent)
+            again = self._authorization()
+            if again != sent:
+                answer = _fetch(self._fetcher, url, timeout, again)
         try:
             doc = json.loads(answer.body)
         except ValueError:

@@ -1,11 +1,13 @@
-"""A token file's cache rules: read again after a 401 (once), when stat says the file
-changed, every 60 s; never an empty token while a good one is known."""
+"""A token file's cache rules: read again after a 401 (once) and every 60 s; never an
+empty token while a good one is known. The client sends a request refused with 401 once
+more when the file then holds another token."""
 
 from __future__ import annotations
 
 import json
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,35 +23,25 @@ from cpa.kube.clientconfig import Connection
 from cpa.kube.tokenfile import (
     TOKEN_REREAD_SECONDS,
     FileToken,
-    Stamp,
     TokenFileError,
     reason_to_read,
     token_of,
 )
 from tests.unit.http.test_transport import Server, answer, read_request
 
-A = Stamp(1, 10, 5, 100)
-B = Stamp(1, 11, 5, 100)  # another inode: the kubelet swapped ..data
 
-
-@pytest.mark.parametrize(("cached", "refused", "stamp", "read_stamp", "age", "reason"), [
-    (False, False, A, A, 0.0, "first"),
-    (False, True, None, None, 0.0, "first"),
-    (True, True, A, A, 0.0, "refused"),
-    (True, False, B, A, 0.0, "changed"),
-    (True, False, Stamp(1, 10, 6, 100), A, 0.0, "changed"),  # written in place: size
-    (True, False, Stamp(1, 10, 5, 101), A, 0.0, "changed"),  # written in place: mtime
-    (True, False, None, A, 0.0, "changed"),  # gone (stat fails): read, keep the last good
-    (True, False, A, None, 0.0, "changed"),  # back
-    (True, False, None, None, 1.0, None),  # still gone: not read at every request
-    (True, False, A, A, TOKEN_REREAD_SECONDS - 0.001, None),
-    (True, False, A, A, TOKEN_REREAD_SECONDS, "period"),
+@pytest.mark.parametrize(("cached", "refused", "age", "reason"), [
+    (False, False, 0.0, "first"),  # also while the file has never held a good token
+    (False, True, 0.0, "first"),
+    (True, True, 0.0, "refused"),
+    (True, False, 0.0, None),
+    (True, False, TOKEN_REREAD_SECONDS - 0.001, None),
+    (True, False, TOKEN_REREAD_SECONDS, "period"),
+    (True, True, TOKEN_REREAD_SECONDS, "refused"),
 ])
-def test_when_the_file_is_read(cached: bool, refused: bool, stamp: Stamp | None,
-                               read_stamp: Stamp | None, age: float, reason: str | None
+def test_when_the_file_is_read(cached: bool, refused: bool, age: float, reason: str | None
                                ) -> None:
-    assert reason_to_read(cached=cached, refused=refused, stamp=stamp,
-                          read_stamp=read_stamp, age=age) == reason
+    assert reason_to_read(cached=cached, refused=refused, age=age) == reason
 
 
 @pytest.mark.parametrize(("data", "token"), [
@@ -84,11 +76,13 @@ def test_a_token_with_a_second_line_is_refused_and_the_last_good_one_kept(
     source = FileToken(path, clock=lambda: clock[0])
     assert source() == f"Bearer {canary}"
     path.write_text("CANARYtokenSecond0123456789\n# rotated by ops\n")
+    clock[0] += TOKEN_REREAD_SECONDS
     assert source() == f"Bearer {canary}"  # the last good token
     err = capsys.readouterr().err
     assert "token.file_unusable" in err and "contains a line break at byte 27" in err
     assert "CANARY" not in err
     path.write_text("CANARYtokenThird0123456789\n")
+    clock[0] += TOKEN_REREAD_SECONDS
     assert source() == "Bearer CANARYtokenThird0123456789"  # recovers by itself
 
 
@@ -115,27 +109,6 @@ def test_a_token_path_that_is_not_a_small_regular_file_is_refused_at_once(
         FileToken(path)()
 
 
-class Counted:
-    """``os.stat``, counting the calls; and the reads, through ``reads``."""
-
-    def __init__(self) -> None:
-        self.stats = 0
-
-    def __call__(self, path: str) -> os.stat_result:
-        self.stats += 1
-        return os.stat(path)
-
-
-def rewrite_unseen(path: Path, token: str) -> None:
-    """Write ``token`` in place so that stat cannot tell (same size, mtime put back): what
-    a coarse-mtime filesystem shows of a same-size rewrite. Only a 401 can reveal it."""
-    before = path.stat()
-    assert len(token.encode()) == before.st_size
-    path.write_text(token)
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert Stamp.of(path.stat()) == Stamp.of(before)
-
-
 def kubelet_swap(root: Path, token: str, serial: int) -> None:
     """The kubelet's AtomicWriter: a new timestamped dir, ``..data`` renamed onto it."""
     new = root / f"..2026_12_02_06_00_{serial:02d}.000000000"
@@ -159,11 +132,11 @@ def test_a_401_reads_the_file_again_before_the_next_request_once(tmp_path: Path)
     path.write_text("old1")
     source = FileToken(path, clock=lambda: clock[0])
     assert source() == "Bearer old1"
-    rewrite_unseen(path, "new2")
-    assert source() == "Bearer old1"  # stat sees nothing: the cached token serves
+    path.write_text("new2")
+    assert source() == "Bearer old1"  # within the minute: the cached token serves
     source.unauthorized("Bearer old1")
     assert source() == "Bearer new2"  # read again after the 401
-    rewrite_unseen(path, "new3")
+    path.write_text("new3")
     # A request sent with old1 before the read comes back 401 too: new2 was read since, so
     # that 401 costs no read (at most one read per refused token).
     source.unauthorized("Bearer old1")
@@ -195,37 +168,21 @@ def test_a_401_to_a_file_that_did_not_change_reads_it_once_per_401(tmp_path: Pat
     assert len(reads) == 1 + 3
 
 
-def test_the_kubelets_swap_is_used_from_the_next_request(tmp_path: Path) -> None:
+def test_the_kubelets_swap_is_used_within_the_minute(tmp_path: Path) -> None:
+    """The old token stays valid after the kubelet's rotation: it is sent until the minute
+    is up (client-go's period), through the symlinks, then the new one."""
     clock = [1000.0]
     kubelet_swap(tmp_path, "first", 1)
-    stat = Counted()
-    source = FileToken(tmp_path / "token", clock=lambda: clock[0], stat=stat)
+    source = FileToken(tmp_path / "token", clock=lambda: clock[0])
     assert source() == "Bearer first"
-    kubelet_swap(tmp_path, "second", 2)  # same size: only the inode tells
-    assert source() == "Bearer second"
-    assert stat.stats == 2  # one stat a request, through the symlinks
-
-
-def test_a_write_in_place_is_used_from_the_next_request(tmp_path: Path) -> None:
-    path = tmp_path / "token"
-    path.write_text("one")
-    source = FileToken(path)
-    assert source() == "Bearer one"
-    path.write_text("three")
-    assert source() == "Bearer three"
-
-
-def test_an_unchanged_file_is_read_again_every_minute(tmp_path: Path) -> None:
-    clock = [1000.0]
-    path = tmp_path / "token"
-    path.write_text("old1")
-    source = FileToken(path, clock=lambda: clock[0])
-    source()
-    rewrite_unseen(path, "new2")
+    kubelet_swap(tmp_path, "second", 2)
     clock[0] += TOKEN_REREAD_SECONDS - 1
-    assert source() == "Bearer old1"
+    assert source() == "Bearer first"
     clock[0] += 1
-    assert source() == "Bearer new2"
+    assert source() == "Bearer second"
+    kubelet_swap(tmp_path, "third", 3)
+    clock[0] += 1
+    assert source() == "Bearer second"  # the minute counts from the last read
 
 
 def events(capsys: pytest.CaptureFixture[str], name: str) -> list[dict[str, Any]]:
@@ -233,14 +190,25 @@ def events(capsys: pytest.CaptureFixture[str], name: str) -> list[dict[str, Any]
                             if line.startswith("{")) if doc["event"] == name]
 
 
+class Ticking:
+    """A clock a minute ahead at each call: every call of the source reads the file."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        self.now += TOKEN_REREAD_SECONDS
+        return self.now
+
+
 @pytest.fixture
 def good_token(tmp_path: Path) -> tuple[Path, FileToken]:
-    """A token file that held "good" when read, JSON logs on: the token to keep once the
-    file goes bad."""
+    """A token file that held "good" when read, read again at each call, JSON logs on:
+    the token to keep once the file goes bad."""
     logs.configure(0, "json")
     path = tmp_path / "token"
     path.write_text("good")
-    source = FileToken(path)
+    source = FileToken(path, clock=Ticking())
     assert source() == "Bearer good"
     return path, source
 
@@ -293,42 +261,60 @@ OPS = st.lists(st.one_of(
 ), max_size=25)
 
 
+class Model:
+    """What the header must be, by the rules in words: the file is read at a 401 to the
+    token held and once a minute has passed since the last read; a read that finds a
+    token (not an empty file, not a missing one) makes it the token held."""
+
+    def __init__(self, now: float) -> None:
+        self.held, self.read_at, self.refused = "init", now, False
+
+    def header(self, now: float, content: str | None) -> str:
+        if self.refused or now - self.read_at >= TOKEN_REREAD_SECONDS:
+            self.read_at, self.refused = now, False
+            self.held = (content or "").strip() or self.held
+        return f"Bearer {self.held}"
+
+
 @settings(max_examples=60, deadline=None)
 @given(ops=OPS)
-def test_the_header_is_never_empty_and_is_the_newest_good_token(
+def test_the_header_is_never_empty_and_follows_the_file_by_the_rules(
         tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, str]]) -> None:
     """Any sequence of kubelet swaps (to empty files too), removals, 401s and time: every
-    header carries the newest non-empty token written, never an empty one."""
+    header carries a token the file held, never an empty one, and the newest the file
+    holds after a 401 or once the minute is up."""
     root = tmp_path_factory.mktemp("tok")
     clock = [1000.0]
     kubelet_swap(root, "init", 0)
     source = FileToken(root / "token", clock=lambda: clock[0])
-    newest = "init"
     assert source() == "Bearer init"
+    model, content = Model(clock[0]), "init"
     for serial, (op, arg) in enumerate(ops, start=1):
         if op == "swap":
-            kubelet_swap(root, arg, serial)  # a new file each time: stat always sees it
-            newest = arg.strip() or newest
+            kubelet_swap(root, arg, serial)
+            content = arg
         elif op == "rm":
             (root / "token").unlink(missing_ok=True)
-        elif op == "401":
-            source.unauthorized(source())
+            assert source() == model.header(clock[0], None)
+            (root / "token").symlink_to("..data/token")
+        elif op == "401":  # a request sent with the header, refused
+            sent = source()
+            assert sent == model.header(clock[0], content)
+            source.unauthorized(sent)
+            model.refused = True
         else:
             clock[0] += float(arg)
-        if op == "rm":
-            assert source() == f"Bearer {newest}"
-            (root / "token").symlink_to("..data/token")
-        header = source()
-        assert header == f"Bearer {newest}"
+        assert source() == model.header(clock[0], content)
 
 
 # --- the client tells the token which header was refused -----------------------------------
 
 
-def test_the_client_reads_the_file_again_after_a_401_to_a_request_or_a_watch(
-        tmp_path: Path) -> None:
-    """KubeApi against a scripted server that refuses ``old1``: the request answered 401
-    fails, and the next one (a request, or a watch) carries what the file holds now."""
+@pytest.fixture
+def refusing(tmp_path: Path) -> Iterator[tuple[KubeApi, Path, set[str], list[str]]]:
+    """A KubeApi whose token comes from a file, against a scripted server that answers 401
+    to the tokens in ``revoked``; ``seen`` lists the tokens it was sent, in order."""
+    revoked: set[str] = set()
     seen: list[str] = []
 
     def handler(conn: socket.socket, _index: int) -> None:
@@ -336,7 +322,7 @@ def test_the_client_reads_the_file_again_after_a_401_to_a_request_or_a_watch(
             auth = next(line for line in head.split("\r\n")
                         if line.startswith("Authorization: "))
             seen.append(auth.removeprefix("Authorization: Bearer "))
-            if seen[-1] == "old1":
+            if seen[-1] in revoked:
                 answer(conn, b'{"kind":"Status","reason":"Unauthorized"}', "401 Unauthorized")
             else:
                 answer(conn, b"{}")
@@ -348,15 +334,55 @@ def test_the_client_reads_the_file_again_after_a_401_to_a_request_or_a_watch(
         source = FileToken(path)
         client = KubeApi(Connection(server.url, None, source, "test",
                                     unauthorized=source.unauthorized))
-        for call in (lambda: client.get_json("/api/v1/x"),
-                     lambda: client.stream("/api/v1/x", {}, 2).release_conn()):
-            path.write_text("old1")
-            rewrite_unseen(path, "old1")
-            with pytest.raises(ApiError) as refused:
-                call()
-            assert refused.value.status == 401
-            rewrite_unseen(path, "new2")
-            call()
-            assert seen[-2:] == ["old1", "new2"]
+        client.get_json("/api/v1/x")
+        yield client, path, revoked, seen
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT"])
+def test_a_request_refused_401_is_sent_again_once_with_the_token_the_file_holds_now(
+        refusing: tuple[KubeApi, Path, set[str], list[str]], method: str) -> None:
+    """A token rotated within the minute, then revoked: the request that carried it is
+    sent once more, with the new token, and succeeds (a write too: the server did nothing
+    with the refused one)."""
+    client, path, revoked, seen = refusing
+    path.write_text("new2")
+    revoked.add("old1")
+    client.send_json(method, "/api/v1/x", {}) if method == "PUT" else client.get_json("/x")
+    assert seen[1:] == ["old1", "new2"]
+
+
+def test_a_401_to_the_token_the_file_still_holds_fails_once_without_a_second_send(
+        refusing: tuple[KubeApi, Path, set[str], list[str]]) -> None:
+    client, _path, revoked, seen = refusing
+    revoked.add("old1")
+    with pytest.raises(ApiError) as refused:
+        client.get_json("/api/v1/x")
+    assert refused.value.status == 401 and seen[1:] == ["old1"]
+
+
+def test_a_401_to_the_new_token_too_is_not_sent_a_third_time(
+        refusing: tuple[KubeApi, Path, set[str], list[str]]) -> None:
+    client, path, revoked, seen = refusing
+    path.write_text("new2")
+    revoked.update({"old1", "new2"})
+    with pytest.raises(ApiError) as refused:
+        client.get_json("/api/v1/x")
+    assert refused.value.status == 401 and seen[1:] == ["old1", "new2"]
+    path.write_text("new3")
+    client.get_json("/api/v1/x")  # the same rule: refused, the file read, sent again
+    assert seen[3:] == ["new2", "new3"]
+
+
+def test_a_watch_refused_401_fails_and_the_next_carries_what_the_file_holds(
+        refusing: tuple[KubeApi, Path, set[str], list[str]]) -> None:
+    """A watch is not sent again by the client: its caller's loop opens the next one."""
+    client, path, revoked, seen = refusing
+    path.write_text("new2")
+    revoked.add("old1")
+    with pytest.raises(ApiError) as refused:
+        client.stream("/api/v1/x", {}, 2).release_conn()
+    assert refused.value.status == 401
+    client.stream("/api/v1/x", {}, 2).release_conn()
+    assert seen[1:] == ["old1", "new2"]

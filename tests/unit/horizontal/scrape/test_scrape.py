@@ -209,9 +209,13 @@ def test_fetch_all(server: int) -> None:
 class _PromHandler(QuietHandler):
     answers: ClassVar[dict[str, Any]] = {}
     seen: ClassVar[list[tuple[str, str | None]]] = []
+    revoked: ClassVar[set[str]] = set()  # Authorization headers answered 401
 
     def do_GET(self) -> None:
         _PromHandler.seen.append((self.path, self.headers.get("Authorization")))
+        if self.headers.get("Authorization") in _PromHandler.revoked:
+            self.answer(401, b"Unauthorized", "text/plain")
+            return
         path = self.path.split("?", 1)[0]
         status, doc = _PromHandler.answers.get(path, (404, {"status": "error",
                                                             "error": "no such API"}))
@@ -221,6 +225,7 @@ class _PromHandler(QuietHandler):
 @pytest.fixture
 def prometheus() -> Iterator[str]:
     _PromHandler.seen.clear()
+    _PromHandler.revoked.clear()
     with serving(_PromHandler) as httpd:
         yield f"http://127.0.0.1:{httpd.server_port}"
 
@@ -259,6 +264,24 @@ def test_the_prometheus_source(prometheus: str, tmp_path: Path) -> None:
     with pytest.raises(PrometheusError, match="bearerTokenFile") as never:
         PrometheusClient(source).instant(1.0)  # a file that never held a token
     assert never.value.reason == "token"
+
+
+def test_a_prometheus_query_refused_401_is_sent_again_with_the_token_the_file_holds_now(
+        prometheus: str, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    client = PrometheusClient(Prometheus(prometheus, "q", bearer_token_file=str(token)))
+    _PromHandler.answers = {"/api/v1/query": _vector("5")}
+    assert client.instant(2.0) == 5.0
+    token.write_text("second\n")  # rotated within the minute, then the old one revoked
+    _PromHandler.revoked.add("Bearer first")
+    assert client.instant(2.0) == 5.0
+    assert [auth for _, auth in _PromHandler.seen] == [
+        "Bearer first", "Bearer first", "Bearer second"]
+    _PromHandler.revoked.add("Bearer second")  # revoked, and the file holds no other
+    with pytest.raises(PrometheusError, match="answered HTTP 401") as refused:
+        client.instant(2.0)
+    assert refused.value.reason == "http" and len(_PromHandler.seen) == 4  # sent once
 
 
 def test_the_range_query_for_advice(prometheus: str) -> None:
